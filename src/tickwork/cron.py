@@ -1,0 +1,111 @@
+"""Cron expressions: validation with precise messages, fire times, plain English.
+
+The arithmetic is cronsim's, which follows Debian cron across DST changes:
+
+- a 5-field expression at a fixed time (minute and hour both fixed) is read as wall-clock
+  time: in the spring-forward gap it fires once, right after the gap; in the fall-back hour
+  it fires once, on the first pass;
+- an expression whose minute or hour is a wildcard or step (``*/15 * * * *``) runs on
+  elapsed time, so it fires through both passes of the repeated hour and skips the gap;
+- a 6-field expression (``SEC MIN HOUR DOM MON DOW``, seconds first) always runs on elapsed
+  time: six fields are not Debian cron, and get none of its quirks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from functools import lru_cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+from cronsim.cronsim import Field
+
+from tickwork.errors import InvalidCron, InvalidTimezone
+
+NICKNAMES = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+FIVE_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
+SIX_FIELDS = ("second", *FIVE_FIELDS)
+
+
+def normalize(expr: str) -> str:
+    """The expression with nicknames expanded and whitespace collapsed, or InvalidCron."""
+    text = " ".join(expr.split())
+    if not text:
+        raise InvalidCron(expr, "the expression is empty")
+    if text.startswith("@"):
+        try:
+            return NICKNAMES[text.lower()]
+        except KeyError:
+            known = ", ".join(sorted(NICKNAMES))
+            raise InvalidCron(expr, f"unknown nickname {text!r} (known: {known})") from None
+    parts = text.split(" ")
+    if len(parts) not in (5, 6):
+        raise InvalidCron(
+            expr,
+            f"expected 5 fields (minute hour day-of-month month day-of-week) or 6 with "
+            f"seconds first, got {len(parts)}",
+        )
+    names = FIVE_FIELDS if len(parts) == 5 else SIX_FIELDS
+    first_field = Field.MINUTE if len(parts) == 5 else Field.SECOND
+    for offset, (name, value) in enumerate(zip(names, parts, strict=True)):
+        try:
+            Field(first_field + offset).parse(value.upper())
+        except (CronSimError, ValueError, IndexError):
+            raise InvalidCron(expr, f"bad {name} field {value!r}") from None
+    try:
+        CronSim(text, datetime(2000, 1, 1, tzinfo=UTC))
+    except CronSimError:
+        dom, month = parts[-3], parts[-2]
+        raise InvalidCron(
+            expr, f"day-of-month {dom!r} never occurs in month {month!r}"
+        ) from None
+    return text
+
+
+@lru_cache(maxsize=512)
+def zone(name: str) -> ZoneInfo:
+    """The IANA zone ``name``, or InvalidTimezone."""
+    if not name or name != name.strip() or ".." in name or name.startswith("/"):
+        raise InvalidTimezone(name)
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise InvalidTimezone(name) from None
+
+
+def next_after(expr: str, tz: str, after: datetime) -> datetime:
+    """The first fire time strictly after ``after``, in UTC.
+
+    ``expr`` must already be normalized. Iterates past results that are not later than
+    ``after``: in the fall-back hour a wall-clock job whose first pass is behind us fires
+    on the next day, never "again" in the repeated hour.
+    """
+    for fire in iterate(expr, tz, after):
+        return fire
+    raise AssertionError("cron iteration ended")  # pragma: no cover - cronsim is infinite
+
+
+def iterate(expr: str, tz: str, after: datetime) -> Iterator[datetime]:
+    """Fire times strictly after ``after``, in UTC, ascending."""
+    start = after.astimezone(UTC)
+    sim = CronSim(expr, start.astimezone(zone(tz)))
+    last = start
+    for fire in sim:
+        fire_utc = fire.astimezone(UTC)
+        if fire_utc > last:
+            last = fire_utc
+            yield fire_utc
+
+
+def explain(expr: str) -> str:
+    """One line of plain English, e.g. 'At 09:00 on every day-of-week from Monday ...'."""
+    return CronSim(expr, datetime(2000, 1, 1, tzinfo=UTC)).explain()

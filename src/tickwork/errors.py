@@ -1,0 +1,132 @@
+"""Every error tickwork raises, under one root.
+
+::
+
+    TickworkError
+    ├── ValidationError            bad input; nothing was written        (CLI exit 2, HTTP 400/422)
+    │   ├── InvalidCron            names the field and the value
+    │   ├── InvalidTimezone
+    │   ├── InvalidSchedule        interval below 1 s, negative delay, no schedule ...
+    │   ├── InvalidArgs            not a JSON object, or over the size limit
+    │   └── UnknownTask
+    ├── NotFound                   no such job / run (for this tenant)   (HTTP 404)
+    │   ├── JobNotFound
+    │   └── RunNotFound
+    ├── InvalidTransition          the row exists but its state forbids the change (HTTP 409)
+    ├── FencingError               a write from a holder whose lease was taken over
+    │   ├── LeaseLost              a run's fencing token is stale or its lease expired
+    │   └── LeadershipLost         a scheduler's leader epoch is stale or expired
+    └── StoreError                 the database failed; driver errors are translated here
+        ├── StoreUnavailable
+        └── MigrationError
+
+Constructors take the identifying value, so a message is always specific.
+"""
+
+from __future__ import annotations
+
+
+class TickworkError(Exception):
+    """Root of every error tickwork raises on purpose."""
+
+
+class ValidationError(TickworkError, ValueError):
+    """Input was rejected before anything was written.
+
+    ``field`` names the offending input (``"cron"``, ``"tz"``, ``"args"`` ...) so that the
+    HTTP layer can point at it.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class InvalidCron(ValidationError):
+    def __init__(self, expr: str, reason: str) -> None:
+        super().__init__(f"invalid cron expression {expr!r}: {reason}", field="cron")
+        self.expr = expr
+        self.reason = reason
+
+
+class InvalidTimezone(ValidationError):
+    def __init__(self, tz: str) -> None:
+        super().__init__(f"unknown time zone {tz!r} (expected an IANA name such as "
+                         "'Europe/Berlin' or 'UTC')", field="tz")
+        self.tz = tz
+
+
+class InvalidSchedule(ValidationError):
+    def __init__(self, message: str, *, field: str = "schedule") -> None:
+        super().__init__(message, field=field)
+
+
+class InvalidArgs(ValidationError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="args")
+
+
+class UnknownTask(ValidationError):
+    def __init__(self, task: str) -> None:
+        super().__init__(f"unknown task {task!r}", field="task")
+        self.task = task
+
+
+class NotFound(TickworkError, LookupError):
+    """No such row, or not one the caller's tenant may see (the two look the same)."""
+
+
+class JobNotFound(NotFound):
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"job {job_id} not found")
+        self.job_id = job_id
+
+
+class RunNotFound(NotFound):
+    def __init__(self, run_id: int) -> None:
+        super().__init__(f"run {run_id} not found")
+        self.run_id = run_id
+
+
+class InvalidTransition(TickworkError):
+    """The row exists, but its current state does not allow the requested change."""
+
+    def __init__(self, what: str, ident: int, state: str, action: str) -> None:
+        super().__init__(f"cannot {action} {what} {ident}: it is {state}")
+        self.ident = ident
+        self.state = state
+        self.action = action
+
+
+class FencingError(TickworkError):
+    """A write came from a holder whose lease has been taken over; nothing was applied."""
+
+
+class LeaseLost(FencingError):
+    def __init__(self, run_id: int, token: int) -> None:
+        super().__init__(
+            f"run {run_id}: fencing token {token} is no longer current "
+            "(the lease expired or the run was re-claimed, finished or cancelled)"
+        )
+        self.run_id = run_id
+        self.token = token
+
+
+class LeadershipLost(FencingError):
+    def __init__(self, node_id: str, epoch: int) -> None:
+        super().__init__(f"node {node_id!r} no longer leads at epoch {epoch}")
+        self.node_id = node_id
+        self.epoch = epoch
+
+
+class StoreError(TickworkError):
+    """The database failed in a way the caller did not cause."""
+
+
+class StoreUnavailable(StoreError):
+    pass
+
+
+class MigrationError(StoreError):
+    pass

@@ -1,0 +1,313 @@
+"""Jobs and runs: value types, states and the allowed transitions.
+
+``docs/job-lifecycle.md`` draws the run state machine; the words are those of
+``docs/glossary.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from tickwork.errors import InvalidArgs, ValidationError
+from tickwork.retry import RetryPolicy
+from tickwork.schedule import Schedule
+
+MAX_ARGS_BYTES = 256 * 1024
+"""Default limit on a job's JSON args, encoded as UTF-8."""
+DEFAULT_TENANT = "default"
+DEFAULT_QUEUE = "default"
+DEFAULT_MISFIRE_GRACE = timedelta(seconds=60)
+"""A missed slot younger than this at trigger time still counts as on time."""
+DEFAULT_MISFIRE_LIMIT = 100
+"""Misfire ``all`` enqueues at most this many missed slots per job per catch-up."""
+MAX_NAME_LENGTH = 200
+
+
+class JobState(StrEnum):
+    ACTIVE = "active"  # slots are triggered as they fall due
+    PAUSED = "paused"  # no slot is triggered and no queued run is claimed until resume
+    CANCELLED = "cancelled"  # final: no more slots; queued runs were cancelled
+    COMPLETED = "completed"  # final: a one-off job's run finished, or no slot remains
+
+
+class RunState(StrEnum):
+    QUEUED = "queued"  # waiting for its run_at, then for a worker
+    RUNNING = "running"  # claimed: a worker holds a lease and a fencing token
+    SUCCEEDED = "succeeded"  # final
+    FAILED = "failed"  # an attempt failed; the retry waits for run_at
+    DEAD = "dead"  # final: attempts exhausted or discarded (the dead-letter list)
+    CANCELLED = "cancelled"  # final
+
+
+FINISHED_RUN_STATES = frozenset({RunState.SUCCEEDED, RunState.DEAD, RunState.CANCELLED})
+WAITING_RUN_STATES = frozenset({RunState.QUEUED, RunState.FAILED})
+UNFINISHED_RUN_STATES = frozenset({RunState.QUEUED, RunState.RUNNING, RunState.FAILED})
+
+RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
+    RunState.QUEUED: frozenset({RunState.RUNNING, RunState.CANCELLED}),
+    RunState.RUNNING: frozenset(
+        {
+            RunState.SUCCEEDED,  # complete
+            RunState.FAILED,  # fail, attempts left
+            RunState.DEAD,  # fail on the last attempt; rescue on the last attempt
+            RunState.QUEUED,  # rescue (lease expired) or release (graceful stop)
+            RunState.CANCELLED,  # cancel
+        }
+    ),
+    RunState.FAILED: frozenset({RunState.RUNNING, RunState.QUEUED, RunState.CANCELLED}),
+    RunState.DEAD: frozenset({RunState.QUEUED}),  # retry by an operator
+    RunState.SUCCEEDED: frozenset(),
+    RunState.CANCELLED: frozenset(),
+}
+
+
+def can_transition(src: RunState, dst: RunState) -> bool:
+    return dst in RUN_TRANSITIONS[src]
+
+
+class MisfirePolicy(StrEnum):
+    SKIP = "skip"  # resume at the next future slot
+    ONCE = "once"  # one run for all missed slots (the default)
+    ALL = "all"  # every missed slot, up to DEFAULT_MISFIRE_LIMIT
+
+
+class OverlapPolicy(StrEnum):
+    ALLOW = "allow"  # a new slot runs even while the previous run is unfinished
+    FORBID = "forbid"  # skip a slot while the previous run is unfinished
+    REPLACE = "replace"  # cancel the unfinished run, then run the new slot
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What a caller submits; validated on construction, so a store only sees good input."""
+
+    task: str
+    schedule: Schedule
+    args: dict[str, Any] = field(default_factory=dict)
+    tenant: str = DEFAULT_TENANT
+    name: str | None = None
+    queue: str = DEFAULT_QUEUE
+    priority: int = 0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    timeout: timedelta | None = None
+    misfire: MisfirePolicy = MisfirePolicy.ONCE
+    misfire_grace: timedelta = DEFAULT_MISFIRE_GRACE
+    overlap: OverlapPolicy = OverlapPolicy.ALLOW
+    idempotency_key: str | None = None
+    max_args_bytes: int = MAX_ARGS_BYTES
+
+    def __post_init__(self) -> None:
+        _require_label("task", self.task)
+        _require_label("tenant", self.tenant)
+        _require_label("queue", self.queue)
+        if self.name is not None:
+            _require_label("name", self.name)
+        if self.idempotency_key is not None:
+            _require_label("idempotency_key", self.idempotency_key)
+        if not -1000 <= self.priority <= 1000:
+            raise ValidationError(
+                f"priority must be between -1000 and 1000, got {self.priority}", field="priority"
+            )
+        if self.timeout is not None and self.timeout <= timedelta(0):
+            raise ValidationError("timeout must be positive", field="timeout")
+        if self.misfire_grace < timedelta(0):
+            raise ValidationError("misfire_grace must not be negative", field="misfire_grace")
+        object.__setattr__(self, "misfire", MisfirePolicy(self.misfire))
+        object.__setattr__(self, "overlap", OverlapPolicy(self.overlap))
+        check_args(self.args, self.max_args_bytes)
+
+    @property
+    def args_json(self) -> str:
+        return json.dumps(self.args, separators=(",", ":"), sort_keys=True)
+
+
+def check_args(args: object, limit: int = MAX_ARGS_BYTES) -> None:
+    """Args must be a JSON object of at most ``limit`` bytes, or InvalidArgs."""
+    if not isinstance(args, dict):
+        raise InvalidArgs(f"args must be a JSON object, got {type(args).__name__}")
+    try:
+        encoded = json.dumps(args, separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgs(f"args are not JSON-serialisable: {exc}") from None
+    if len(encoded) > limit:
+        raise InvalidArgs(f"args are {len(encoded)} bytes encoded; the limit is {limit} bytes")
+
+
+def parse_args(text: str, limit: int = MAX_ARGS_BYTES) -> dict[str, Any]:
+    """Args given as JSON text (CLI, HTTP), or InvalidArgs."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InvalidArgs(f"args are not valid JSON: {exc}") from None
+    check_args(value, limit)
+    assert isinstance(value, dict)
+    return value
+
+
+def _require_label(what: str, value: object) -> None:
+    if not isinstance(value, str) or not value or len(value) > MAX_NAME_LENGTH:
+        raise ValidationError(
+            f"{what} must be a non-empty string of at most {MAX_NAME_LENGTH} characters",
+            field=what,
+        )
+    if value != value.strip() or any(ch in value for ch in "\n\r\t\x00"):
+        raise ValidationError(f"{what} {value!r} has surrounding blanks or control characters",
+                              field=what)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: int
+    tenant: str
+    name: str | None
+    task: str
+    args: dict[str, Any]
+    schedule: Schedule
+    state: JobState
+    next_run_at: datetime | None
+    queue: str
+    priority: int
+    retry: RetryPolicy
+    timeout: timedelta | None
+    misfire: MisfirePolicy
+    misfire_grace: timedelta
+    overlap: OverlapPolicy
+    idempotency_key: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    id: int
+    job_id: int
+    tenant: str
+    task: str
+    args: dict[str, Any]
+    queue: str
+    priority: int
+    scheduled_for: datetime  # the slot this run is for (unique per job)
+    run_at: datetime  # when it may next be claimed (the slot, or a retry time)
+    state: RunState
+    attempt: int  # 1-based: the attempt running now, or the next one to run
+    max_attempts: int
+    fencing_token: int  # bumped on every claim; writes must present the current one
+    worker: str | None
+    lease_expires_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: str | None
+    result: dict[str, Any] | None
+    timeout: timedelta | None
+    created_at: datetime
+
+
+MAX_SLOT_SCAN = 10_000
+"""Missed slots counted one by one per trigger; past this a skip is recorded as 'at least'."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlotRange:
+    """Consecutive slots sharing a fate; ``count`` is a lower bound when ``more``."""
+
+    first: datetime
+    last: datetime
+    count: int
+    fate: str  # a tickwork.store.base.SlotFate value
+    more: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SlotPlan:
+    run_slots: list[datetime]  # slots that get a run, ascending
+    skipped: list[SlotRange]  # slots that do not
+    coalesced_into: datetime | None  # the run slot that misfire 'once' folded others into
+    next_run_at: datetime | None  # the first slot after now; None: the schedule is over
+    cancel_unfinished: bool  # overlap 'replace': cancel the job's unfinished runs first
+
+
+def plan_slots(
+    schedule: Schedule,
+    due: datetime,
+    now: datetime,
+    *,
+    misfire: MisfirePolicy,
+    grace: timedelta,
+    overlap: OverlapPolicy,
+    has_unfinished: bool,
+    misfire_limit: int = DEFAULT_MISFIRE_LIMIT,
+) -> SlotPlan:
+    """Decide the fate of every slot from ``due`` (the job's next_run_at) up to ``now``.
+
+    A slot no older than ``grace`` is on time and runs. Older slots have *misfired*:
+
+    - ``skip``: they get no run (fate misfire);
+    - ``once``: the latest of them gets one run, the others are coalesced into it;
+    - ``all``: each gets a run, the oldest ``misfire_limit`` at most; the rest are skipped.
+
+    Then overlap: ``forbid`` keeps only the first slot, and none at all while the job has
+    an unfinished run (fate overlap); ``replace`` keeps only the last slot (the earlier ones
+    are replaced) and asks for the job's unfinished runs to be cancelled.
+
+    Example: a per-minute job, grace 60 s, down from 09:00:30 to 10:00:10, policy ``once``:
+    slots 09:01 ... 09:59 misfired (59 slots): 09:59 runs, 58 are coalesced into it;
+    10:00 is 10 s late, within grace, and runs too. ``next_run_at`` becomes 10:01.
+    """
+    late: list[datetime] = []
+    on_time: list[datetime] = []
+    more = False
+    slot: datetime | None = due
+    scanned = 0
+    while slot is not None and slot <= now:
+        if scanned >= MAX_SLOT_SCAN:
+            more = True
+            break
+        (on_time if now - slot <= grace else late).append(slot)
+        scanned += 1
+        slot = schedule.next_after(slot)
+    if more:
+        # A very long outage: stop counting, jump to the first slot after now.
+        slot = schedule.next_after(now)
+
+    skipped: list[SlotRange] = []
+    run_slots: list[datetime] = []
+    coalesced_into: datetime | None = None
+    if late:
+        if misfire is MisfirePolicy.SKIP:
+            skipped.append(SlotRange(late[0], late[-1], len(late), "misfire", more))
+        elif misfire is MisfirePolicy.ONCE:
+            run_slots.append(late[-1])
+            if len(late) > 1 or more:
+                coalesced_into = late[-1]
+                skipped.append(SlotRange(late[0], late[-2] if len(late) > 1 else late[0],
+                                         len(late) - 1, "coalesced", more))
+        else:
+            run_slots.extend(late[:misfire_limit])
+            if len(late) > misfire_limit or more:
+                rest = late[misfire_limit:] or late[-1:]
+                skipped.append(SlotRange(rest[0], rest[-1], len(late) - misfire_limit,
+                                         "misfire", more))
+    run_slots.extend(on_time)
+
+    cancel_unfinished = False
+    if overlap is OverlapPolicy.FORBID and run_slots:
+        blocked = run_slots if has_unfinished else run_slots[1:]
+        if blocked:
+            skipped.append(SlotRange(blocked[0], blocked[-1], len(blocked), "overlap"))
+        run_slots = [] if has_unfinished else run_slots[:1]
+        if coalesced_into is not None and coalesced_into not in run_slots:
+            coalesced_into = None
+    elif overlap is OverlapPolicy.REPLACE and run_slots:
+        if len(run_slots) > 1:
+            earlier = run_slots[:-1]
+            skipped.append(SlotRange(earlier[0], earlier[-1], len(earlier), "replaced"))
+            if coalesced_into is not None and coalesced_into != run_slots[-1]:
+                coalesced_into = None
+        run_slots = run_slots[-1:]
+        cancel_unfinished = has_unfinished
+
+    return SlotPlan(run_slots, skipped, coalesced_into, slot, cancel_unfinished)

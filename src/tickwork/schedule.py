@@ -1,0 +1,238 @@
+"""Schedules: when a job's slots fall.
+
+Three kinds, each immutable and JSON-serialisable:
+
+- :class:`Once`: one slot, at an instant, or after a delay measured from the store's clock
+  when the job is submitted (``resolve``).
+- :class:`Cron`: a cron expression in an IANA time zone (see :mod:`tickwork.cron` for DST).
+- :class:`Interval`: every N seconds (N >= 1) from an anchor, in UTC elapsed time:
+  slot k is ``anchor + k * every``, never wall-clock arithmetic, so DST cannot stretch or
+  squeeze it. Without an anchor, the anchor is the submit time and the first slot is one
+  interval later.
+
+A slot is identified by its UTC instant; a job never gets two runs for one slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tickwork import cron
+from tickwork.clock import utc
+from tickwork.errors import InvalidSchedule
+
+MIN_INTERVAL = timedelta(seconds=1)
+"""The shortest interval a job may repeat at."""
+
+
+@dataclass(frozen=True, slots=True)
+class Once:
+    at: datetime | None = None
+    delay: timedelta | None = None
+
+    def __post_init__(self) -> None:
+        if (self.at is None) == (self.delay is None):
+            raise InvalidSchedule("a one-off schedule takes exactly one of 'at' or 'delay'")
+        if self.delay is not None and self.delay < timedelta(0):
+            raise InvalidSchedule(
+                f"delay must not be negative, got {self.delay.total_seconds():g} s",
+                field="delay",
+            )
+        if self.at is not None:
+            if self.at.tzinfo is None:
+                raise InvalidSchedule(
+                    f"'at' {self.at.isoformat()} has no time zone offset", field="at"
+                )
+            object.__setattr__(self, "at", self.at.astimezone(UTC))
+
+    kind = "once"
+
+    def resolve(self, now: datetime) -> Once:
+        return Once(at=now + self.delay) if self.delay is not None else self
+
+    def first_slot(self, now: datetime) -> datetime:
+        resolved = self.resolve(now)
+        assert resolved.at is not None
+        return resolved.at
+
+    def next_after(self, slot: datetime) -> datetime | None:
+        return None
+
+    def describe(self) -> str:
+        if self.at is not None:
+            return f"once at {self.at.isoformat()}"
+        assert self.delay is not None
+        return f"once, {self.delay.total_seconds():g} s after submit"
+
+    def to_json(self) -> dict[str, Any]:
+        if self.at is not None:
+            return {"kind": "once", "at": self.at.isoformat()}
+        assert self.delay is not None
+        return {"kind": "once", "delay": self.delay.total_seconds()}
+
+
+@dataclass(frozen=True, slots=True)
+class Cron:
+    expr: str
+    tz: str = "UTC"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "expr", cron.normalize(self.expr))
+        cron.zone(self.tz)
+
+    kind = "cron"
+
+    def resolve(self, now: datetime) -> Cron:
+        return self
+
+    def first_slot(self, now: datetime) -> datetime:
+        return cron.next_after(self.expr, self.tz, now)
+
+    def next_after(self, slot: datetime) -> datetime | None:
+        return cron.next_after(self.expr, self.tz, slot)
+
+    def describe(self) -> str:
+        return f"{cron.explain(self.expr)} ({self.tz})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "cron", "expr": self.expr, "tz": self.tz}
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    every: timedelta
+    anchor: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.every < MIN_INTERVAL:
+            raise InvalidSchedule(
+                f"interval must be at least 1 s, got {self.every.total_seconds():g} s",
+                field="every",
+            )
+        if self.anchor is not None:
+            object.__setattr__(self, "anchor", utc(self.anchor))
+
+    kind = "interval"
+
+    def resolve(self, now: datetime) -> Interval:
+        return self if self.anchor is not None else Interval(self.every, anchor=now)
+
+    def first_slot(self, now: datetime) -> datetime:
+        resolved = self.resolve(now)
+        assert resolved.anchor is not None
+        if resolved.anchor > now:
+            return resolved.anchor
+        return self._after(resolved.anchor, now)
+
+    def next_after(self, slot: datetime) -> datetime | None:
+        if self.anchor is None:
+            raise InvalidSchedule("an interval schedule must be resolved before use")
+        if self.anchor > slot:
+            return self.anchor
+        return self._after(self.anchor, slot)
+
+    def _after(self, anchor: datetime, t: datetime) -> datetime:
+        step = self.every // timedelta(microseconds=1)
+        elapsed = (t - anchor) // timedelta(microseconds=1)
+        return anchor + timedelta(microseconds=(elapsed // step + 1) * step)
+
+    def describe(self) -> str:
+        text = f"every {format_seconds(self.every.total_seconds())}"
+        if self.anchor is not None:
+            text += f" from {self.anchor.isoformat()}"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": "interval",
+            "every": self.every.total_seconds(),
+            "anchor": self.anchor.isoformat() if self.anchor else None,
+        }
+
+
+Schedule = Once | Cron | Interval
+
+
+def from_json(data: dict[str, Any]) -> Schedule:
+    """The schedule :meth:`to_json` wrote, or InvalidSchedule."""
+    kind = data.get("kind")
+    try:
+        if kind == "once":
+            if data.get("at") is not None:
+                return Once(at=parse_instant(str(data["at"]), field="at"))
+            return Once(delay=timedelta(seconds=float(data["delay"])))
+        if kind == "cron":
+            return Cron(str(data["expr"]), str(data.get("tz") or "UTC"))
+        if kind == "interval":
+            anchor = data.get("anchor")
+            return Interval(
+                timedelta(seconds=float(data["every"])),
+                parse_instant(str(anchor), field="anchor") if anchor else None,
+            )
+    except (KeyError, TypeError) as exc:
+        raise InvalidSchedule(f"schedule {data!r} is missing or mistypes {exc}") from None
+    raise InvalidSchedule(f"unknown schedule kind {kind!r} (expected once, cron or interval)")
+
+
+def parse_instant(text: str, *, field: str = "at") -> datetime:
+    """An ISO-8601 instant with an offset (``Z`` accepted), as aware UTC."""
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidSchedule(f"{field} {text!r} is not an ISO-8601 time", field=field) from None
+    if value.tzinfo is None:
+        raise InvalidSchedule(
+            f"{field} {text!r} has no UTC offset (write e.g. 2026-12-01T09:00:00+01:00 or ...Z)",
+            field=field,
+        )
+    return value.astimezone(UTC)
+
+
+DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def parse_duration(text: str, *, field: str = "duration") -> timedelta:
+    """``"90"``, ``"90s"``, ``"10m"``, ``"1h30m"``, ``"2d"`` as a timedelta (not negative)."""
+    raw = text.strip().lower()
+    if not raw:
+        raise InvalidSchedule(f"{field} is empty", field=field)
+    try:
+        return _nonnegative(timedelta(seconds=float(raw)), text, field)
+    except ValueError:
+        pass
+    total = 0.0
+    number = ""
+    i = 0
+    while i < len(raw):
+        ch = raw[i]
+        if ch.isdigit() or ch == ".":
+            number += ch
+            i += 1
+            continue
+        unit = "ms" if raw.startswith("ms", i) else ch
+        if unit not in DURATION_UNITS or not number:
+            raise InvalidSchedule(
+                f"{field} {text!r} is not a duration (e.g. 30s, 10m, 1h30m, 2d)", field=field
+            )
+        total += float(number) * DURATION_UNITS[unit]
+        number = ""
+        i += len(unit)
+    if number:
+        raise InvalidSchedule(f"{field} {text!r} has a number without a unit", field=field)
+    return _nonnegative(timedelta(seconds=total), text, field)
+
+
+def _nonnegative(value: timedelta, text: str, field: str) -> timedelta:
+    if value < timedelta(0):
+        raise InvalidSchedule(f"{field} {text!r} must not be negative", field=field)
+    return value
+
+
+def format_seconds(seconds: float) -> str:
+    for unit, size in (("day", 86_400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return f"{seconds:g} second{'s' if seconds != 1 else ''}"

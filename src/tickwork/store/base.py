@@ -1,0 +1,441 @@
+"""The Store contract: the one interface over durable state.
+
+Every state transition of a job or a run is one atomic call here. Two implementations
+(:mod:`tickwork.store.sqlite`, :mod:`tickwork.store.postgres`) pass one conformance suite
+(``tests/store/``); nothing above this layer knows which one it talks to, except through
+:attr:`Store.capabilities`.
+
+Rules every method follows
+--------------------------
+
+- **One clock.** Every ``now`` parameter defaults to ``None``, meaning *the store's clock*
+  (``now()`` in PostgreSQL; the host clock for SQLite, which is one host by construction).
+  Only tests pass ``now``; a node never passes its local time, so a node whose clock is
+  wrong cannot make a job due early or a lease expire early. Durations (``lease``, ``ttl``,
+  ``delay``) are added to the store's clock inside the store.
+- **Atomic.** A call either applies all of its effect or none; a rejected call (typed error)
+  changed nothing.
+- **Tenancy.** Read and command methods take ``tenant``: ``None`` means any tenant (an admin);
+  a row of another tenant is reported exactly like a missing row (``NotFound``), so ids do
+  not leak across tenants.
+- **Fencing.** ``heartbeat``, ``complete``, ``fail`` and ``release`` name a run *and* the
+  fencing token its claim returned. The write applies only while the run is ``running``
+  with that token; otherwise it raises :class:`~tickwork.errors.LeaseLost` and applies
+  nothing. A lease that has expired but has not been rescued (nobody else holds the run) is
+  still honoured: the lease is lost when it is *taken over* (rescued, re-claimed, cancelled),
+  which is the moment a second execution can begin.
+- **Times** returned are aware UTC datetimes.
+
+The run state machine is drawn in ``docs/job-lifecycle.md``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+from tickwork.job import Job, JobSpec, JobState, Run, RunState
+
+DEFAULT_LEASE = timedelta(seconds=15)
+"""How long a claim holds a run before it may be rescued, unless heartbeated."""
+DEFAULT_TRIGGER_BATCH = 1000
+"""Jobs examined per trigger transaction."""
+DEFAULT_RESCUE_BATCH = 1000
+DEFAULT_PRUNE_BATCH = 10_000
+DEFAULT_PAGE = 100
+MAX_PAGE = 1000
+LEADER_LEASE_NAME = "scheduler"
+T = TypeVar("T")
+
+# Capabilities a store may declare (named differences, never isinstance checks).
+LISTEN_NOTIFY = "listen_notify"  # notifications wake sleepers across processes and hosts
+SKIP_LOCKED = "skip_locked"  # concurrent claimers never wait on each other's rows
+MULTI_HOST = "multi_host"  # processes on several hosts may share the store
+
+# Notification channels.
+CHANNEL_JOBS = "tickwork_jobs"  # a job was submitted or changed: the trigger loop re-plans
+CHANNEL_RUNS = "tickwork_runs"  # runs became claimable: idle workers claim
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    job: Job
+    created: bool  # False: an idempotency key or schedule name matched an existing job
+    run: Run | None = None  # the run enqueued at submit, when the first slot was already due
+
+
+class SlotFate(StrEnum):
+    """Why a slot of a recurring job did not get a run of its own (the slot ledger)."""
+
+    MISFIRE = "misfire"  # older than the misfire grace; policy skip (or beyond the 'all' limit)
+    COALESCED = "coalesced"  # folded into one run by misfire policy 'once'
+    OVERLAP = "overlap"  # overlap 'forbid': the previous run was unfinished
+    REPLACED = "replaced"  # overlap 'replace': a later slot of the same batch superseded it
+    PAUSED = "paused"  # fell while the job was paused
+    CANCELLED = "cancelled"  # fell after the job was cancelled (recorded by explain only)
+
+
+@dataclass(frozen=True, slots=True)
+class SlotSkip:
+    """A run of consecutive slots of one job that share a fate."""
+
+    job_id: int
+    first_slot: datetime
+    last_slot: datetime
+    count: int  # slots in [first_slot, last_slot]; at least this many when `more` is set
+    fate: SlotFate
+    run_id: int | None = None  # the run it was coalesced into, when there is one
+    more: bool = False  # more slots than were counted (a very long outage)
+    recorded_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerResult:
+    runs: list[Run] = field(default_factory=list)  # runs created by this call
+    skipped: list[SlotSkip] = field(default_factory=list)
+    cancelled_run_ids: list[int] = field(default_factory=list)  # overlap 'replace'
+    jobs_advanced: int = 0
+    batch_full: bool = False  # there may be more due jobs: call again without sleeping
+    next_due_at: datetime | None = None  # earliest next_run_at after this call
+
+
+class LeaseStatus(StrEnum):
+    HELD = "held"  # the lease was extended
+    CANCELLED = "cancelled"  # the run was cancelled: stop the handler, report nothing
+    LOST = "lost"  # the run was rescued, re-claimed or finished: stop, report nothing
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    status: LeaseStatus
+    lease_expires_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    run_id: int
+    fencing_token: int
+    result: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RescueResult:
+    requeued: list[int] = field(default_factory=list)
+    dead: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """The scheduler leadership: who holds it, at which epoch, until when (store clock)."""
+
+    holder: str
+    epoch: int
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: int | None  # pass as `after` for the next page; None: this was the last
+
+
+class Store(abc.ABC):
+    """Durable jobs, runs, leases. Thread-safe: one instance serves a whole process."""
+
+    url: str
+    capabilities: frozenset[str] = frozenset()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def migrate(self) -> list[int]:
+        """Apply pending schema migrations, in order; return the versions applied.
+
+        Concurrent callers (several processes starting at once) serialise on a lock; each
+        migration is applied exactly once. Raises MigrationError when the database holds a
+        newer schema than this code knows.
+        """
+
+    @abc.abstractmethod
+    def schema_version(self) -> tuple[int, int]:
+        """(applied version, latest version this code knows)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release connections. Idempotent."""
+
+    @abc.abstractmethod
+    def now(self) -> datetime:
+        """The store's clock."""
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def submit(self, spec: JobSpec, *, now: datetime | None = None) -> Submitted:
+        """Create a job; durable when this returns.
+
+        The schedule is resolved against the store's clock (a delay becomes an instant; an
+        interval without anchor is anchored now) and ``next_run_at`` set to its first slot.
+        If that slot is already due (a one-off job at or before now), its run is created
+        ``queued`` in the same transaction and the job is ``completed`` (every slot
+        triggered), so an immediate job never waits for a scheduler.
+
+        Idempotency: when ``spec.idempotency_key`` is set and the tenant already has a job
+        with that key, that job is returned with ``created=False`` and nothing is written,
+        even under concurrent submits with the same key (a unique index decides).
+        A ``spec.name`` is unique per tenant: submitting a second job with a taken name
+        raises ValidationError (use :meth:`put_schedule` to update it).
+        Notifies CHANNEL_JOBS (and CHANNEL_RUNS when a run was created).
+        """
+
+    @abc.abstractmethod
+    def put_schedule(self, spec: JobSpec, *, now: datetime | None = None) -> Submitted:
+        """Create the job named ``spec.name`` in ``spec.tenant``, or update it in place.
+
+        Used to sync schedules declared in code at start: calling it again with the same
+        spec changes nothing (``created=False``). An update to the schedule recomputes
+        ``next_run_at`` from now; other fields apply to runs triggered from then on. A
+        cancelled job of that name is revived as active. Requires ``spec.name``.
+        """
+
+    @abc.abstractmethod
+    def get_job(self, job_id: int, *, tenant: str | None = None) -> Job:
+        """The job, or JobNotFound."""
+
+    @abc.abstractmethod
+    def list_jobs(
+        self,
+        *,
+        tenant: str | None = None,
+        state: JobState | None = None,
+        task: str | None = None,
+        after: int | None = None,
+        limit: int = DEFAULT_PAGE,
+    ) -> Page[Job]:
+        """Jobs, newest first (descending id), ``limit`` at most, ids below ``after``."""
+
+    @abc.abstractmethod
+    def cancel_job(self, job_id: int, *, tenant: str | None = None,
+                   now: datetime | None = None) -> Job:
+        """active|paused|completed -> cancelled; its queued and failed runs -> cancelled.
+
+        A running run is left to finish (cancel it with :meth:`cancel_run` to stop it).
+        Cancelling a cancelled job returns it unchanged. JobNotFound for unknown ids.
+        """
+
+    @abc.abstractmethod
+    def pause_job(self, job_id: int, *, tenant: str | None = None,
+                  now: datetime | None = None) -> Job:
+        """active -> paused: no slot is triggered until resume. Runs already queued run.
+
+        Pausing a paused job returns it unchanged; a cancelled or completed job raises
+        InvalidTransition.
+        """
+
+    @abc.abstractmethod
+    def resume_job(self, job_id: int, *, tenant: str | None = None,
+                   now: datetime | None = None) -> Job:
+        """paused -> active. Slots that fell while paused are recorded (fate ``paused``)
+        and not run; ``next_run_at`` becomes the first slot after now.
+
+        Resuming an active job returns it unchanged; a cancelled or completed job raises
+        InvalidTransition.
+        """
+
+    # -- triggering (leader only) -----------------------------------------------------------
+
+    @abc.abstractmethod
+    def trigger(self, epoch: int, *, limit: int = DEFAULT_TRIGGER_BATCH,
+                now: datetime | None = None) -> TriggerResult:
+        """Turn due slots into queued runs and advance each job, in one transaction.
+
+        Eligible: active jobs with ``next_run_at <= now``, earliest first, ``limit`` at most
+        (rows another trigger holds are skipped, not waited on). For each, the due slots are
+        planned by :func:`tickwork.job.plan_slots` (misfire and overlap policies); runs are
+        inserted ``queued`` with ``run_at = scheduled_for``; ``next_run_at`` moves to the
+        first slot after now (a job with no slot left becomes ``completed``); skipped slots
+        go to the slot ledger; overlap ``replace`` cancels the job's unfinished runs.
+
+        Fencing: the call applies only while ``epoch`` is the current, unexpired leader
+        epoch by the store's clock; otherwise it raises LeadershipLost and triggers nothing.
+        A run is unique on (job, scheduled_for): even two callers that both believe they
+        lead cannot create a second run for one slot.
+        Notifies CHANNEL_RUNS when runs were created.
+        """
+
+    @abc.abstractmethod
+    def next_due_at(self) -> datetime | None:
+        """The earliest ``next_run_at`` of an active job (the trigger loop sleeps until it)."""
+
+    # -- runs ------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def claim(
+        self,
+        worker: str,
+        *,
+        limit: int,
+        lease: timedelta = DEFAULT_LEASE,
+        queues: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> list[Run]:
+        """Take up to ``limit`` claimable runs, exclusively.
+
+        Eligible: state queued or failed, ``run_at <= now``, queue in ``queues`` (None: any).
+        Order: priority descending, then run_at, then id. Transition: -> running, with
+        ``worker``, ``lease_expires_at = now + lease``, ``started_at = now`` and a new
+        fencing token (the previous one + 1). Under concurrency every run is returned to
+        exactly one caller (PostgreSQL: FOR UPDATE SKIP LOCKED; SQLite: BEGIN IMMEDIATE).
+        """
+
+    @abc.abstractmethod
+    def next_claimable_at(self, *, queues: Sequence[str] | None = None) -> datetime | None:
+        """The earliest ``run_at`` of a queued or failed run (a worker sleeps until it)."""
+
+    @abc.abstractmethod
+    def heartbeat(self, run_id: int, fencing_token: int, *, lease: timedelta = DEFAULT_LEASE,
+                  now: datetime | None = None) -> Heartbeat:
+        """Extend the lease to now + ``lease``, or say why not.
+
+        HELD: extended. CANCELLED: the run was cancelled while held (stop, report nothing).
+        Raises LeaseLost when the token is stale or the run is no longer running.
+        """
+
+    @abc.abstractmethod
+    def heartbeat_many(self, leases: Sequence[tuple[int, int]], *,
+                       lease: timedelta = DEFAULT_LEASE,
+                       now: datetime | None = None) -> dict[int, LeaseStatus]:
+        """:meth:`heartbeat` for (run_id, token) pairs in one statement; LOST instead of raising."""
+
+    @abc.abstractmethod
+    def complete(self, run_id: int, fencing_token: int, *,
+                 result: dict[str, Any] | None = None, now: datetime | None = None) -> Run:
+        """running -> succeeded, with ``result`` and ``finished_at``. Fenced (LeaseLost)."""
+
+    @abc.abstractmethod
+    def complete_many(self, completions: Sequence[Completion], *,
+                      now: datetime | None = None) -> list[int]:
+        """:meth:`complete` for many runs in one statement; returns the run ids it rejected
+        (fenced out), having applied the others."""
+
+    @abc.abstractmethod
+    def fail(
+        self,
+        run_id: int,
+        fencing_token: int,
+        error: str,
+        *,
+        retry_after: timedelta | None = None,
+        discard: bool = False,
+        result: dict[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> Run:
+        """An attempt failed. Fenced (LeaseLost).
+
+        Attempts left (and not ``discard``): running -> failed, ``attempt + 1``,
+        ``run_at = now + retry_after`` (default: the job's backoff with full jitter).
+        Last attempt, or ``discard``: running -> dead, ``finished_at = now``.
+        """
+
+    @abc.abstractmethod
+    def release(self, run_id: int, fencing_token: int, *,
+                now: datetime | None = None) -> Run:
+        """running -> queued without spending an attempt (a worker stopping gracefully).
+        ``run_at = now``. Fenced (LeaseLost)."""
+
+    @abc.abstractmethod
+    def rescue(self, *, limit: int = DEFAULT_RESCUE_BATCH,
+               now: datetime | None = None) -> RescueResult:
+        """Runs whose lease expired (running, ``lease_expires_at < now``): -> queued with
+        ``attempt + 1`` and ``run_at = now``, or -> dead when that was the last attempt.
+
+        The holder's token stays invalid afterwards: the next claim issues a new one, and
+        until then the run is not running. Concurrent rescuers never rescue a run twice.
+        """
+
+    @abc.abstractmethod
+    def get_run(self, run_id: int, *, tenant: str | None = None) -> Run:
+        """The run, or RunNotFound."""
+
+    @abc.abstractmethod
+    def list_runs(
+        self,
+        *,
+        tenant: str | None = None,
+        job_id: int | None = None,
+        state: RunState | None = None,
+        after: int | None = None,
+        limit: int = DEFAULT_PAGE,
+    ) -> Page[Run]:
+        """Runs, newest first (descending id), ``limit`` at most, ids below ``after``."""
+
+    @abc.abstractmethod
+    def cancel_run(self, run_id: int, *, tenant: str | None = None,
+                   now: datetime | None = None) -> Run:
+        """queued|failed|running -> cancelled. A running run's holder learns it at its next
+        heartbeat and stops. Finished runs raise InvalidTransition."""
+
+    @abc.abstractmethod
+    def retry_run(self, run_id: int, *, tenant: str | None = None,
+                  now: datetime | None = None) -> Run:
+        """dead|failed -> queued now, with a fresh allowance of attempts (attempt 1 of
+        max_attempts). Other states raise InvalidTransition."""
+
+    @abc.abstractmethod
+    def prune(self, retention: timedelta, *, limit: int = DEFAULT_PRUNE_BATCH,
+              now: datetime | None = None) -> int:
+        """Delete up to ``limit`` finished runs (succeeded, dead, cancelled) whose
+        ``finished_at`` is older than now - ``retention``, and ledger entries as old.
+        Returns how many runs were deleted."""
+
+    @abc.abstractmethod
+    def slot_skips(self, job_id: int, *, tenant: str | None = None,
+                   limit: int = DEFAULT_PAGE) -> list[SlotSkip]:
+        """The job's slot ledger entries, newest first."""
+
+    # -- leadership ------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def acquire_leadership(self, node_id: str, ttl: timedelta, *,
+                           now: datetime | None = None) -> Lease | None:
+        """Take the leader lease if it is free or expired (store clock), else None.
+
+        The epoch increases by one on every change of holder, and also when a holder takes
+        back a lease that had expired (another node may have led in between). A holder that
+        still holds an unexpired lease gets it renewed at the same epoch. Atomic under
+        concurrency: of several nodes racing for a free lease, exactly one wins.
+        """
+
+    @abc.abstractmethod
+    def renew_leadership(self, node_id: str, epoch: int, ttl: timedelta, *,
+                         now: datetime | None = None) -> Lease:
+        """Extend an unexpired lease held by ``node_id`` at ``epoch`` to now + ``ttl``.
+        Raises LeadershipLost when it expired or changed hands."""
+
+    @abc.abstractmethod
+    def resign_leadership(self, node_id: str, epoch: int) -> None:
+        """Give the lease up at once if ``node_id`` holds it at ``epoch``; else nothing."""
+
+    @abc.abstractmethod
+    def leader(self, *, now: datetime | None = None) -> Lease | None:
+        """The current unexpired lease, or None."""
+
+    # -- notifications ---------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def listener(self, channels: Sequence[str]) -> Listener:
+        """A listener for ``channels``. Without LISTEN_NOTIFY it only sleeps (callers poll)."""
+
+
+class Listener(abc.ABC):
+    @abc.abstractmethod
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; True when a notification arrived (drained)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Idempotent."""
