@@ -1,13 +1,129 @@
-"""One frozen, validated configuration; environment and flags are parsed into it at the edge."""
+"""One frozen, validated configuration; environment and flags are parsed into it at the edge.
+
+Every default is a named constant with its unit. Environment variables (``TICKWORK_*``)
+are read only by :meth:`Config.from_env`; the CLI passes its flags as overrides.
+"""
 
 from __future__ import annotations
 
 import os
+import socket
+import uuid
+from dataclasses import dataclass, field, fields, replace
+from datetime import timedelta
+from typing import Any
+
+from tickwork.errors import ValidationError
+from tickwork.schedule import parse_duration
 
 DEFAULT_DB_URL = "sqlite:///./tickwork.db"
 DB_ENV = "TICKWORK_DB"
+
+RUN_LEASE = timedelta(seconds=15)
+"""A claimed run is rescued this long after its worker's last heartbeat."""
+RUN_HEARTBEAT = timedelta(seconds=3)
+"""Workers extend their leases this often (a fifth of the lease: four beats may be lost)."""
+LEADER_LEASE = timedelta(seconds=10)
+"""A scheduler leads for this long after its last renewal; then a standby may take over."""
+LEADER_RENEW = timedelta(seconds=2)
+"""The leader renews this often; standbys try to acquire this often."""
+LEADER_SAFETY_MARGIN = timedelta(milliseconds=500)
+"""The leader stops leading this much before its lease could lapse by its monotonic clock."""
+RESCUE_INTERVAL = timedelta(seconds=1)
+"""The leader looks for expired leases this often."""
+PRUNE_INTERVAL = timedelta(minutes=5)
+RETENTION = timedelta(days=7)
+"""Finished runs are pruned this long after they finished."""
+POLL_INTERVAL = timedelta(milliseconds=200)
+"""Without LISTEN/NOTIFY (SQLite), sleepers re-check this often for work from other processes."""
+SHUTDOWN_GRACE = timedelta(seconds=30)
+"""On SIGTERM a worker lets running handlers finish for this long, then releases them."""
+WORKER_CONCURRENCY = 10
+CLAIM_BATCH = 100
+"""A worker claims at most this many runs per call (and no more than its free capacity)."""
+TRIGGER_BATCH = 1000
 
 
 def resolve_db_url(flag: str | None) -> str:
     """``--db``, else ``TICKWORK_DB``, else ``sqlite:///./tickwork.db``."""
     return flag or os.environ.get(DB_ENV) or DEFAULT_DB_URL
+
+
+def default_node_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True)
+class Config:
+    db_url: str = DEFAULT_DB_URL
+    node_id: str = field(default_factory=default_node_id)
+    run_lease: timedelta = RUN_LEASE
+    run_heartbeat: timedelta = RUN_HEARTBEAT
+    leader_lease: timedelta = LEADER_LEASE
+    leader_renew: timedelta = LEADER_RENEW
+    leader_safety_margin: timedelta = LEADER_SAFETY_MARGIN
+    rescue_interval: timedelta = RESCUE_INTERVAL
+    prune_interval: timedelta = PRUNE_INTERVAL
+    retention: timedelta = RETENTION
+    poll_interval: timedelta = POLL_INTERVAL
+    shutdown_grace: timedelta = SHUTDOWN_GRACE
+    concurrency: int = WORKER_CONCURRENCY
+    claim_batch: int = CLAIM_BATCH
+    trigger_batch: int = TRIGGER_BATCH
+    queues: tuple[str, ...] | None = None  # None: every queue
+    allow_shell: bool = False
+    app_module: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.run_heartbeat >= self.run_lease:
+            raise ValidationError(
+                f"run heartbeat ({self.run_heartbeat.total_seconds():g} s) must be shorter "
+                f"than the run lease ({self.run_lease.total_seconds():g} s)",
+                field="run_heartbeat",
+            )
+        if self.leader_renew + self.leader_safety_margin >= self.leader_lease:
+            raise ValidationError(
+                "leader renew interval plus safety margin must be shorter than the leader lease",
+                field="leader_renew",
+            )
+        if self.concurrency < 1:
+            raise ValidationError("concurrency must be at least 1", field="concurrency")
+        if self.claim_batch < 1 or self.trigger_batch < 1:
+            raise ValidationError("batch sizes must be at least 1", field="claim_batch")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, timedelta) and value <= timedelta(0):
+                raise ValidationError(f"{f.name} must be positive", field=f.name)
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Config:
+        """Defaults, then ``TICKWORK_<FIELD>`` variables, then non-None ``overrides``.
+
+        Durations accept ``15s``, ``500ms``, ``2m`` or plain seconds.
+        """
+        source = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = source.get(f"TICKWORK_{f.name.upper()}")
+            if f.name == "db_url":
+                raw = source.get(DB_ENV, raw)
+            if raw is None:
+                continue
+            values[f.name] = _parse(f.name, raw, getattr(cls(), f.name))
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return replace(cls(), **values)
+
+
+def _parse(name: str, raw: str, default: object) -> Any:
+    if isinstance(default, timedelta):
+        return parse_duration(raw, field=name)
+    if isinstance(default, bool):
+        return raw.strip().lower() in ("1", "true", "yes", "on")
+    if isinstance(default, int):
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValidationError(f"{name} must be an integer, got {raw!r}", field=name) from None
+    if name == "queues":
+        return tuple(q.strip() for q in raw.split(",") if q.strip()) or None
+    return raw
