@@ -65,9 +65,7 @@ def normalize(expr: str) -> str:
         CronSim(text, datetime(2000, 1, 1, tzinfo=UTC))
     except CronSimError:
         dom, month = parts[-3], parts[-2]
-        raise InvalidCron(
-            expr, f"day-of-month {dom!r} never occurs in month {month!r}"
-        ) from None
+        raise InvalidCron(expr, f"day-of-month {dom!r} never occurs in month {month!r}") from None
     return text
 
 

@@ -52,8 +52,10 @@ class InvalidCron(ValidationError):
 
 class InvalidTimezone(ValidationError):
     def __init__(self, tz: str) -> None:
-        super().__init__(f"unknown time zone {tz!r} (expected an IANA name such as "
-                         "'Europe/Berlin' or 'UTC')", field="tz")
+        super().__init__(
+            f"unknown time zone {tz!r} (expected an IANA name such as 'Europe/Berlin' or 'UTC')",
+            field="tz",
+        )
         self.tz = tz
 
 

@@ -155,8 +155,9 @@ def _require_label(what: str, value: object) -> None:
             field=what,
         )
     if value != value.strip() or any(ch in value for ch in "\n\r\t\x00"):
-        raise ValidationError(f"{what} {value!r} has surrounding blanks or control characters",
-                              field=what)
+        raise ValidationError(
+            f"{what} {value!r} has surrounding blanks or control characters", field=what
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,14 +284,22 @@ def plan_slots(
             run_slots.append(late[-1])
             if len(late) > 1 or more:
                 coalesced_into = late[-1]
-                skipped.append(SlotRange(late[0], late[-2] if len(late) > 1 else late[0],
-                                         len(late) - 1, "coalesced", more))
+                skipped.append(
+                    SlotRange(
+                        late[0],
+                        late[-2] if len(late) > 1 else late[0],
+                        len(late) - 1,
+                        "coalesced",
+                        more,
+                    )
+                )
         else:
             run_slots.extend(late[:misfire_limit])
             if len(late) > misfire_limit or more:
                 rest = late[misfire_limit:] or late[-1:]
-                skipped.append(SlotRange(rest[0], rest[-1], len(late) - misfire_limit,
-                                         "misfire", more))
+                skipped.append(
+                    SlotRange(rest[0], rest[-1], len(late) - misfire_limit, "misfire", more)
+                )
     run_slots.extend(on_time)
 
     cancel_unfinished = False

@@ -38,8 +38,7 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         if not 1 <= self.max_attempts <= MAX_ATTEMPTS_LIMIT:
             raise ValidationError(
-                f"max_attempts must be between 1 and {MAX_ATTEMPTS_LIMIT}, "
-                f"got {self.max_attempts}",
+                f"max_attempts must be between 1 and {MAX_ATTEMPTS_LIMIT}, got {self.max_attempts}",
                 field="max_attempts",
             )
         if self.backoff_base < 0 or self.backoff_cap < 0:

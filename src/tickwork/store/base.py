@@ -219,8 +219,9 @@ class Store(abc.ABC):
         """Jobs, newest first (descending id), ``limit`` at most, ids below ``after``."""
 
     @abc.abstractmethod
-    def cancel_job(self, job_id: int, *, tenant: str | None = None,
-                   now: datetime | None = None) -> Job:
+    def cancel_job(
+        self, job_id: int, *, tenant: str | None = None, now: datetime | None = None
+    ) -> Job:
         """active|paused|completed -> cancelled; its queued and failed runs -> cancelled.
 
         A running run is left to finish (cancel it with :meth:`cancel_run` to stop it).
@@ -228,8 +229,9 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    def pause_job(self, job_id: int, *, tenant: str | None = None,
-                  now: datetime | None = None) -> Job:
+    def pause_job(
+        self, job_id: int, *, tenant: str | None = None, now: datetime | None = None
+    ) -> Job:
         """active -> paused: no slot is triggered until resume. Runs already queued run.
 
         Pausing a paused job returns it unchanged; a cancelled or completed job raises
@@ -237,8 +239,9 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    def resume_job(self, job_id: int, *, tenant: str | None = None,
-                   now: datetime | None = None) -> Job:
+    def resume_job(
+        self, job_id: int, *, tenant: str | None = None, now: datetime | None = None
+    ) -> Job:
         """paused -> active. Slots that fell while paused are recorded (fate ``paused``)
         and not run; ``next_run_at`` becomes the first slot after now.
 
@@ -249,8 +252,9 @@ class Store(abc.ABC):
     # -- triggering (leader only) -----------------------------------------------------------
 
     @abc.abstractmethod
-    def trigger(self, epoch: int, *, limit: int = DEFAULT_TRIGGER_BATCH,
-                now: datetime | None = None) -> TriggerResult:
+    def trigger(
+        self, epoch: int, *, limit: int = DEFAULT_TRIGGER_BATCH, now: datetime | None = None
+    ) -> TriggerResult:
         """Turn due slots into queued runs and advance each job, in one transaction.
 
         Eligible: active jobs with ``next_run_at <= now``, earliest first, ``limit`` at most
@@ -297,8 +301,14 @@ class Store(abc.ABC):
         """The earliest ``run_at`` of a queued or failed run (a worker sleeps until it)."""
 
     @abc.abstractmethod
-    def heartbeat(self, run_id: int, fencing_token: int, *, lease: timedelta = DEFAULT_LEASE,
-                  now: datetime | None = None) -> Heartbeat:
+    def heartbeat(
+        self,
+        run_id: int,
+        fencing_token: int,
+        *,
+        lease: timedelta = DEFAULT_LEASE,
+        now: datetime | None = None,
+    ) -> Heartbeat:
         """Extend the lease to now + ``lease``, or say why not.
 
         HELD: extended. CANCELLED: the run was cancelled while held (stop, report nothing).
@@ -306,19 +316,30 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    def heartbeat_many(self, leases: Sequence[tuple[int, int]], *,
-                       lease: timedelta = DEFAULT_LEASE,
-                       now: datetime | None = None) -> dict[int, LeaseStatus]:
+    def heartbeat_many(
+        self,
+        leases: Sequence[tuple[int, int]],
+        *,
+        lease: timedelta = DEFAULT_LEASE,
+        now: datetime | None = None,
+    ) -> dict[int, LeaseStatus]:
         """:meth:`heartbeat` for (run_id, token) pairs in one statement; LOST instead of raising."""
 
     @abc.abstractmethod
-    def complete(self, run_id: int, fencing_token: int, *,
-                 result: dict[str, Any] | None = None, now: datetime | None = None) -> Run:
+    def complete(
+        self,
+        run_id: int,
+        fencing_token: int,
+        *,
+        result: dict[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> Run:
         """running -> succeeded, with ``result`` and ``finished_at``. Fenced (LeaseLost)."""
 
     @abc.abstractmethod
-    def complete_many(self, completions: Sequence[Completion], *,
-                      now: datetime | None = None) -> list[int]:
+    def complete_many(
+        self, completions: Sequence[Completion], *, now: datetime | None = None
+    ) -> list[int]:
         """:meth:`complete` for many runs in one statement; returns the run ids it rejected
         (fenced out), having applied the others."""
 
@@ -342,14 +363,14 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    def release(self, run_id: int, fencing_token: int, *,
-                now: datetime | None = None) -> Run:
+    def release(self, run_id: int, fencing_token: int, *, now: datetime | None = None) -> Run:
         """running -> queued without spending an attempt (a worker stopping gracefully).
         ``run_at = now``. Fenced (LeaseLost)."""
 
     @abc.abstractmethod
-    def rescue(self, *, limit: int = DEFAULT_RESCUE_BATCH,
-               now: datetime | None = None) -> RescueResult:
+    def rescue(
+        self, *, limit: int = DEFAULT_RESCUE_BATCH, now: datetime | None = None
+    ) -> RescueResult:
         """Runs whose lease expired (running, ``lease_expires_at < now``): -> queued with
         ``attempt + 1`` and ``run_at = now``, or -> dead when that was the last attempt.
 
@@ -374,34 +395,39 @@ class Store(abc.ABC):
         """Runs, newest first (descending id), ``limit`` at most, ids below ``after``."""
 
     @abc.abstractmethod
-    def cancel_run(self, run_id: int, *, tenant: str | None = None,
-                   now: datetime | None = None) -> Run:
+    def cancel_run(
+        self, run_id: int, *, tenant: str | None = None, now: datetime | None = None
+    ) -> Run:
         """queued|failed|running -> cancelled. A running run's holder learns it at its next
         heartbeat and stops. Finished runs raise InvalidTransition."""
 
     @abc.abstractmethod
-    def retry_run(self, run_id: int, *, tenant: str | None = None,
-                  now: datetime | None = None) -> Run:
+    def retry_run(
+        self, run_id: int, *, tenant: str | None = None, now: datetime | None = None
+    ) -> Run:
         """dead|failed -> queued now, with a fresh allowance of attempts (attempt 1 of
         max_attempts). Other states raise InvalidTransition."""
 
     @abc.abstractmethod
-    def prune(self, retention: timedelta, *, limit: int = DEFAULT_PRUNE_BATCH,
-              now: datetime | None = None) -> int:
+    def prune(
+        self, retention: timedelta, *, limit: int = DEFAULT_PRUNE_BATCH, now: datetime | None = None
+    ) -> int:
         """Delete up to ``limit`` finished runs (succeeded, dead, cancelled) whose
         ``finished_at`` is older than now - ``retention``, and ledger entries as old.
         Returns how many runs were deleted."""
 
     @abc.abstractmethod
-    def slot_skips(self, job_id: int, *, tenant: str | None = None,
-                   limit: int = DEFAULT_PAGE) -> list[SlotSkip]:
+    def slot_skips(
+        self, job_id: int, *, tenant: str | None = None, limit: int = DEFAULT_PAGE
+    ) -> list[SlotSkip]:
         """The job's slot ledger entries, newest first."""
 
     # -- leadership ------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def acquire_leadership(self, node_id: str, ttl: timedelta, *,
-                           now: datetime | None = None) -> Lease | None:
+    def acquire_leadership(
+        self, node_id: str, ttl: timedelta, *, now: datetime | None = None
+    ) -> Lease | None:
         """Take the leader lease if it is free or expired (store clock), else None.
 
         The epoch increases by one on every change of holder, and also when a holder takes
@@ -411,8 +437,9 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    def renew_leadership(self, node_id: str, epoch: int, ttl: timedelta, *,
-                         now: datetime | None = None) -> Lease:
+    def renew_leadership(
+        self, node_id: str, epoch: int, ttl: timedelta, *, now: datetime | None = None
+    ) -> Lease:
         """Extend an unexpired lease held by ``node_id`` at ``epoch`` to now + ``ttl``.
         Raises LeadershipLost when it expired or changed hands."""
 

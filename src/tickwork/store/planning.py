@@ -1,0 +1,103 @@
+"""What one trigger transaction writes, decided in Python, identically for every store.
+
+The stores select the due jobs (locked), hand them here with the set of jobs that have
+unfinished runs, and write back what :func:`plan_batch` returns: the runs to insert, each
+job's new ``next_run_at`` and state, the slot ledger entries, and the jobs whose unfinished
+runs overlap ``replace`` cancels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from tickwork.job import Job, JobState, plan_slots
+from tickwork.store.base import SlotFate
+
+
+@dataclass(slots=True)
+class NewRun:
+    job: Job
+    scheduled_for: datetime
+
+
+@dataclass(slots=True)
+class JobAdvance:
+    job_id: int
+    next_run_at: datetime | None
+    state: JobState
+
+
+@dataclass(slots=True)
+class Skip:
+    job_id: int
+    first_slot: datetime
+    last_slot: datetime
+    count: int
+    fate: SlotFate
+    more: bool
+    coalesced_into: datetime | None  # resolved to a run id once runs are inserted
+
+
+@dataclass(slots=True)
+class BatchPlan:
+    runs: list[NewRun] = field(default_factory=list)
+    advances: list[JobAdvance] = field(default_factory=list)
+    skips: list[Skip] = field(default_factory=list)
+    replace_job_ids: list[int] = field(default_factory=list)
+
+
+def plan_batch(jobs: list[Job], unfinished_job_ids: set[int], now: datetime) -> BatchPlan:
+    batch = BatchPlan()
+    for job in jobs:
+        assert job.next_run_at is not None
+        plan = plan_slots(
+            job.schedule,
+            job.next_run_at,
+            now,
+            misfire=job.misfire,
+            grace=job.misfire_grace,
+            overlap=job.overlap,
+            has_unfinished=job.id in unfinished_job_ids,
+        )
+        batch.runs.extend(NewRun(job, slot) for slot in plan.run_slots)
+        state = JobState.ACTIVE if plan.next_run_at is not None else JobState.COMPLETED
+        batch.advances.append(JobAdvance(job.id, plan.next_run_at, state))
+        for skipped in plan.skipped:
+            batch.skips.append(
+                Skip(
+                    job.id,
+                    skipped.first,
+                    skipped.last,
+                    skipped.count,
+                    SlotFate(skipped.fate),
+                    skipped.more,
+                    plan.coalesced_into if skipped.fate == SlotFate.COALESCED else None,
+                )
+            )
+        if plan.cancel_unfinished:
+            batch.replace_job_ids.append(job.id)
+    return batch
+
+
+def paused_slots(job: Job, now: datetime) -> tuple[Skip | None, datetime | None]:
+    """On resume: the slots that fell while paused (one ledger entry) and the next slot."""
+    if job.next_run_at is None:
+        return None, None
+    first = job.next_run_at
+    count = 0
+    last = first
+    slot: datetime | None = first
+    more = False
+    while slot is not None and slot <= now:
+        if count >= 10_000:
+            more = True
+            break
+        last = slot
+        count += 1
+        slot = job.schedule.next_after(slot)
+    if more:
+        slot = job.schedule.next_after(now)
+    if count == 0:
+        return None, first
+    return Skip(job.id, first, last, count, SlotFate.PAUSED, more, None), slot

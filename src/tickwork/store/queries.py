@@ -1,0 +1,37 @@
+"""Named SQL queries, loaded from a dialect's ``queries.sql``.
+
+A file holds blocks that start with ``-- name: <query_name>``; the same names exist in each
+dialect, and are the transition words of the glossary (``claim``, ``complete``, ...).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+_NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+
+
+def load_queries(path: Path) -> dict[str, str]:
+    text = path.read_text()
+    marks = list(_NAME.finditer(text))
+    queries: dict[str, str] = {}
+    for mark, following in zip(marks, [*marks[1:], None], strict=True):
+        end = following.start() if following else len(text)
+        body = text[mark.end() : end].strip()
+        if mark.group(1) in queries:
+            raise ValueError(f"{path}: query {mark.group(1)!r} defined twice")
+        queries[mark.group(1)] = body
+    return queries
+
+
+def migration_files(directory: Path) -> list[tuple[int, Path]]:
+    """``NNNN_description.sql`` files, ordered by version."""
+    found = []
+    for path in sorted(directory.glob("*.sql")):
+        version = int(path.name.split("_", 1)[0])
+        found.append((version, path))
+    versions = [v for v, _ in found]
+    if versions != list(range(1, len(versions) + 1)):
+        raise ValueError(f"{directory}: migration versions must be 1..n, got {versions}")
+    return found

@@ -1,0 +1,218 @@
+-- Named queries for the SQLite store. Parameters are :named; times are integer microseconds.
+
+-- name: job_by_idempotency_key
+SELECT * FROM tickwork_jobs WHERE tenant = :tenant AND idempotency_key = :key;
+
+-- name: job_by_name
+SELECT * FROM tickwork_jobs WHERE tenant = :tenant AND name = :name;
+
+-- name: insert_job
+INSERT INTO tickwork_jobs (tenant, name, task, args, schedule, state, next_run_at, queue,
+    priority, max_attempts, backoff_base, backoff_cap, timeout, misfire, misfire_grace, overlap,
+    idempotency_key, created_at, updated_at)
+VALUES (:tenant, :name, :task, :args, :schedule, :state, :next_run_at, :queue, :priority,
+    :max_attempts, :backoff_base, :backoff_cap, :timeout, :misfire, :misfire_grace, :overlap,
+    :idempotency_key, :now, :now)
+RETURNING *;
+
+-- name: update_job_spec
+UPDATE tickwork_jobs SET task = :task, args = :args, schedule = :schedule, state = :state,
+    next_run_at = :next_run_at, queue = :queue, priority = :priority,
+    max_attempts = :max_attempts, backoff_base = :backoff_base, backoff_cap = :backoff_cap,
+    timeout = :timeout, misfire = :misfire, misfire_grace = :misfire_grace, overlap = :overlap,
+    updated_at = :now
+WHERE id = :id
+RETURNING *;
+
+-- name: insert_run
+INSERT INTO tickwork_runs (job_id, tenant, task, args, queue, priority, max_attempts,
+    backoff_base, backoff_cap, timeout, scheduled_for, run_at, state, created_at)
+SELECT id, tenant, task, args, queue, priority, max_attempts, backoff_base, backoff_cap,
+    timeout, :scheduled_for, :scheduled_for, 'queued', :now
+FROM tickwork_jobs WHERE id = :job_id
+ON CONFLICT (job_id, scheduled_for) DO NOTHING
+RETURNING *;
+
+-- name: get_job
+SELECT * FROM tickwork_jobs WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant);
+
+-- name: list_jobs
+SELECT * FROM tickwork_jobs
+WHERE (:tenant IS NULL OR tenant = :tenant) AND (:state IS NULL OR state = :state)
+  AND (:task IS NULL OR task = :task) AND (:after IS NULL OR id < :after)
+ORDER BY id DESC LIMIT :limit;
+
+-- name: set_job_state
+UPDATE tickwork_jobs SET state = :state, next_run_at = :next_run_at, updated_at = :now
+WHERE id = :id
+RETURNING *;
+
+-- name: cancel_waiting_runs_of_job
+UPDATE tickwork_runs SET state = 'cancelled', finished_at = :now, lease_expires_at = NULL,
+    error = :reason
+WHERE job_id = :job_id AND state IN ('queued', 'failed')
+RETURNING id;
+
+-- name: leader_epoch_for_update
+SELECT holder, epoch FROM tickwork_leases
+WHERE name = 'scheduler' AND epoch = :epoch AND expires_at > :now;
+
+-- name: due_jobs
+SELECT * FROM tickwork_jobs
+WHERE state = 'active' AND next_run_at IS NOT NULL AND next_run_at <= :now
+ORDER BY next_run_at LIMIT :limit;
+
+-- name: advance_job
+UPDATE tickwork_jobs SET next_run_at = :next_run_at, state = :state, updated_at = :now
+WHERE id = :id;
+
+-- name: cancel_unfinished_runs_of_job
+UPDATE tickwork_runs SET state = 'cancelled', finished_at = :now, lease_expires_at = NULL,
+    error = :reason
+WHERE job_id = :job_id AND state IN ('queued', 'running', 'failed')
+RETURNING id;
+
+-- name: insert_slot_skip
+INSERT INTO tickwork_slot_skips (job_id, first_slot, last_slot, count, fate, run_id, more,
+    recorded_at)
+VALUES (:job_id, :first_slot, :last_slot, :count, :fate, :run_id, :more, :now);
+
+-- name: next_due_at
+SELECT min(next_run_at) AS at FROM tickwork_jobs
+WHERE state = 'active' AND next_run_at IS NOT NULL;
+
+-- name: claim
+UPDATE tickwork_runs
+SET state = 'running', worker = :worker, fencing_token = fencing_token + 1,
+    lease_expires_at = :lease_expires_at, started_at = :now
+WHERE id IN (
+    SELECT id FROM tickwork_runs INDEXED BY tickwork_runs_claim
+    WHERE state IN ('queued', 'failed') AND run_at <= :now
+    ORDER BY priority DESC, run_at, id LIMIT :limit)
+RETURNING *;
+
+-- name: claim_queues
+-- {queues} is replaced by one :q0, :q1 ... placeholder per queue.
+UPDATE tickwork_runs
+SET state = 'running', worker = :worker, fencing_token = fencing_token + 1,
+    lease_expires_at = :lease_expires_at, started_at = :now
+WHERE id IN (
+    SELECT id FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND run_at <= :now AND queue IN ({queues})
+    ORDER BY priority DESC, run_at, id LIMIT :limit)
+RETURNING *;
+
+-- name: next_claimable_at
+SELECT min(run_at) AS at FROM tickwork_runs WHERE state IN ('queued', 'failed');
+
+-- name: next_claimable_at_queues
+SELECT min(run_at) AS at FROM tickwork_runs
+WHERE state IN ('queued', 'failed') AND queue IN ({queues});
+
+-- name: heartbeat
+UPDATE tickwork_runs SET lease_expires_at = :lease_expires_at
+WHERE id = :id AND fencing_token = :token AND state = 'running'
+RETURNING lease_expires_at;
+
+-- name: held_run_state
+SELECT state FROM tickwork_runs WHERE id = :id AND fencing_token = :token;
+
+-- name: complete
+UPDATE tickwork_runs SET state = 'succeeded', finished_at = :now, lease_expires_at = NULL,
+    result = :result, error = NULL
+WHERE id = :id AND fencing_token = :token AND state = 'running'
+RETURNING *;
+
+-- name: held_run_for_fail
+SELECT attempt, max_attempts, backoff_base, backoff_cap FROM tickwork_runs
+WHERE id = :id AND fencing_token = :token AND state = 'running';
+
+-- name: fail_retry
+UPDATE tickwork_runs SET state = 'failed', attempt = attempt + 1, run_at = :run_at,
+    lease_expires_at = NULL, error = :error, result = :result
+WHERE id = :id AND fencing_token = :token AND state = 'running'
+RETURNING *;
+
+-- name: fail_dead
+UPDATE tickwork_runs SET state = 'dead', finished_at = :now, lease_expires_at = NULL,
+    error = :error, result = :result
+WHERE id = :id AND fencing_token = :token AND state = 'running'
+RETURNING *;
+
+-- name: release
+UPDATE tickwork_runs SET state = 'queued', run_at = :now, lease_expires_at = NULL
+WHERE id = :id AND fencing_token = :token AND state = 'running'
+RETURNING *;
+
+-- name: rescue
+UPDATE tickwork_runs
+SET state = CASE WHEN attempt >= max_attempts THEN 'dead' ELSE 'queued' END,
+    attempt = CASE WHEN attempt >= max_attempts THEN attempt ELSE attempt + 1 END,
+    finished_at = CASE WHEN attempt >= max_attempts THEN :now END,
+    run_at = :now, lease_expires_at = NULL,
+    error = 'lease expired: worker ' || coalesce(worker, '?') || ' stopped heartbeating'
+WHERE id IN (
+    SELECT id FROM tickwork_runs
+    WHERE state = 'running' AND lease_expires_at < :now
+    ORDER BY lease_expires_at LIMIT :limit)
+RETURNING id, state;
+
+-- name: get_run
+SELECT * FROM tickwork_runs WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant);
+
+-- name: list_runs
+SELECT * FROM tickwork_runs
+WHERE (:tenant IS NULL OR tenant = :tenant) AND (:job_id IS NULL OR job_id = :job_id)
+  AND (:state IS NULL OR state = :state) AND (:after IS NULL OR id < :after)
+ORDER BY id DESC LIMIT :limit;
+
+-- name: cancel_run
+UPDATE tickwork_runs SET state = 'cancelled', finished_at = :now, lease_expires_at = NULL,
+    error = 'cancelled'
+WHERE id = :id AND state IN ('queued', 'running', 'failed')
+RETURNING *;
+
+-- name: retry_run
+UPDATE tickwork_runs SET state = 'queued', attempt = 1, run_at = :now, finished_at = NULL,
+    lease_expires_at = NULL
+WHERE id = :id AND state IN ('dead', 'failed')
+RETURNING *;
+
+-- name: prune_runs
+DELETE FROM tickwork_runs WHERE id IN (
+    SELECT id FROM tickwork_runs
+    WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at < :cutoff
+    LIMIT :limit);
+
+-- name: prune_slot_skips
+DELETE FROM tickwork_slot_skips WHERE recorded_at < :cutoff;
+
+-- name: slot_skips
+SELECT s.* FROM tickwork_slot_skips s JOIN tickwork_jobs j ON j.id = s.job_id
+WHERE s.job_id = :job_id AND (:tenant IS NULL OR j.tenant = :tenant)
+ORDER BY s.first_slot DESC, s.id DESC LIMIT :limit;
+
+-- name: unfinished_jobs
+-- {ids} is replaced by one placeholder per job id.
+SELECT DISTINCT job_id FROM tickwork_runs
+WHERE job_id IN ({ids}) AND state IN ('queued', 'running', 'failed');
+
+-- name: acquire_leadership
+UPDATE tickwork_leases
+SET epoch = CASE WHEN holder = :node AND expires_at > :now THEN epoch ELSE epoch + 1 END,
+    holder = :node, expires_at = :expires_at
+WHERE name = 'scheduler' AND (expires_at <= :now OR holder = :node)
+RETURNING holder, epoch, expires_at;
+
+-- name: renew_leadership
+UPDATE tickwork_leases SET expires_at = :expires_at
+WHERE name = 'scheduler' AND holder = :node AND epoch = :epoch AND expires_at > :now
+RETURNING holder, epoch, expires_at;
+
+-- name: resign_leadership
+UPDATE tickwork_leases SET expires_at = :now
+WHERE name = 'scheduler' AND holder = :node AND epoch = :epoch AND expires_at > :now;
+
+-- name: leader
+SELECT holder, epoch, expires_at FROM tickwork_leases
+WHERE name = 'scheduler' AND expires_at > :now AND holder <> '';
