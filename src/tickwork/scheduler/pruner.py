@@ -1,0 +1,85 @@
+"""Pruner: deletes finished runs past their retention. Leader-only.
+
+What it does, how often
+-----------------------
+Every ``prune_interval`` (5 min by default), and once as soon as this node starts
+leading, it calls ``store.prune(retention)``: runs that finished (succeeded, dead,
+cancelled) more than ``retention`` ago (7 days by default) are deleted, with slot-ledger
+entries as old, in batches, again at once while a batch came back full. One ``prune``
+line is logged per pass that deleted anything.
+
+Pruning is idempotent and carries no epoch: a deposed leader that prunes once more
+deletes only what any leader would.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from tickwork.clock import SYSTEM_CLOCK, Clock
+from tickwork.config import Config
+from tickwork.scheduler.election import Election
+from tickwork.service import Service
+from tickwork.store.base import DEFAULT_PRUNE_BATCH, Store
+
+log = logging.getLogger("tickwork.scheduler")
+
+MAX_BATCHES = 100
+"""Full batches pruned back to back before the loop yields to its interval."""
+
+
+class Pruner(Service):
+    """Prunes finished runs every ``prune_interval``. Leader-only."""
+
+    name = "pruner"
+
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        election: Election,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self.config = config
+        self.election = election
+        self.clock = clock
+        self._wakeup = threading.Event()
+        self._pruned_at_epoch: int | None = None
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    def run(self) -> None:
+        self.started.set()
+        period = self.config.prune_interval.total_seconds()
+        next_at = self.clock.monotonic()
+        while not self.stopping.is_set():
+            self._wakeup.clear()
+            epoch = self.election.epoch()
+            now = self.clock.monotonic()
+            if epoch is not None and (epoch != self._pruned_at_epoch or now >= next_at):
+                self._pruned_at_epoch = epoch
+                next_at = now + period
+                self.prune()
+            # Woken by the election when this node starts leading.
+            self._wakeup.wait(max(0.0, next_at - self.clock.monotonic()) or period)
+
+    def prune(self) -> int:
+        """Prune now, batch after batch; return how many runs were deleted."""
+        deleted = 0
+        try:
+            for _ in range(MAX_BATCHES):
+                if self.stopping.is_set() or self.election.epoch() is None:
+                    break
+                count = self.store.prune(self.config.retention, limit=DEFAULT_PRUNE_BATCH)
+                deleted += count
+                if count < DEFAULT_PRUNE_BATCH:
+                    break
+        except Exception:
+            log.exception("prune failed; retrying at the next interval")
+        if deleted:
+            log.info("prune runs=%d retention=%gs", deleted, self.config.retention.total_seconds())
+        return deleted

@@ -1,0 +1,202 @@
+"""Trigger: turns due slots of jobs into queued runs. Leader-only.
+
+What it does, how often
+-----------------------
+While this node leads, it calls ``store.trigger(epoch)`` in batches of ``trigger_batch``
+jobs, again at once while a batch came back full, then sleeps until the earliest
+``next_run_at`` of any job: an exact timer, not a tick, so a run is queued within
+milliseconds of its slot. It wakes up earlier when:
+
+- a job is submitted or changed: a listener thread waits on ``CHANNEL_JOBS`` and wakes
+  the loop. With the ``listen_notify`` capability (PostgreSQL) that covers every process
+  and host, and the loop still re-plans every ``LISTEN_REPLAN`` in case a notification was
+  lost while the listener reconnected. Without it (SQLite) a listener hears submits made
+  in this process only (``tickwork run``), so the loop also re-reads the earliest
+  ``next_run_at`` every ``poll_interval`` (200 ms by default), a read that takes no write
+  lock;
+- this node starts leading (the election wakes it).
+
+Misfire and overlap policies are applied inside ``store.trigger`` (see
+:func:`tickwork.job.plan_slots`); the slots it did not run are in the store's slot ledger,
+and each range is logged here as one ``skip`` line with its fate.
+
+Before every ``store.trigger`` call the loop asks :meth:`Election.epoch`, which turns None
+as soon as the lease may have lapsed by the local monotonic clock; the epoch passed to the
+store is the second line of defence (a stale one raises ``LeadershipLost``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime, timedelta
+
+from tickwork.clock import SYSTEM_CLOCK, Clock
+from tickwork.config import Config
+from tickwork.errors import LeadershipLost
+from tickwork.scheduler.election import Election
+from tickwork.service import Service
+from tickwork.store.base import CHANNEL_JOBS, LISTEN_NOTIFY, Listener, Store, TriggerResult
+
+log = logging.getLogger("tickwork.scheduler")
+
+LISTEN_REPLAN = timedelta(seconds=5)
+"""With notifications, the trigger loop still re-reads the earliest due time this often."""
+LISTEN_SLICE = timedelta(milliseconds=250)
+"""The listener thread checks for a stop this often (it blocks on the database between)."""
+ERROR_BACKOFF = timedelta(seconds=1)
+"""After a store error, the loops wait this long before trying again."""
+MAX_BATCHES = 100
+"""Full batches triggered back to back before the loop yields (re-checks stop, leadership)."""
+
+
+class Trigger(Service):
+    """Queues due runs on time (see the module docstring). Leader-only; sleeps until the
+    earliest due slot, or ``poll_interval`` without notifications."""
+
+    name = "trigger"
+
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        election: Election,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self.config = config
+        self.election = election
+        self.clock = clock
+        self._wakeup = threading.Event()
+        self._notified = LISTEN_NOTIFY in store.capabilities
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    def run(self) -> None:
+        listener_thread = threading.Thread(
+            target=self._listen, name=f"{self.name}-listener", daemon=True
+        )
+        listener_thread.start()
+        self.started.set()
+        try:
+            while not self.stopping.is_set():
+                # Cleared before the work, so a wake-up during it is not lost.
+                self._wakeup.clear()
+                timeout = self._cycle()
+                if timeout > 0:
+                    self._wakeup.wait(timeout)
+        finally:
+            listener_thread.join()
+
+    def _idle(self) -> float:
+        """The longest sleep: until a notification (bounded), or the next poll."""
+        if self._notified:
+            return LISTEN_REPLAN.total_seconds()
+        return self.config.poll_interval.total_seconds()
+
+    def _cycle(self) -> float:
+        """Trigger whatever is due; return how long to sleep (seconds)."""
+        epoch = self.election.epoch()
+        if epoch is None:
+            # Not leading: the election wakes us when that changes; the bound covers a
+            # lease that lapsed locally and came back with a renewal at the same epoch.
+            return self.config.leader_renew.total_seconds()
+        try:
+            due = self.store.next_due_at()
+            now = self.store.now()
+            if due is None or due > now:
+                return self._until(due, now)
+            asked_at = now
+            result = self._trigger(epoch)
+            if result is None:
+                return 0.0  # the next cycle re-checks stop and leadership
+            now = self.store.now()
+            due = result.next_due_at
+            if due is not None and due <= asked_at:
+                # Due before we asked, yet not triggered: another (deposed) leader's
+                # transaction holds that job. Do not spin on it.
+                return self.config.poll_interval.total_seconds()
+            return self._until(due, now)
+        except LeadershipLost:
+            self.election.lost(epoch)
+            return 0.0
+        except Exception:
+            log.exception("trigger failed; retrying in %g s", ERROR_BACKOFF.total_seconds())
+            return ERROR_BACKOFF.total_seconds()
+
+    def _until(self, due: datetime | None, now: datetime) -> float:
+        idle = self._idle()
+        if due is None:
+            return idle
+        return max(0.0, min(idle, (due - now).total_seconds()))
+
+    def _trigger(self, epoch: int) -> TriggerResult | None:
+        """Trigger batches back to back while they come back full. None: stopped acting
+        (leadership lapsed, a stop, or too many full batches in a row) before the end."""
+        for _ in range(MAX_BATCHES):
+            if self.stopping.is_set() or self.election.epoch() != epoch:
+                return None
+            result = self.store.trigger(epoch, limit=self.config.trigger_batch)
+            self._log(epoch, result)
+            if not result.batch_full:
+                return result
+        return None
+
+    def _log(self, epoch: int, result: TriggerResult) -> None:
+        if result.runs or result.jobs_advanced:
+            lag = max(
+                ((run.created_at - run.scheduled_for).total_seconds() for run in result.runs),
+                default=0.0,
+            )
+            log.info(
+                "trigger epoch=%d jobs=%d runs=%d max_lag_ms=%.1f",
+                epoch,
+                result.jobs_advanced,
+                len(result.runs),
+                lag * 1000,
+            )
+        for skip in result.skipped:
+            log.info(
+                "skip job=%d fate=%s slots=%d%s first=%s last=%s%s",
+                skip.job_id,
+                skip.fate,
+                skip.count,
+                "+" if skip.more else "",
+                skip.first_slot.isoformat(),
+                skip.last_slot.isoformat(),
+                f" into_run={skip.run_id}" if skip.run_id is not None else "",
+            )
+        for run_id in result.cancelled_run_ids:
+            log.info("cancel run=%d reason=overlap-replace", run_id)
+
+    def _listen(self) -> None:
+        """Wake the loop on CHANNEL_JOBS notifications until stopped; reconnect on errors."""
+        listener: Listener | None = None
+        slice_s = LISTEN_SLICE.total_seconds()
+        try:
+            while not self.stopping.is_set():
+                try:
+                    if listener is None:
+                        listener = self.store.listener([CHANNEL_JOBS])
+                        # Anything submitted while we were not listening: re-plan now.
+                        self._wakeup.set()
+                    if listener.wait(slice_s):
+                        self._wakeup.set()
+                except Exception as exc:
+                    log.warning("trigger: listener failed (%s); re-listening", exc)
+                    if listener is not None:
+                        _close_quietly(listener)
+                        listener = None
+                    self.stopping.wait(ERROR_BACKOFF.total_seconds())
+        finally:
+            if listener is not None:
+                _close_quietly(listener)
+
+
+def _close_quietly(listener: Listener) -> None:
+    try:
+        listener.close()
+    except Exception as exc:
+        log.debug("trigger: closing the listener failed: %s", exc)
