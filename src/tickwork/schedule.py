@@ -15,13 +15,14 @@ A slot is identified by its UTC instant; a job never gets two runs for one slot.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tickwork import cron
 from tickwork.clock import utc
-from tickwork.errors import InvalidSchedule
+from tickwork.errors import InvalidSchedule, ValidationError
 
 MIN_INTERVAL = timedelta(seconds=1)
 """The shortest interval a job may repeat at."""
@@ -112,6 +113,10 @@ class Interval:
                 field="every",
             )
         if self.anchor is not None:
+            if self.anchor.tzinfo is None:
+                raise InvalidSchedule(
+                    f"anchor {self.anchor.isoformat()} has no time zone offset", field="anchor"
+                )
             object.__setattr__(self, "anchor", utc(self.anchor))
 
     kind = "interval"
@@ -171,7 +176,9 @@ def from_json(data: dict[str, Any]) -> Schedule:
                 timedelta(seconds=float(data["every"])),
                 parse_instant(str(anchor), field="anchor") if anchor else None,
             )
-    except (KeyError, TypeError) as exc:
+    except ValidationError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:
         raise InvalidSchedule(f"schedule {data!r} is missing or mistypes {exc}") from None
     raise InvalidSchedule(f"unknown schedule kind {kind!r} (expected once, cron or interval)")
 
@@ -187,7 +194,10 @@ def parse_instant(text: str, *, field: str = "at") -> datetime:
             f"{field} {text!r} has no UTC offset (write e.g. 2026-12-01T09:00:00+01:00 or ...Z)",
             field=field,
         )
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 falls before year 1 in UTC
+        raise InvalidSchedule(f"{field} {text!r} is out of range", field=field) from None
 
 
 DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
@@ -199,9 +209,11 @@ def parse_duration(text: str, *, field: str = "duration") -> timedelta:
     if not raw:
         raise InvalidSchedule(f"{field} is empty", field=field)
     try:
-        return _nonnegative(timedelta(seconds=float(raw)), text, field)
+        plain = float(raw)
     except ValueError:
         pass
+    else:
+        return _duration(plain, text, field)
     total = 0.0
     number = ""
     i = 0
@@ -212,22 +224,30 @@ def parse_duration(text: str, *, field: str = "duration") -> timedelta:
             i += 1
             continue
         unit = "ms" if raw.startswith("ms", i) else ch
-        if unit not in DURATION_UNITS or not number:
+        try:
+            total += float(number) * DURATION_UNITS[unit]
+        except (KeyError, ValueError):  # no number, two dots, or not a unit
             raise InvalidSchedule(
                 f"{field} {text!r} is not a duration (e.g. 30s, 10m, 1h30m, 2d)", field=field
-            )
-        total += float(number) * DURATION_UNITS[unit]
+            ) from None
         number = ""
         i += len(unit)
     if number:
         raise InvalidSchedule(f"{field} {text!r} has a number without a unit", field=field)
-    return _nonnegative(timedelta(seconds=total), text, field)
+    return _duration(total, text, field)
 
 
-def _nonnegative(value: timedelta, text: str, field: str) -> timedelta:
-    if value < timedelta(0):
+def _duration(seconds: float, text: str, field: str) -> timedelta:
+    if not math.isfinite(seconds):
+        raise InvalidSchedule(
+            f"{field} {text!r} is not a duration (e.g. 30s, 10m, 1h30m, 2d)", field=field
+        )
+    if seconds < 0:
         raise InvalidSchedule(f"{field} {text!r} must not be negative", field=field)
-    return value
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise InvalidSchedule(f"{field} {text!r} is too long", field=field) from None
 
 
 def format_seconds(seconds: float) -> str:
