@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from tickwork.errors import InvalidArgs, ValidationError
 from tickwork.retry import RetryPolicy
@@ -25,6 +25,7 @@ DEFAULT_MISFIRE_GRACE = timedelta(seconds=60)
 DEFAULT_MISFIRE_LIMIT = 100
 """Misfire ``all`` enqueues at most this many missed slots per job per catch-up."""
 MAX_NAME_LENGTH = 200
+E = TypeVar("E", bound=StrEnum)
 
 
 class JobState(StrEnum):
@@ -116,8 +117,8 @@ class JobSpec:
             raise ValidationError("timeout must be positive", field="timeout")
         if self.misfire_grace < timedelta(0):
             raise ValidationError("misfire_grace must not be negative", field="misfire_grace")
-        object.__setattr__(self, "misfire", MisfirePolicy(self.misfire))
-        object.__setattr__(self, "overlap", OverlapPolicy(self.overlap))
+        object.__setattr__(self, "misfire", _choice(MisfirePolicy, self.misfire, "misfire"))
+        object.__setattr__(self, "overlap", _choice(OverlapPolicy, self.overlap, "overlap"))
         check_args(self.args, self.max_args_bytes)
 
     @property
@@ -146,6 +147,16 @@ def parse_args(text: str, limit: int = MAX_ARGS_BYTES) -> dict[str, Any]:
     check_args(value, limit)
     assert isinstance(value, dict)
     return value
+
+
+def _choice(kind: type[E], value: str, what: str) -> E:
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(kind)
+        raise ValidationError(
+            f"{what} must be one of {allowed}, got {value!r}", field=what
+        ) from None
 
 
 def _require_label(what: str, value: object) -> None:
