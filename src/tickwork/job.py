@@ -272,6 +272,7 @@ def plan_slots(
     late: list[datetime] = []
     on_time: list[datetime] = []
     more = False
+    first_uncounted: datetime | None = None
     slot: datetime | None = due
     scanned = 0
     while slot is not None and slot <= now:
@@ -283,6 +284,7 @@ def plan_slots(
         slot = schedule.next_after(slot)
     if more:
         # A very long outage: stop counting, jump to the first slot after now.
+        first_uncounted = slot
         slot = schedule.next_after(now)
 
     skipped: list[SlotRange] = []
@@ -306,11 +308,12 @@ def plan_slots(
                 )
         else:
             run_slots.extend(late[:misfire_limit])
-            if len(late) > misfire_limit or more:
-                rest = late[misfire_limit:] or late[-1:]
-                skipped.append(
-                    SlotRange(rest[0], rest[-1], len(late) - misfire_limit, "misfire", more)
-                )
+            rest = late[misfire_limit:]
+            if rest:
+                skipped.append(SlotRange(rest[0], rest[-1], len(rest), "misfire", more))
+            elif first_uncounted is not None:
+                # Every counted slot runs; the slots past the scan do not.
+                skipped.append(SlotRange(first_uncounted, first_uncounted, 1, "misfire", True))
     run_slots.extend(on_time)
 
     cancel_unfinished = False
