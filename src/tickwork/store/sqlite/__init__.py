@@ -78,7 +78,7 @@ def path_from_url(url: str) -> Path:
     rest = url.removeprefix("sqlite://")
     if not rest.startswith("/") or rest == "/":
         raise ValidationError(f"bad SQLite URL {url!r} (write sqlite:///PATH)", field="db")
-    return Path(rest[1:] if not rest.startswith("//") else rest[1:])
+    return Path(rest[1:])
 
 
 class SqliteStore(Store):

@@ -1,0 +1,868 @@
+"""PostgresStore: the distributed engine. Many hosts, one PostgreSQL.
+
+Concurrency: claim and rescue select with ``FOR UPDATE SKIP LOCKED``, so concurrent
+claimers never wait on each other and never take the same row; trigger locks due job rows
+the same way and holds the leader lease row ``FOR SHARE`` for its whole transaction, so a
+new leader's acquire waits for an in-flight trigger of the old one to finish and no
+trigger of a deposed epoch can commit after the handover. Each run is unique on
+(job_id, scheduled_for): a second run for one slot is impossible whatever races.
+
+Clock: ``now()`` of the database (the transaction's start) judges due-ness and leases;
+callers never send their own time (``now`` parameters exist for tests).
+
+Connections: a pool of autocommit connections; a single-statement transition is one
+round trip; multi-statement ones use an explicit transaction. Statements are prepared by
+psycopg after a few executions. Notifications use LISTEN/NOTIFY on a dedicated connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, cast
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import DictRow, dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from tickwork import schedule as schedules
+from tickwork.errors import (
+    InvalidTransition,
+    JobNotFound,
+    LeadershipLost,
+    LeaseLost,
+    MigrationError,
+    RunNotFound,
+    StoreUnavailable,
+    ValidationError,
+)
+from tickwork.job import Job, JobSpec, JobState, MisfirePolicy, OverlapPolicy, Run, RunState
+from tickwork.retry import RetryPolicy
+from tickwork.store.base import (
+    CHANNEL_JOBS,
+    CHANNEL_RUNS,
+    DEFAULT_LEASE,
+    DEFAULT_PAGE,
+    DEFAULT_PRUNE_BATCH,
+    DEFAULT_RESCUE_BATCH,
+    DEFAULT_TRIGGER_BATCH,
+    LISTEN_NOTIFY,
+    MAX_PAGE,
+    MULTI_HOST,
+    SKIP_LOCKED,
+    Completion,
+    Heartbeat,
+    Lease,
+    LeaseStatus,
+    Listener,
+    Page,
+    RescueResult,
+    SlotFate,
+    SlotSkip,
+    Store,
+    Submitted,
+    TriggerResult,
+)
+from tickwork.store.planning import paused_slots, plan_batch
+from tickwork.store.queries import load_queries, migration_files
+
+HERE = Path(__file__).parent
+Q = load_queries(HERE / "queries.sql")
+MIGRATIONS = migration_files(HERE / "migrations")
+LATEST_VERSION = MIGRATIONS[-1][0]
+POOL_MAX_SIZE = 10
+"""Connections per store instance (per process)."""
+CONNECT_TIMEOUT = 10.0
+"""Seconds to wait for a pooled connection before StoreUnavailable."""
+
+Conn = psycopg.Connection[DictRow]
+
+
+class PostgresStore(Store):
+    capabilities = frozenset({LISTEN_NOTIFY, SKIP_LOCKED, MULTI_HOST})
+
+    def __init__(self, url: str, *, migrate: bool = False, pool_size: int = POOL_MAX_SIZE) -> None:
+        self.url = url
+        try:
+            self._pool: ConnectionPool[Conn] = ConnectionPool(
+                url,
+                min_size=1,
+                max_size=pool_size,
+                kwargs={"autocommit": True, "row_factory": dict_row},
+                timeout=CONNECT_TIMEOUT,
+                open=False,
+                name="tickwork",
+            )
+            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+        except (psycopg.Error, OSError) as exc:
+            raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+        except Exception as exc:  # psycopg_pool.PoolTimeout is not a psycopg.Error
+            raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+        if migrate:
+            self.migrate()
+
+    # -- connections ------------------------------------------------------------------------
+
+    @contextmanager
+    def _conn(self) -> Iterator[Conn]:
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except (pg_errors.OperationalError, pg_errors.InterfaceError) as exc:
+            raise StoreUnavailable(f"PostgreSQL: {exc}") from exc
+        except pg_errors.UndefinedTable as exc:
+            raise MigrationError(
+                f"the tickwork schema is missing ({exc.diag.message_primary}): "
+                "run `tickwork db migrate`"
+            ) from exc
+
+    @contextmanager
+    def _tx(self) -> Iterator[Conn]:
+        with self._conn() as conn, conn.transaction():
+            yield conn
+
+    def _one(self, query: str, params: dict[str, Any]) -> DictRow | None:
+        with self._conn() as conn:
+            return conn.execute(query, params).fetchone()
+
+    def _all(self, query: str, params: dict[str, Any]) -> list[DictRow]:
+        with self._conn() as conn:
+            return conn.execute(query, params).fetchall()
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def now(self) -> datetime:
+        row = self._one(Q["now"], {"now": None})
+        assert row is not None
+        return cast(datetime, row["now"])
+
+    # -- migrations -------------------------------------------------------------------------
+
+    def migrate(self) -> list[int]:
+        applied: list[int] = []
+        with self._tx() as conn:
+            conn.execute(Q["migration_lock"])
+            conn.execute(Q["create_migrations_table"])
+            done = {r["version"] for r in conn.execute(Q["applied_versions"])}
+            if done and max(done) > LATEST_VERSION:
+                raise MigrationError(
+                    f"the database has schema version {max(done)}; this tickwork knows up "
+                    f"to {LATEST_VERSION}: upgrade tickwork"
+                )
+            for version, path in MIGRATIONS:
+                if version in done:
+                    continue
+                conn.execute(cast(Any, path.read_text()))
+                conn.execute(Q["record_migration"], {"version": version})
+                applied.append(version)
+        return applied
+
+    def schema_version(self) -> tuple[int, int]:
+        with self._conn() as conn:
+            present = conn.execute(Q["migrations_table_exists"]).fetchone()
+            if present is None or not present["present"]:
+                return 0, LATEST_VERSION
+            versions = [r["version"] for r in conn.execute(Q["applied_versions"])]
+        return (max(versions) if versions else 0), LATEST_VERSION
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def submit(self, spec: JobSpec, *, now: datetime | None = None) -> Submitted:
+        with self._tx() as conn:
+            t = _now(conn, now)
+            submitted = self._insert_job(conn, spec, t)
+            if submitted.created:
+                _notify(conn, CHANNEL_JOBS, *([CHANNEL_RUNS] if submitted.run else []))
+        return submitted
+
+    def _insert_job(self, conn: Conn, spec: JobSpec, t: datetime) -> Submitted:
+        resolved = spec.schedule.resolve(t)
+        first = resolved.first_slot(t)
+        due_once = isinstance(resolved, schedules.Once) and first <= t
+        params = _job_params(spec, resolved)
+        params.update(
+            state=JobState.COMPLETED if due_once else JobState.ACTIVE,
+            next_run_at=None if due_once else first,
+            now=t,
+        )
+        try:
+            with conn.transaction():
+                row = conn.execute(Q["insert_job"], params).fetchone()
+        except pg_errors.UniqueViolation:
+            raise ValidationError(
+                f"tenant {spec.tenant!r} already has a job named {spec.name!r}", field="name"
+            ) from None
+        if row is None:  # the idempotency key matched a committed job
+            existing = conn.execute(
+                Q["job_by_idempotency_key"], {"tenant": spec.tenant, "key": spec.idempotency_key}
+            ).fetchone()
+            assert existing is not None
+            return Submitted(_job(existing), created=False)
+        run = None
+        if due_once:
+            run_row = conn.execute(
+                Q["insert_runs"], {"job_ids": [row["id"]], "slots": [first], "now": t}
+            ).fetchone()
+            assert run_row is not None
+            run = _run(run_row)
+        return Submitted(_job(row), created=True, run=run)
+
+    def put_schedule(self, spec: JobSpec, *, now: datetime | None = None) -> Submitted:
+        if spec.name is None:
+            raise ValidationError("a schedule needs a name", field="name")
+        with self._tx() as conn:
+            t = _now(conn, now)
+            row = conn.execute(
+                Q["job_by_name_for_update"], {"tenant": spec.tenant, "name": spec.name}
+            ).fetchone()
+            if row is None:
+                submitted = self._insert_job(conn, spec, t)
+            else:
+                current = _job(row)
+                same_schedule = _same_schedule(current.schedule, spec.schedule)
+                resolved = current.schedule if same_schedule else spec.schedule.resolve(t)
+                live = current.state in (JobState.ACTIVE, JobState.PAUSED)
+                if live and _spec_matches(current, spec, resolved):
+                    return Submitted(current, created=False)
+                params = _job_params(spec, resolved)
+                params.update(
+                    id=current.id,
+                    now=t,
+                    state=current.state if current.state is JobState.PAUSED else JobState.ACTIVE,
+                    next_run_at=current.next_run_at
+                    if same_schedule and live
+                    else resolved.first_slot(t),
+                )
+                updated = conn.execute(Q["update_job_spec"], params).fetchone()
+                assert updated is not None
+                submitted = Submitted(_job(updated), created=False)
+            _notify(conn, CHANNEL_JOBS)
+        return submitted
+
+    def get_job(self, job_id: int, *, tenant: str | None = None) -> Job:
+        row = self._one(Q["get_job"], {"id": job_id, "tenant": tenant})
+        if row is None:
+            raise JobNotFound(job_id)
+        return _job(row)
+
+    def list_jobs(
+        self,
+        *,
+        tenant: str | None = None,
+        state: JobState | None = None,
+        task: str | None = None,
+        after: int | None = None,
+        limit: int = DEFAULT_PAGE,
+    ) -> Page[Job]:
+        limit = _page_limit(limit)
+        rows = self._all(
+            Q["list_jobs"],
+            {"tenant": tenant, "state": state, "task": task, "after": after, "limit": limit},
+        )
+        jobs = [_job(r) for r in rows]
+        return Page(jobs, jobs[-1].id if len(jobs) == limit else None)
+
+    def _job_for_update(self, conn: Conn, job_id: int, tenant: str | None) -> Job:
+        row = conn.execute(Q["get_job_for_update"], {"id": job_id, "tenant": tenant}).fetchone()
+        if row is None:
+            raise JobNotFound(job_id)
+        return _job(row)
+
+    def _set_state(
+        self, conn: Conn, job_id: int, state: JobState, next_run_at: datetime | None, t: datetime
+    ) -> Job:
+        row = conn.execute(
+            Q["set_job_state"], {"id": job_id, "state": state, "next_run_at": next_run_at, "now": t}
+        ).fetchone()
+        assert row is not None
+        _notify(conn, CHANNEL_JOBS)
+        return _job(row)
+
+    def cancel_job(
+        self, job_id: int, *, tenant: str | None = None, now: datetime | None = None
+    ) -> Job:
+        with self._tx() as conn:
+            t = _now(conn, now)
+            job = self._job_for_update(conn, job_id, tenant)
+            if job.state is JobState.CANCELLED:
+                return job
+            conn.execute(
+                Q["cancel_waiting_runs_of_job"],
+                {"job_id": job_id, "now": t, "reason": "job cancelled"},
+            )
+            return self._set_state(conn, job_id, JobState.CANCELLED, None, t)
+
+    def pause_job(
+        self, job_id: int, *, tenant: str | None = None, now: datetime | None = None
+    ) -> Job:
+        with self._tx() as conn:
+            t = _now(conn, now)
+            job = self._job_for_update(conn, job_id, tenant)
+            if job.state is JobState.PAUSED:
+                return job
+            if job.state is not JobState.ACTIVE:
+                raise InvalidTransition("job", job_id, job.state, "pause")
+            return self._set_state(conn, job_id, JobState.PAUSED, job.next_run_at, t)
+
+    def resume_job(
+        self, job_id: int, *, tenant: str | None = None, now: datetime | None = None
+    ) -> Job:
+        with self._tx() as conn:
+            t = _now(conn, now)
+            job = self._job_for_update(conn, job_id, tenant)
+            if job.state is JobState.ACTIVE:
+                return job
+            if job.state is not JobState.PAUSED:
+                raise InvalidTransition("job", job_id, job.state, "resume")
+            next_run_at = job.next_run_at
+            if not isinstance(job.schedule, schedules.Once):
+                skip, next_run_at = paused_slots(job, t)
+                if skip is not None:
+                    conn.execute(
+                        Q["insert_slot_skip"],
+                        {
+                            "job_id": job_id,
+                            "first_slot": skip.first_slot,
+                            "last_slot": skip.last_slot,
+                            "count": skip.count,
+                            "fate": skip.fate,
+                            "more": skip.more,
+                            "now": t,
+                        },
+                    )
+            state = JobState.ACTIVE if next_run_at is not None else JobState.COMPLETED
+            return self._set_state(conn, job_id, state, next_run_at, t)
+
+    # -- triggering -------------------------------------------------------------------------
+
+    def trigger(
+        self, epoch: int, *, limit: int = DEFAULT_TRIGGER_BATCH, now: datetime | None = None
+    ) -> TriggerResult:
+        with self._tx() as conn:
+            t = _now(conn, now)
+            fence = conn.execute(Q["leader_epoch_for_share"], {"epoch": epoch, "now": t})
+            if fence.fetchone() is None:
+                holder = conn.execute(Q["lease_holder"]).fetchone()
+                raise LeadershipLost(holder["holder"] if holder else "", epoch)
+            jobs = [_job(r) for r in conn.execute(Q["due_jobs"], {"now": t, "limit": limit})]
+            watched = [j.id for j in jobs if j.overlap is not OverlapPolicy.ALLOW]
+            unfinished: set[int] = set()
+            if watched:
+                cursor = conn.execute(Q["unfinished_jobs"], {"ids": watched})
+                unfinished = {r["job_id"] for r in cursor}
+            plan = plan_batch(jobs, unfinished, t)
+            cancelled: list[int] = []
+            if plan.replace_job_ids:
+                cursor = conn.execute(
+                    Q["cancel_unfinished_runs_of_jobs"],
+                    {"ids": plan.replace_job_ids, "now": t, "reason": "replaced by a newer slot"},
+                )
+                cancelled = sorted(r["id"] for r in cursor)
+            runs: list[Run] = []
+            if plan.runs:
+                rows = conn.execute(
+                    Q["insert_runs"],
+                    {
+                        "job_ids": [n.job.id for n in plan.runs],
+                        "slots": [n.scheduled_for for n in plan.runs],
+                        "now": t,
+                    },
+                ).fetchall()
+                runs = sorted((_run(r) for r in rows), key=lambda r: r.id)
+            if plan.advances:
+                conn.execute(
+                    Q["advance_jobs"],
+                    {
+                        "ids": [a.job_id for a in plan.advances],
+                        "next_run_ats": [a.next_run_at for a in plan.advances],
+                        "states": [str(a.state) for a in plan.advances],
+                        "now": t,
+                    },
+                )
+            skipped: list[SlotSkip] = []
+            if plan.skips:
+                run_ids = {(r.job_id, r.scheduled_for): r.id for r in runs}
+                skipped = [
+                    SlotSkip(
+                        s.job_id,
+                        s.first_slot,
+                        s.last_slot,
+                        s.count,
+                        s.fate,
+                        run_ids.get((s.job_id, s.coalesced_into)) if s.coalesced_into else None,
+                        s.more,
+                        t,
+                    )
+                    for s in plan.skips
+                ]
+                conn.execute(
+                    Q["insert_slot_skips"],
+                    {
+                        "job_ids": [s.job_id for s in skipped],
+                        "first_slots": [s.first_slot for s in skipped],
+                        "last_slots": [s.last_slot for s in skipped],
+                        "counts": [s.count for s in skipped],
+                        "fates": [str(s.fate) for s in skipped],
+                        "run_ids": [s.run_id for s in skipped],
+                        "mores": [s.more for s in skipped],
+                        "now": t,
+                    },
+                )
+            next_due = conn.execute(Q["next_due_at"]).fetchone()
+            if runs:
+                _notify(conn, CHANNEL_RUNS)
+        return TriggerResult(
+            runs,
+            skipped,
+            cancelled,
+            len(jobs),
+            len(jobs) >= limit,
+            next_due["at"] if next_due else None,
+        )
+
+    def next_due_at(self) -> datetime | None:
+        row = self._one(Q["next_due_at"], {})
+        return cast(datetime | None, row["at"]) if row else None
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def claim(
+        self,
+        worker: str,
+        *,
+        limit: int,
+        lease: timedelta = DEFAULT_LEASE,
+        queues: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> list[Run]:
+        if limit < 1 or (queues is not None and not queues):
+            return []
+        params: dict[str, Any] = {"worker": worker, "now": now, "limit": limit, "lease": lease}
+        if queues is not None:
+            params["queues"] = list(queues)
+        rows = self._all(Q["claim"] if queues is None else Q["claim_queues"], params)
+        runs = [_run(r) for r in rows]
+        runs.sort(key=lambda r: (-r.priority, r.run_at, r.id))
+        return runs
+
+    def next_claimable_at(self, *, queues: Sequence[str] | None = None) -> datetime | None:
+        if queues is not None and not queues:
+            return None
+        if queues is None:
+            row = self._one(Q["next_claimable_at"], {})
+        else:
+            row = self._one(Q["next_claimable_at_queues"], {"queues": list(queues)})
+        return cast(datetime | None, row["at"]) if row else None
+
+    def heartbeat(
+        self,
+        run_id: int,
+        fencing_token: int,
+        *,
+        lease: timedelta = DEFAULT_LEASE,
+        now: datetime | None = None,
+    ) -> Heartbeat:
+        rows = self._beat([(run_id, fencing_token)], lease, now)
+        status, expires = rows[run_id]
+        if status is LeaseStatus.LOST:
+            raise LeaseLost(run_id, fencing_token)
+        return Heartbeat(status, expires)
+
+    def heartbeat_many(
+        self,
+        leases: Sequence[tuple[int, int]],
+        *,
+        lease: timedelta = DEFAULT_LEASE,
+        now: datetime | None = None,
+    ) -> dict[int, LeaseStatus]:
+        if not leases:
+            return {}
+        return {run_id: status for run_id, (status, _) in self._beat(leases, lease, now).items()}
+
+    def _beat(
+        self, leases: Sequence[tuple[int, int]], lease: timedelta, now: datetime | None
+    ) -> dict[int, tuple[LeaseStatus, datetime | None]]:
+        rows = self._all(
+            Q["heartbeat"],
+            {
+                "ids": [r for r, _ in leases],
+                "tokens": [t for _, t in leases],
+                "lease": lease,
+                "now": now,
+            },
+        )
+        return {r["id"]: (LeaseStatus(r["status"]), r["lease_expires_at"]) for r in rows}
+
+    def complete(
+        self,
+        run_id: int,
+        fencing_token: int,
+        *,
+        result: dict[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> Run:
+        rows = self._complete([Completion(run_id, fencing_token, result)], now)
+        if not rows:
+            raise LeaseLost(run_id, fencing_token)
+        return _run(rows[0])
+
+    def complete_many(
+        self, completions: Sequence[Completion], *, now: datetime | None = None
+    ) -> list[int]:
+        if not completions:
+            return []
+        done = {r["id"] for r in self._complete(completions, now)}
+        return [c.run_id for c in completions if c.run_id not in done]
+
+    def _complete(self, completions: Sequence[Completion], now: datetime | None) -> list[DictRow]:
+        return self._all(
+            Q["complete"],
+            {
+                "ids": [c.run_id for c in completions],
+                "tokens": [c.fencing_token for c in completions],
+                "results": [Jsonb(c.result) if c.result is not None else None for c in completions],
+                "now": now,
+            },
+        )
+
+    def fail(
+        self,
+        run_id: int,
+        fencing_token: int,
+        error: str,
+        *,
+        retry_after: timedelta | None = None,
+        discard: bool = False,
+        result: dict[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> Run:
+        params: dict[str, Any] = {
+            "id": run_id,
+            "token": fencing_token,
+            "error": error,
+            "result": Jsonb(result) if result is not None else None,
+        }
+        with self._tx() as conn:
+            params["now"] = _now(conn, now)
+            held = conn.execute(Q["held_run_for_fail"], params).fetchone()
+            if held is None:
+                raise LeaseLost(run_id, fencing_token)
+            policy = RetryPolicy(held["max_attempts"], held["backoff_base"], held["backoff_cap"])
+            if discard or policy.exhausted(held["attempt"]):
+                row = conn.execute(Q["fail_dead"], params).fetchone()
+            else:
+                params["wait"] = (
+                    retry_after if retry_after is not None else policy.backoff(held["attempt"])
+                )
+                row = conn.execute(Q["fail_retry"], params).fetchone()
+            assert row is not None
+        return _run(row)
+
+    def release(self, run_id: int, fencing_token: int, *, now: datetime | None = None) -> Run:
+        with self._tx() as conn:
+            row = conn.execute(
+                Q["release"], {"id": run_id, "token": fencing_token, "now": now}
+            ).fetchone()
+            if row is None:
+                raise LeaseLost(run_id, fencing_token)
+            _notify(conn, CHANNEL_RUNS)
+        return _run(row)
+
+    def rescue(
+        self, *, limit: int = DEFAULT_RESCUE_BATCH, now: datetime | None = None
+    ) -> RescueResult:
+        with self._tx() as conn:
+            rows = conn.execute(Q["rescue"], {"now": now, "limit": limit}).fetchall()
+            requeued = sorted(r["id"] for r in rows if r["state"] == RunState.QUEUED)
+            if requeued:
+                _notify(conn, CHANNEL_RUNS)
+        return RescueResult(
+            requeued=requeued, dead=sorted(r["id"] for r in rows if r["state"] == RunState.DEAD)
+        )
+
+    def get_run(self, run_id: int, *, tenant: str | None = None) -> Run:
+        row = self._one(Q["get_run"], {"id": run_id, "tenant": tenant})
+        if row is None:
+            raise RunNotFound(run_id)
+        return _run(row)
+
+    def list_runs(
+        self,
+        *,
+        tenant: str | None = None,
+        job_id: int | None = None,
+        state: RunState | None = None,
+        after: int | None = None,
+        limit: int = DEFAULT_PAGE,
+    ) -> Page[Run]:
+        limit = _page_limit(limit)
+        rows = self._all(
+            Q["list_runs"],
+            {"tenant": tenant, "job_id": job_id, "state": state, "after": after, "limit": limit},
+        )
+        runs = [_run(r) for r in rows]
+        return Page(runs, runs[-1].id if len(runs) == limit else None)
+
+    def cancel_run(
+        self, run_id: int, *, tenant: str | None = None, now: datetime | None = None
+    ) -> Run:
+        return self._run_command(run_id, tenant, now, "cancel_run", "cancel")
+
+    def retry_run(
+        self, run_id: int, *, tenant: str | None = None, now: datetime | None = None
+    ) -> Run:
+        return self._run_command(run_id, tenant, now, "retry_run", "retry", CHANNEL_RUNS)
+
+    def _run_command(
+        self,
+        run_id: int,
+        tenant: str | None,
+        now: datetime | None,
+        query: str,
+        action: str,
+        *channels: str,
+    ) -> Run:
+        with self._tx() as conn:
+            t = _now(conn, now)
+            current = conn.execute(
+                Q["get_run_for_update"], {"id": run_id, "tenant": tenant}
+            ).fetchone()
+            if current is None:
+                raise RunNotFound(run_id)
+            row = conn.execute(Q[query], {"id": run_id, "now": t}).fetchone()
+            if row is None:
+                raise InvalidTransition("run", run_id, current["state"], action)
+            _notify(conn, *channels)
+        return _run(row)
+
+    def prune(
+        self, retention: timedelta, *, limit: int = DEFAULT_PRUNE_BATCH, now: datetime | None = None
+    ) -> int:
+        with self._tx() as conn:
+            cutoff = _now(conn, now) - retention
+            deleted = conn.execute(Q["prune_runs"], {"cutoff": cutoff, "limit": limit}).rowcount
+            conn.execute(Q["prune_slot_skips"], {"cutoff": cutoff})
+        return deleted
+
+    def slot_skips(
+        self, job_id: int, *, tenant: str | None = None, limit: int = DEFAULT_PAGE
+    ) -> list[SlotSkip]:
+        rows = self._all(
+            Q["slot_skips"], {"job_id": job_id, "tenant": tenant, "limit": _page_limit(limit)}
+        )
+        if not rows:
+            self.get_job(job_id, tenant=tenant)  # JobNotFound for unknown or foreign ids
+        return [
+            SlotSkip(
+                r["job_id"],
+                r["first_slot"],
+                r["last_slot"],
+                r["count"],
+                SlotFate(r["fate"]),
+                r["run_id"],
+                r["more"],
+                r["recorded_at"],
+            )
+            for r in rows
+        ]
+
+    # -- leadership -------------------------------------------------------------------------
+
+    def acquire_leadership(
+        self, node_id: str, ttl: timedelta, *, now: datetime | None = None
+    ) -> Lease | None:
+        row = self._one(Q["acquire_leadership"], {"node": node_id, "ttl": ttl, "now": now})
+        return _lease(row) if row is not None else None
+
+    def renew_leadership(
+        self, node_id: str, epoch: int, ttl: timedelta, *, now: datetime | None = None
+    ) -> Lease:
+        row = self._one(
+            Q["renew_leadership"], {"node": node_id, "epoch": epoch, "ttl": ttl, "now": now}
+        )
+        if row is None:
+            raise LeadershipLost(node_id, epoch)
+        return _lease(row)
+
+    def resign_leadership(self, node_id: str, epoch: int) -> None:
+        with self._conn() as conn:
+            conn.execute(Q["resign_leadership"], {"node": node_id, "epoch": epoch})
+
+    def leader(self, *, now: datetime | None = None) -> Lease | None:
+        row = self._one(Q["leader"], {"now": now})
+        return _lease(row) if row is not None else None
+
+    # -- notifications ----------------------------------------------------------------------
+
+    def listener(self, channels: Sequence[str]) -> Listener:
+        return _PgListener(self.url, channels)
+
+
+class _PgListener(Listener):
+    """LISTEN on a dedicated autocommit connection (a pooled one would lose its LISTENs)."""
+
+    def __init__(self, url: str, channels: Sequence[str]) -> None:
+        try:
+            self.conn = psycopg.connect(url, autocommit=True)
+            for channel in channels:
+                self.conn.execute(cast(Any, f'LISTEN "{channel}"'))
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"cannot LISTEN: {exc}") from exc
+
+    def wait(self, timeout: float) -> bool:
+        arrived = False
+        try:
+            for _ in self.conn.notifies(timeout=max(timeout, 0.0), stop_after=1):
+                arrived = True
+            if arrived:  # drain what else is already queued, without waiting
+                for _ in self.conn.notifies(timeout=0.0):
+                    pass
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"lost the LISTEN connection: {exc}") from exc
+        return arrived
+
+    def close(self) -> None:
+        if not self.conn.closed:
+            self.conn.close()
+
+
+# -- row mapping ----------------------------------------------------------------------------
+
+
+def _now(conn: Conn, now: datetime | None) -> datetime:
+    row = conn.execute(Q["now"], {"now": now}).fetchone()
+    assert row is not None
+    return cast(datetime, row["now"])
+
+
+def _notify(conn: Conn, *channels: str) -> None:
+    for channel in channels:
+        conn.execute(Q["notify"], {"channel": channel})
+
+
+@lru_cache(maxsize=4096)
+def _schedule_cached(items: tuple[tuple[str, Any], ...]) -> schedules.Schedule:
+    return schedules.from_json(dict(items))
+
+
+def _schedule(data: dict[str, Any]) -> schedules.Schedule:
+    return _schedule_cached(tuple(sorted(data.items())))
+
+
+def _job_params(spec: JobSpec, resolved: schedules.Schedule) -> dict[str, Any]:
+    return {
+        "tenant": spec.tenant,
+        "name": spec.name,
+        "task": spec.task,
+        "args": Jsonb(spec.args),
+        "schedule": Jsonb(resolved.to_json()),
+        "queue": spec.queue,
+        "priority": spec.priority,
+        "max_attempts": spec.retry.max_attempts,
+        "backoff_base": spec.retry.backoff_base,
+        "backoff_cap": spec.retry.backoff_cap,
+        "timeout": spec.timeout.total_seconds() if spec.timeout else None,
+        "misfire": spec.misfire.value,
+        "misfire_grace": spec.misfire_grace.total_seconds(),
+        "overlap": spec.overlap.value,
+        "idempotency_key": spec.idempotency_key,
+    }
+
+
+def _same_schedule(current: schedules.Schedule, wanted: schedules.Schedule) -> bool:
+    if isinstance(wanted, schedules.Interval) and isinstance(current, schedules.Interval):
+        return wanted.every == current.every and wanted.anchor in (None, current.anchor)
+    if isinstance(wanted, schedules.Once) and wanted.delay is not None:
+        return False
+    return current == wanted
+
+
+def _spec_matches(job: Job, spec: JobSpec, resolved: schedules.Schedule) -> bool:
+    return (
+        job.task,
+        job.args,
+        job.schedule,
+        job.queue,
+        job.priority,
+        job.retry,
+        job.timeout,
+        job.misfire,
+        job.misfire_grace,
+        job.overlap,
+    ) == (
+        spec.task,
+        spec.args,
+        resolved,
+        spec.queue,
+        spec.priority,
+        spec.retry,
+        spec.timeout,
+        spec.misfire,
+        spec.misfire_grace,
+        spec.overlap,
+    )
+
+
+def _job(r: DictRow) -> Job:
+    return Job(
+        id=r["id"],
+        tenant=r["tenant"],
+        name=r["name"],
+        task=r["task"],
+        args=r["args"],
+        schedule=_schedule(r["schedule"]),
+        state=JobState(r["state"]),
+        next_run_at=r["next_run_at"],
+        queue=r["queue"],
+        priority=r["priority"],
+        retry=RetryPolicy(r["max_attempts"], r["backoff_base"], r["backoff_cap"]),
+        timeout=timedelta(seconds=r["timeout"]) if r["timeout"] is not None else None,
+        misfire=MisfirePolicy(r["misfire"]),
+        misfire_grace=timedelta(seconds=r["misfire_grace"]),
+        overlap=OverlapPolicy(r["overlap"]),
+        idempotency_key=r["idempotency_key"],
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+    )
+
+
+def _run(r: DictRow) -> Run:
+    return Run(
+        id=r["id"],
+        job_id=r["job_id"],
+        tenant=r["tenant"],
+        task=r["task"],
+        args=r["args"],
+        queue=r["queue"],
+        priority=r["priority"],
+        scheduled_for=r["scheduled_for"],
+        run_at=r["run_at"],
+        state=RunState(r["state"]),
+        attempt=r["attempt"],
+        max_attempts=r["max_attempts"],
+        fencing_token=r["fencing_token"],
+        worker=r["worker"],
+        lease_expires_at=r["lease_expires_at"],
+        started_at=r["started_at"],
+        finished_at=r["finished_at"],
+        error=r["error"],
+        result=r["result"],
+        timeout=timedelta(seconds=r["timeout"]) if r["timeout"] is not None else None,
+        created_at=r["created_at"],
+    )
+
+
+def _lease(r: DictRow) -> Lease:
+    return Lease(r["holder"], r["epoch"], r["expires_at"])
+
+
+def _page_limit(limit: int) -> int:
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValidationError(f"limit must be between 1 and {MAX_PAGE}, got {limit}", field="limit")
+    return limit

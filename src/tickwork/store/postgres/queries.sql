@@ -1,0 +1,315 @@
+-- Named queries for the PostgreSQL store. Parameters are %(named)s; %(now)s is the
+-- transaction's time, resolved once per call (coalesce(given, now())).
+
+-- name: now
+SELECT coalesce(%(now)s::timestamptz, now()) AS now;
+
+-- name: insert_job
+INSERT INTO tickwork_jobs (tenant, name, task, args, schedule, state, next_run_at, queue,
+    priority, max_attempts, backoff_base, backoff_cap, timeout, misfire, misfire_grace, overlap,
+    idempotency_key, created_at, updated_at)
+VALUES (%(tenant)s, %(name)s, %(task)s, %(args)s, %(schedule)s, %(state)s, %(next_run_at)s,
+    %(queue)s, %(priority)s, %(max_attempts)s, %(backoff_base)s, %(backoff_cap)s, %(timeout)s,
+    %(misfire)s, %(misfire_grace)s, %(overlap)s, %(idempotency_key)s, %(now)s, %(now)s)
+ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING *;
+
+-- name: job_by_idempotency_key
+SELECT * FROM tickwork_jobs WHERE tenant = %(tenant)s AND idempotency_key = %(key)s;
+
+-- name: job_by_name_for_update
+SELECT * FROM tickwork_jobs WHERE tenant = %(tenant)s AND name = %(name)s FOR UPDATE;
+
+-- name: update_job_spec
+UPDATE tickwork_jobs SET task = %(task)s, args = %(args)s, schedule = %(schedule)s,
+    state = %(state)s, next_run_at = %(next_run_at)s, queue = %(queue)s,
+    priority = %(priority)s, max_attempts = %(max_attempts)s, backoff_base = %(backoff_base)s,
+    backoff_cap = %(backoff_cap)s, timeout = %(timeout)s, misfire = %(misfire)s,
+    misfire_grace = %(misfire_grace)s, overlap = %(overlap)s, updated_at = %(now)s
+WHERE id = %(id)s
+RETURNING *;
+
+-- name: insert_runs
+INSERT INTO tickwork_runs (job_id, tenant, task, args, queue, priority, max_attempts,
+    backoff_base, backoff_cap, timeout, scheduled_for, run_at, state, created_at)
+SELECT j.id, j.tenant, j.task, j.args, j.queue, j.priority, j.max_attempts, j.backoff_base,
+    j.backoff_cap, j.timeout, s.slot, s.slot, 'queued', %(now)s
+FROM unnest(%(job_ids)s::bigint[], %(slots)s::timestamptz[]) WITH ORDINALITY
+    AS s (job_id, slot, ord)
+JOIN tickwork_jobs j ON j.id = s.job_id
+ORDER BY s.ord
+ON CONFLICT ON CONSTRAINT tickwork_runs_slot DO NOTHING
+RETURNING *;
+
+-- name: get_job
+SELECT * FROM tickwork_jobs
+WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s);
+
+-- name: get_job_for_update
+SELECT * FROM tickwork_jobs
+WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+FOR UPDATE;
+
+-- name: list_jobs
+SELECT * FROM tickwork_jobs
+WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+  AND (%(state)s::text IS NULL OR state = %(state)s)
+  AND (%(task)s::text IS NULL OR task = %(task)s)
+  AND (%(after)s::bigint IS NULL OR id < %(after)s)
+ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: set_job_state
+UPDATE tickwork_jobs SET state = %(state)s, next_run_at = %(next_run_at)s, updated_at = %(now)s
+WHERE id = %(id)s
+RETURNING *;
+
+-- name: cancel_waiting_runs_of_job
+UPDATE tickwork_runs SET state = 'cancelled', finished_at = %(now)s, lease_expires_at = NULL,
+    error = %(reason)s
+WHERE job_id = %(job_id)s AND state IN ('queued', 'failed')
+RETURNING id;
+
+-- name: leader_epoch_for_share
+SELECT holder, epoch FROM tickwork_leases
+WHERE name = 'scheduler' AND epoch = %(epoch)s AND expires_at > %(now)s
+FOR SHARE;
+
+-- name: lease_holder
+SELECT holder FROM tickwork_leases WHERE name = 'scheduler';
+
+-- name: due_jobs
+SELECT * FROM tickwork_jobs
+WHERE state = 'active' AND next_run_at IS NOT NULL AND next_run_at <= %(now)s
+ORDER BY next_run_at LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: unfinished_jobs
+SELECT DISTINCT job_id FROM tickwork_runs
+WHERE job_id = ANY(%(ids)s::bigint[]) AND state IN ('queued', 'running', 'failed');
+
+-- name: cancel_unfinished_runs_of_jobs
+UPDATE tickwork_runs SET state = 'cancelled', finished_at = %(now)s, lease_expires_at = NULL,
+    error = %(reason)s
+WHERE job_id = ANY(%(ids)s::bigint[]) AND state IN ('queued', 'running', 'failed')
+RETURNING id;
+
+-- name: advance_jobs
+UPDATE tickwork_jobs j SET next_run_at = a.next_run_at, state = a.state, updated_at = %(now)s
+FROM unnest(%(ids)s::bigint[], %(next_run_ats)s::timestamptz[], %(states)s::text[])
+    AS a (id, next_run_at, state)
+WHERE j.id = a.id;
+
+-- name: insert_slot_skips
+INSERT INTO tickwork_slot_skips (job_id, first_slot, last_slot, count, fate, run_id, more,
+    recorded_at)
+SELECT s.job_id, s.first_slot, s.last_slot, s.count, s.fate, s.run_id, s.more, %(now)s
+FROM unnest(%(job_ids)s::bigint[], %(first_slots)s::timestamptz[],
+    %(last_slots)s::timestamptz[], %(counts)s::integer[], %(fates)s::text[],
+    %(run_ids)s::bigint[], %(mores)s::boolean[])
+    AS s (job_id, first_slot, last_slot, count, fate, run_id, more);
+
+-- name: next_due_at
+SELECT min(next_run_at) AS at FROM tickwork_jobs
+WHERE state = 'active' AND next_run_at IS NOT NULL;
+
+-- name: notify
+SELECT pg_notify(%(channel)s, '');
+
+-- name: claim
+WITH picked AS (
+    SELECT id FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE tickwork_runs r
+SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
+    lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    started_at = coalesce(%(now)s::timestamptz, now())
+FROM picked WHERE r.id = picked.id
+RETURNING r.*;
+
+-- name: claim_queues
+WITH picked AS (
+    SELECT id FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
+      AND queue = ANY(%(queues)s::text[])
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE tickwork_runs r
+SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
+    lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    started_at = coalesce(%(now)s::timestamptz, now())
+FROM picked WHERE r.id = picked.id
+RETURNING r.*;
+
+-- name: next_claimable_at
+SELECT min(run_at) AS at FROM tickwork_runs WHERE state IN ('queued', 'failed');
+
+-- name: next_claimable_at_queues
+SELECT min(run_at) AS at FROM tickwork_runs
+WHERE state IN ('queued', 'failed') AND queue = ANY(%(queues)s::text[]);
+
+-- name: heartbeat
+WITH c AS (
+    SELECT * FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c (id, token)
+), held AS (
+    UPDATE tickwork_runs r
+    SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
+    FROM c WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
+    RETURNING r.id, r.lease_expires_at
+)
+SELECT c.id,
+    CASE WHEN h.id IS NOT NULL THEN 'held'
+         WHEN r.state = 'cancelled' THEN 'cancelled'
+         ELSE 'lost' END AS status,
+    h.lease_expires_at
+FROM c
+LEFT JOIN held h ON h.id = c.id
+LEFT JOIN tickwork_runs r ON r.id = c.id AND r.fencing_token = c.token;
+
+-- name: complete
+UPDATE tickwork_runs r
+SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()),
+    lease_expires_at = NULL, result = c.result, error = NULL
+FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(results)s::jsonb[])
+    AS c (id, token, result)
+WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
+RETURNING r.*;
+
+-- name: held_run_for_fail
+SELECT attempt, max_attempts, backoff_base, backoff_cap FROM tickwork_runs
+WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'running'
+FOR UPDATE;
+
+-- name: fail_retry
+UPDATE tickwork_runs SET state = 'failed', attempt = attempt + 1,
+    run_at = %(now)s + %(wait)s::interval, lease_expires_at = NULL, error = %(error)s,
+    result = %(result)s
+WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'running'
+RETURNING *;
+
+-- name: fail_dead
+UPDATE tickwork_runs SET state = 'dead', finished_at = %(now)s, lease_expires_at = NULL,
+    error = %(error)s, result = %(result)s
+WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'running'
+RETURNING *;
+
+-- name: release
+UPDATE tickwork_runs SET state = 'queued', run_at = coalesce(%(now)s::timestamptz, now()),
+    lease_expires_at = NULL
+WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'running'
+RETURNING *;
+
+-- name: rescue
+WITH expired AS (
+    SELECT id FROM tickwork_runs
+    WHERE state = 'running' AND lease_expires_at < coalesce(%(now)s::timestamptz, now())
+    ORDER BY lease_expires_at LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE tickwork_runs r
+SET state = CASE WHEN r.attempt >= r.max_attempts THEN 'dead' ELSE 'queued' END,
+    attempt = CASE WHEN r.attempt >= r.max_attempts THEN r.attempt ELSE r.attempt + 1 END,
+    finished_at = CASE WHEN r.attempt >= r.max_attempts
+                       THEN coalesce(%(now)s::timestamptz, now()) END,
+    run_at = coalesce(%(now)s::timestamptz, now()), lease_expires_at = NULL,
+    error = 'lease expired: worker ' || coalesce(r.worker, '?') || ' stopped heartbeating'
+FROM expired WHERE r.id = expired.id
+RETURNING r.id, r.state;
+
+-- name: get_run
+SELECT * FROM tickwork_runs
+WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s);
+
+-- name: get_run_for_update
+SELECT * FROM tickwork_runs
+WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+FOR UPDATE;
+
+-- name: list_runs
+SELECT * FROM tickwork_runs
+WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+  AND (%(job_id)s::bigint IS NULL OR job_id = %(job_id)s)
+  AND (%(state)s::text IS NULL OR state = %(state)s)
+  AND (%(after)s::bigint IS NULL OR id < %(after)s)
+ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: cancel_run
+UPDATE tickwork_runs SET state = 'cancelled', finished_at = %(now)s, lease_expires_at = NULL,
+    error = 'cancelled'
+WHERE id = %(id)s AND state IN ('queued', 'running', 'failed')
+RETURNING *;
+
+-- name: retry_run
+UPDATE tickwork_runs SET state = 'queued', attempt = 1, run_at = %(now)s, finished_at = NULL,
+    lease_expires_at = NULL
+WHERE id = %(id)s AND state IN ('dead', 'failed')
+RETURNING *;
+
+-- name: prune_runs
+DELETE FROM tickwork_runs WHERE id IN (
+    SELECT id FROM tickwork_runs
+    WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at < %(cutoff)s
+    LIMIT %(limit)s);
+
+-- name: prune_slot_skips
+DELETE FROM tickwork_slot_skips WHERE recorded_at < %(cutoff)s;
+
+-- name: slot_skips
+SELECT s.* FROM tickwork_slot_skips s JOIN tickwork_jobs j ON j.id = s.job_id
+WHERE s.job_id = %(job_id)s AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s)
+ORDER BY s.first_slot DESC, s.id DESC LIMIT %(limit)s;
+
+-- name: insert_slot_skip
+INSERT INTO tickwork_slot_skips (job_id, first_slot, last_slot, count, fate, run_id, more,
+    recorded_at)
+VALUES (%(job_id)s, %(first_slot)s, %(last_slot)s, %(count)s, %(fate)s, NULL, %(more)s,
+    %(now)s);
+
+-- name: acquire_leadership
+UPDATE tickwork_leases
+SET epoch = CASE WHEN holder = %(node)s AND expires_at > coalesce(%(now)s::timestamptz, now())
+                 THEN epoch ELSE epoch + 1 END,
+    holder = %(node)s,
+    expires_at = coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval
+WHERE name = 'scheduler'
+  AND (expires_at <= coalesce(%(now)s::timestamptz, now()) OR holder = %(node)s)
+RETURNING holder, epoch, expires_at;
+
+-- name: renew_leadership
+UPDATE tickwork_leases
+SET expires_at = coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval
+WHERE name = 'scheduler' AND holder = %(node)s AND epoch = %(epoch)s
+  AND expires_at > coalesce(%(now)s::timestamptz, now())
+RETURNING holder, epoch, expires_at;
+
+-- name: resign_leadership
+UPDATE tickwork_leases SET expires_at = now()
+WHERE name = 'scheduler' AND holder = %(node)s AND epoch = %(epoch)s AND expires_at > now();
+
+-- name: leader
+SELECT holder, epoch, expires_at FROM tickwork_leases
+WHERE name = 'scheduler' AND expires_at > coalesce(%(now)s::timestamptz, now())
+  AND holder <> '';
+
+-- name: migration_lock
+SELECT pg_advisory_xact_lock(7201865394127);
+
+-- name: create_migrations_table
+CREATE TABLE IF NOT EXISTS tickwork_schema_migrations (
+    version    integer     PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: applied_versions
+SELECT version FROM tickwork_schema_migrations ORDER BY version;
+
+-- name: record_migration
+INSERT INTO tickwork_schema_migrations (version) VALUES (%(version)s);
+
+-- name: migrations_table_exists
+SELECT to_regclass('tickwork_schema_migrations') IS NOT NULL AS present;
