@@ -1,0 +1,138 @@
+"""What every command module shares: the ``app``, the error mapping, ``--db``, printing.
+
+This module imports no command module, so a command module can import it without a cycle
+(``from tickwork.cli.output import app``); :mod:`tickwork.cli` imports the command modules.
+
+Exit codes and the error line (the same for every command)::
+
+    0    success
+    1    the request was understood but failed: NotFound, InvalidTransition, a store
+         error ... (any TickworkError that is not a ValidationError)
+    2    bad input: a ValidationError, or a usage error (unknown option, bad -n, ...)
+    130  interrupted (Ctrl-C)
+
+An error is one line on stderr, ``tickwork: error: <message>``, and never a traceback;
+stdout gets nothing from a failed command. Only a bug (an exception that is not a
+TickworkError) prints a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+# typer >= 0.29 vendors click privately; this is the one click exception it does not
+# re-export that we must tell apart (it carries the help text, not an error message).
+from typer._click.exceptions import NoArgsIsHelpError
+
+from tickwork.config import DB_ENV, DEFAULT_DB_URL, resolve_db_url
+from tickwork.errors import TickworkError, ValidationError
+
+PROG = "tickwork"
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+app = typer.Typer(
+    name=PROG,
+    no_args_is_help=True,
+    add_completion=False,
+    # Tracebacks are for bugs only; their locals could hold a database password.
+    pretty_exceptions_show_locals=False,
+    help="tickwork runs jobs on time, once per slot, across many machines.",
+)
+
+
+@app.callback()
+def _root() -> None:
+    """tickwork runs jobs on time, once per slot, across many machines."""
+    # A callback keeps `app` a group even while it has a single command: without it typer
+    # would run that command for `tickwork ARGS` instead of `tickwork next ARGS`.
+
+
+stdout = Console(highlight=False, soft_wrap=True, emoji=False)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+
+
+def echo(text: str) -> None:
+    """One line of plain text on stdout: no markup, no highlighting, no wrapping."""
+    stdout.print(text, markup=False)
+
+
+def echo_json(value: Any) -> None:
+    """``value`` as JSON on stdout, for scripts (``--json``)."""
+    stdout.print(json.dumps(value, ensure_ascii=False), markup=False)
+
+
+def error(message: str) -> None:
+    """The one error line on stderr: ``tickwork: error: <message>``."""
+    line = " ".join(message.splitlines()) or "unknown error"
+    stderr.print(Text.assemble(f"{PROG}: ", ("error:", "bold red"), f" {line}"))
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Stop a command with an error line and ``code`` (default: bad input, 2)."""
+    error(message)
+    raise typer.Exit(code)
+
+
+def exit_code(exc: TickworkError) -> int:
+    """2 for bad input (nothing was done), 1 for anything else tickwork refused."""
+    return EXIT_USAGE if isinstance(exc, ValidationError) else EXIT_FAILURE
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Run ``app`` on ``argv`` (default ``sys.argv[1:]``) and map errors to exit codes.
+
+    The only place errors become exit codes: command modules raise TickworkError (or call
+    :func:`fail`) and return nothing. Test a command in-process with ``run([...])`` (or
+    :func:`tickwork.cli.main`); typer's ``CliRunner`` would bypass this mapping.
+    """
+    try:
+        result = app(
+            args=list(argv) if argv is not None else None,
+            prog_name=PROG,
+            standalone_mode=False,
+        )
+    except TickworkError as exc:
+        error(str(exc) or type(exc).__name__)
+        return exit_code(exc)
+    except NoArgsIsHelpError as exc:
+        # `tickwork` alone: the help is the message (typer's rich help prints it itself
+        # and leaves the message empty); a usage error all the same, as in click.
+        if exc.format_message().strip():
+            stderr.print(exc.format_message(), markup=False)
+        return EXIT_USAGE
+    except typer.TyperException as exc:  # click's ClickException: usage errors and the like
+        error(exc.format_message())
+        return exc.exit_code
+    except typer.Abort:
+        error("aborted")
+        return EXIT_INTERRUPTED
+    # standalone_mode=False returns typer.Exit's code, or the command's return value.
+    return result if isinstance(result, int) else EXIT_OK
+
+
+def _resolve_db(value: str) -> str:
+    return resolve_db_url(value or None)
+
+
+DbOption = Annotated[
+    str,
+    typer.Option(
+        "--db",
+        metavar="URL",
+        callback=_resolve_db,
+        show_default=False,
+        help=f"Database URL (sqlite:///PATH or postgresql://...); else ${DB_ENV}, "
+        f"else {DEFAULT_DB_URL}.",
+    ),
+]
+"""The ``--db`` option; the command receives the resolved URL. Declare it as
+``db: DbOption = ""`` (the empty default means: not given)."""
