@@ -117,11 +117,13 @@ class Election(Service):
         period = self.config.leader_renew.total_seconds()
         while not self.stopping.is_set():
             began = self.clock.monotonic()
-            self._beat()
+            self.beat()
             self.stopping.wait(max(0.0, began + period - self.clock.monotonic()))
         self._resign()
 
-    def _beat(self) -> None:
+    def beat(self) -> None:
+        """One attempt now: renew when leading, else try to acquire. The loop calls it every
+        ``leader_renew``; tests call it to step the protocol by hand."""
         with self._state_lock:
             held = self._leadership
         ttl = self.config.leader_lease
