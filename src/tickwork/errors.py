@@ -11,7 +11,8 @@
     │   └── UnknownTask
     ├── NotFound                   no such job / run (for this tenant)   (HTTP 404)
     │   ├── JobNotFound
-    │   └── RunNotFound
+    │   ├── RunNotFound
+    │   └── ApiKeyNotFound
     ├── InvalidTransition          the row exists but its state forbids the change (HTTP 409)
     ├── FencingError               a write from a holder whose lease was taken over
     │   ├── LeaseLost              a run's fencing token is stale or its lease expired
@@ -89,6 +90,12 @@ class RunNotFound(NotFound):
     def __init__(self, run_id: int) -> None:
         super().__init__(f"run {run_id} not found")
         self.run_id = run_id
+
+
+class ApiKeyNotFound(NotFound):
+    def __init__(self, key: str) -> None:
+        super().__init__(f"API key {key!r} not found")
+        self.key = key
 
 
 class InvalidTransition(TickworkError):

@@ -49,6 +49,8 @@ DEFAULT_PRUNE_BATCH = 10_000
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
 LEADER_LEASE_NAME = "scheduler"
+NODE_FORGET_AFTER = timedelta(days=1)
+"""A node row unseen for this long is deleted (a crashed node never deregisters)."""
 T = TypeVar("T")
 
 # Capabilities a store may declare (named differences, never isinstance checks).
@@ -135,6 +137,44 @@ class Lease:
     holder: str
     epoch: int
     expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A scheduler, worker or API process that registered itself (``tickwork cluster``)."""
+
+    id: str
+    kind: str  # scheduler | worker | api | run
+    host: str
+    pid: int
+    started_at: datetime
+    last_seen_at: datetime
+    running: int  # runs the node executes now (workers)
+    info: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    """An HTTP API key. Only a hash of the secret is stored; ``prefix`` identifies it."""
+
+    id: int
+    prefix: str
+    tenant: str
+    admin: bool
+    label: str | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunStats:
+    """A snapshot for dashboards and metrics (store clock)."""
+
+    by_state: dict[str, int]  # every RunState value, 0 when none
+    due_backlog: int  # queued or failed runs whose run_at has come
+    oldest_due_at: datetime | None  # run_at of the oldest of those
+    recent_lag_ms: list[float]  # start minus slot, first attempts of the latest started runs
+    now: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,6 +461,91 @@ class Store(abc.ABC):
         self, job_id: int, *, tenant: str | None = None, limit: int = DEFAULT_PAGE
     ) -> list[SlotSkip]:
         """The job's slot ledger entries, newest first."""
+
+    @abc.abstractmethod
+    def run_now(
+        self, job_id: int, *, tenant: str | None = None, now: datetime | None = None
+    ) -> Run:
+        """One extra run of the job, queued for now (``tickwork trigger``): the slot is the
+        store's now, so it cannot collide with a scheduled slot except at that exact
+        microsecond (then the existing run is returned). The job's schedule is untouched.
+        A cancelled job raises InvalidTransition. Notifies CHANNEL_RUNS."""
+
+    @abc.abstractmethod
+    def runs_for_slot(
+        self, job_id: int, slot: datetime, *, tenant: str | None = None
+    ) -> tuple[Job, list[Run], list[SlotSkip]]:
+        """What the store knows about one slot of a job (``explain``): the job, the run
+        whose ``scheduled_for`` is ``slot`` (if any), and ledger entries whose range covers
+        ``slot``. JobNotFound for unknown or foreign ids."""
+
+    @abc.abstractmethod
+    def run_stats(
+        self, *, tenant: str | None = None, lag_sample: int = 1000, now: datetime | None = None
+    ) -> RunStats:
+        """Counts by state, the due backlog and recent start lag (see RunStats)."""
+
+    # -- nodes and keys --------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def register_node(
+        self,
+        node_id: str,
+        kind: str,
+        host: str,
+        pid: int,
+        info: dict[str, Any] | None = None,
+        *,
+        now: datetime | None = None,
+    ) -> None:
+        """Insert or refresh a node row (idempotent)."""
+
+    @abc.abstractmethod
+    def node_heartbeat(
+        self,
+        node_id: str,
+        *,
+        running: int = 0,
+        info: dict[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> None:
+        """Mark the node seen now (and how many runs it executes)."""
+
+    @abc.abstractmethod
+    def deregister_node(self, node_id: str) -> None:
+        """Remove the node row (a clean stop). Idempotent."""
+
+    @abc.abstractmethod
+    def list_nodes(
+        self, *, seen_within: timedelta | None = None, now: datetime | None = None
+    ) -> list[Node]:
+        """Nodes, most recently seen first; only those seen within ``seen_within`` if given.
+        Rows of nodes unseen for a day are deleted as a side effect."""
+
+    @abc.abstractmethod
+    def create_api_key(
+        self,
+        *,
+        key_hash: str,
+        prefix: str,
+        tenant: str,
+        admin: bool,
+        label: str | None = None,
+        now: datetime | None = None,
+    ) -> ApiKey:
+        """Store a new key's hash. The secret itself never reaches the store."""
+
+    @abc.abstractmethod
+    def api_key_by_hash(self, key_hash: str) -> ApiKey | None:
+        """The unrevoked key with this hash, or None."""
+
+    @abc.abstractmethod
+    def list_api_keys(self) -> list[ApiKey]:
+        """Every key, revoked ones included, newest first."""
+
+    @abc.abstractmethod
+    def revoke_api_key(self, key: str, *, now: datetime | None = None) -> ApiKey:
+        """Revoke by id (as text) or prefix; NotFound when no key matches. Idempotent."""
 
     # -- leadership ------------------------------------------------------------------------
 

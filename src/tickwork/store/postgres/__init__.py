@@ -32,6 +32,7 @@ from psycopg_pool import ConnectionPool
 
 from tickwork import schedule as schedules
 from tickwork.errors import (
+    ApiKeyNotFound,
     InvalidTransition,
     JobNotFound,
     LeadershipLost,
@@ -54,14 +55,18 @@ from tickwork.store.base import (
     LISTEN_NOTIFY,
     MAX_PAGE,
     MULTI_HOST,
+    NODE_FORGET_AFTER,
     SKIP_LOCKED,
+    ApiKey,
     Completion,
     Heartbeat,
     Lease,
     LeaseStatus,
     Listener,
+    Node,
     Page,
     RescueResult,
+    RunStats,
     SlotFate,
     SlotSkip,
     Store,
@@ -672,6 +677,153 @@ class PostgresStore(Store):
             for r in rows
         ]
 
+    def run_now(
+        self, job_id: int, *, tenant: str | None = None, now: datetime | None = None
+    ) -> Run:
+        with self._tx() as conn:
+            t = _now(conn, now)
+            job = self._job_for_update(conn, job_id, tenant)
+            if job.state is JobState.CANCELLED:
+                raise InvalidTransition("job", job_id, job.state, "trigger")
+            row = conn.execute(Q["run_now"], {"job_id": job_id, "now": t}).fetchone()
+            if row is None:
+                row = conn.execute(Q["run_at_slot"], {"job_id": job_id, "slot": t}).fetchone()
+            assert row is not None
+            _notify(conn, CHANNEL_RUNS)
+        return _run(row)
+
+    def runs_for_slot(
+        self, job_id: int, slot: datetime, *, tenant: str | None = None
+    ) -> tuple[Job, list[Run], list[SlotSkip]]:
+        job = self.get_job(job_id, tenant=tenant)
+        params = {"job_id": job_id, "slot": slot}
+        runs = [_run(r) for r in self._all(Q["run_at_slot"], params)]
+        skips = [_skip(r) for r in self._all(Q["skips_covering"], params)]
+        return job, runs, skips
+
+    def run_stats(
+        self, *, tenant: str | None = None, lag_sample: int = 1000, now: datetime | None = None
+    ) -> RunStats:
+        with self._tx() as conn:
+            t = _now(conn, now)
+            counts = {state.value: 0 for state in RunState}
+            for r in conn.execute(Q["run_counts"], {"tenant": tenant}):
+                counts[r["state"]] = r["n"]
+            backlog = conn.execute(Q["due_backlog"], {"tenant": tenant, "now": t}).fetchone()
+            assert backlog is not None
+            lags = conn.execute(Q["recent_lag"], {"tenant": tenant, "limit": lag_sample})
+            lag_ms = [float(r["lag_ms"]) for r in lags]
+        return RunStats(counts, backlog["n"], backlog["oldest"], lag_ms, t)
+
+    # -- nodes and keys ---------------------------------------------------------------------
+
+    def register_node(
+        self,
+        node_id: str,
+        kind: str,
+        host: str,
+        pid: int,
+        info: dict[str, Any] | None = None,
+        *,
+        now: datetime | None = None,
+    ) -> None:
+        with self._conn() as conn:
+            conn.execute(
+                Q["register_node"],
+                {
+                    "id": node_id,
+                    "kind": kind,
+                    "host": host,
+                    "pid": pid,
+                    "now": _now(conn, now),
+                    "info": Jsonb(info or {}),
+                },
+            )
+
+    def node_heartbeat(
+        self,
+        node_id: str,
+        *,
+        running: int = 0,
+        info: dict[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> None:
+        with self._conn() as conn:
+            conn.execute(
+                Q["node_heartbeat"],
+                {
+                    "id": node_id,
+                    "now": _now(conn, now),
+                    "running": running,
+                    "info": Jsonb(info) if info is not None else None,
+                },
+            )
+
+    def deregister_node(self, node_id: str) -> None:
+        with self._conn() as conn:
+            conn.execute(Q["deregister_node"], {"id": node_id})
+
+    def list_nodes(
+        self, *, seen_within: timedelta | None = None, now: datetime | None = None
+    ) -> list[Node]:
+        with self._tx() as conn:
+            t = _now(conn, now)
+            conn.execute(Q["forget_nodes"], {"cutoff": t - NODE_FORGET_AFTER})
+            since = t - seen_within if seen_within is not None else None
+            rows = conn.execute(Q["list_nodes"], {"since": since}).fetchall()
+        return [
+            Node(
+                r["id"],
+                r["kind"],
+                r["host"],
+                r["pid"],
+                r["started_at"],
+                r["last_seen_at"],
+                r["running"],
+                r["info"],
+            )
+            for r in rows
+        ]
+
+    def create_api_key(
+        self,
+        *,
+        key_hash: str,
+        prefix: str,
+        tenant: str,
+        admin: bool,
+        label: str | None = None,
+        now: datetime | None = None,
+    ) -> ApiKey:
+        with self._tx() as conn:
+            row = conn.execute(
+                Q["create_api_key"],
+                {
+                    "key_hash": key_hash,
+                    "prefix": prefix,
+                    "tenant": tenant,
+                    "admin": admin,
+                    "label": label,
+                    "now": _now(conn, now),
+                },
+            ).fetchone()
+        assert row is not None
+        return _api_key(row)
+
+    def api_key_by_hash(self, key_hash: str) -> ApiKey | None:
+        row = self._one(Q["api_key_by_hash"], {"key_hash": key_hash})
+        return _api_key(row) if row is not None else None
+
+    def list_api_keys(self) -> list[ApiKey]:
+        return [_api_key(r) for r in self._all(Q["list_api_keys"], {})]
+
+    def revoke_api_key(self, key: str, *, now: datetime | None = None) -> ApiKey:
+        with self._tx() as conn:
+            row = conn.execute(Q["revoke_api_key"], {"key": key, "now": _now(conn, now)}).fetchone()
+        if row is None:
+            raise ApiKeyNotFound(key)
+        return _api_key(row)
+
     # -- leadership -------------------------------------------------------------------------
 
     def acquire_leadership(
@@ -855,6 +1007,25 @@ def _run(r: DictRow) -> Run:
         result=r["result"],
         timeout=timedelta(seconds=r["timeout"]) if r["timeout"] is not None else None,
         created_at=r["created_at"],
+    )
+
+
+def _skip(r: DictRow) -> SlotSkip:
+    return SlotSkip(
+        r["job_id"],
+        r["first_slot"],
+        r["last_slot"],
+        r["count"],
+        SlotFate(r["fate"]),
+        r["run_id"],
+        r["more"],
+        r["recorded_at"],
+    )
+
+
+def _api_key(r: DictRow) -> ApiKey:
+    return ApiKey(
+        r["id"], r["prefix"], r["tenant"], r["admin"], r["label"], r["created_at"], r["revoked_at"]
     )
 
 

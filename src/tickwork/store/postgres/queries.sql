@@ -313,3 +313,71 @@ INSERT INTO tickwork_schema_migrations (version) VALUES (%(version)s);
 
 -- name: migrations_table_exists
 SELECT to_regclass('tickwork_schema_migrations') IS NOT NULL AS present;
+
+-- name: run_now
+INSERT INTO tickwork_runs (job_id, tenant, task, args, queue, priority, max_attempts,
+    backoff_base, backoff_cap, timeout, scheduled_for, run_at, state, created_at)
+SELECT id, tenant, task, args, queue, priority, max_attempts, backoff_base, backoff_cap,
+    timeout, %(now)s, %(now)s, 'queued', %(now)s
+FROM tickwork_jobs WHERE id = %(job_id)s
+ON CONFLICT ON CONSTRAINT tickwork_runs_slot DO NOTHING
+RETURNING *;
+
+-- name: run_at_slot
+SELECT * FROM tickwork_runs WHERE job_id = %(job_id)s AND scheduled_for = %(slot)s;
+
+-- name: skips_covering
+SELECT * FROM tickwork_slot_skips
+WHERE job_id = %(job_id)s AND first_slot <= %(slot)s AND last_slot >= %(slot)s
+ORDER BY id;
+
+-- name: run_counts
+SELECT state, count(*) AS n FROM tickwork_runs
+WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s) GROUP BY state;
+
+-- name: due_backlog
+SELECT count(*) AS n, min(run_at) AS oldest FROM tickwork_runs
+WHERE state IN ('queued', 'failed') AND run_at <= %(now)s
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s);
+
+-- name: recent_lag
+SELECT extract(epoch FROM started_at - scheduled_for) * 1000.0 AS lag_ms FROM tickwork_runs
+WHERE attempt = 1 AND started_at IS NOT NULL
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+ORDER BY started_at DESC LIMIT %(limit)s;
+
+-- name: register_node
+INSERT INTO tickwork_nodes (id, kind, host, pid, started_at, last_seen_at, running, info)
+VALUES (%(id)s, %(kind)s, %(host)s, %(pid)s, %(now)s, %(now)s, 0, %(info)s)
+ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at, info = excluded.info;
+
+-- name: node_heartbeat
+UPDATE tickwork_nodes SET last_seen_at = %(now)s, running = %(running)s,
+    info = coalesce(%(info)s, info)
+WHERE id = %(id)s;
+
+-- name: deregister_node
+DELETE FROM tickwork_nodes WHERE id = %(id)s;
+
+-- name: forget_nodes
+DELETE FROM tickwork_nodes WHERE last_seen_at < %(cutoff)s;
+
+-- name: list_nodes
+SELECT * FROM tickwork_nodes WHERE (%(since)s::timestamptz IS NULL OR last_seen_at >= %(since)s)
+ORDER BY last_seen_at DESC, id;
+
+-- name: create_api_key
+INSERT INTO tickwork_api_keys (prefix, key_hash, tenant, admin, label, created_at)
+VALUES (%(prefix)s, %(key_hash)s, %(tenant)s, %(admin)s, %(label)s, %(now)s)
+RETURNING *;
+
+-- name: api_key_by_hash
+SELECT * FROM tickwork_api_keys WHERE key_hash = %(key_hash)s AND revoked_at IS NULL;
+
+-- name: list_api_keys
+SELECT * FROM tickwork_api_keys ORDER BY id DESC;
+
+-- name: revoke_api_key
+UPDATE tickwork_api_keys SET revoked_at = coalesce(revoked_at, %(now)s)
+WHERE id::text = %(key)s OR prefix = %(key)s
+RETURNING *;

@@ -29,6 +29,7 @@ from typing import Any
 from tickwork import schedule as schedules
 from tickwork.clock import SYSTEM_CLOCK, from_micros, to_micros
 from tickwork.errors import (
+    ApiKeyNotFound,
     InvalidTransition,
     JobNotFound,
     LeadershipLost,
@@ -49,13 +50,17 @@ from tickwork.store.base import (
     DEFAULT_RESCUE_BATCH,
     DEFAULT_TRIGGER_BATCH,
     MAX_PAGE,
+    NODE_FORGET_AFTER,
+    ApiKey,
     Completion,
     Heartbeat,
     Lease,
     LeaseStatus,
     Listener,
+    Node,
     Page,
     RescueResult,
+    RunStats,
     SlotFate,
     SlotSkip,
     Store,
@@ -721,6 +726,148 @@ class SqliteStore(Store):
             for r in rows
         ]
 
+    def run_now(
+        self, job_id: int, *, tenant: str | None = None, now: datetime | None = None
+    ) -> Run:
+        t = self._now(now)
+        with self._write() as conn:
+            job = self._job_for_update(conn, job_id, tenant)
+            if job.state is JobState.CANCELLED:
+                raise InvalidTransition("job", job_id, job.state, "trigger")
+            row = conn.execute(Q["run_now"], {"job_id": job_id, "now": t}).fetchone()
+            if row is None:
+                row = conn.execute(Q["run_at_slot"], {"job_id": job_id, "slot": t}).fetchone()
+        self._signals.notify(CHANNEL_RUNS)
+        return _run(row)
+
+    def runs_for_slot(
+        self, job_id: int, slot: datetime, *, tenant: str | None = None
+    ) -> tuple[Job, list[Run], list[SlotSkip]]:
+        job = self.get_job(job_id, tenant=tenant)
+        params = {"job_id": job_id, "slot": to_micros(slot)}
+        runs = [_run(r) for r in self._read(Q["run_at_slot"], params)]
+        skips = [_skip(r) for r in self._read(Q["skips_covering"], params)]
+        return job, runs, skips
+
+    def run_stats(
+        self, *, tenant: str | None = None, lag_sample: int = 1000, now: datetime | None = None
+    ) -> RunStats:
+        t = self._now(now)
+        counts = {state.value: 0 for state in RunState}
+        for r in self._read(Q["run_counts"], {"tenant": tenant}):
+            counts[r["state"]] = r["n"]
+        backlog = self._read(Q["due_backlog"], {"tenant": tenant, "now": t})[0]
+        lags = self._read(Q["recent_lag"], {"tenant": tenant, "limit": lag_sample})
+        return RunStats(
+            counts,
+            backlog["n"],
+            _dt(backlog["oldest"]),
+            [r["lag"] / 1000.0 for r in lags],
+            from_micros(t),
+        )
+
+    # -- nodes and keys ---------------------------------------------------------------------
+
+    def register_node(
+        self,
+        node_id: str,
+        kind: str,
+        host: str,
+        pid: int,
+        info: dict[str, Any] | None = None,
+        *,
+        now: datetime | None = None,
+    ) -> None:
+        with self._write() as conn:
+            conn.execute(
+                Q["register_node"],
+                {
+                    "id": node_id,
+                    "kind": kind,
+                    "host": host,
+                    "pid": pid,
+                    "now": self._now(now),
+                    "info": json.dumps(info or {}),
+                },
+            )
+
+    def node_heartbeat(
+        self,
+        node_id: str,
+        *,
+        running: int = 0,
+        info: dict[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> None:
+        with self._write() as conn:
+            conn.execute(
+                Q["node_heartbeat"],
+                {"id": node_id, "now": self._now(now), "running": running, "info": _json(info)},
+            )
+
+    def deregister_node(self, node_id: str) -> None:
+        with self._write() as conn:
+            conn.execute(Q["deregister_node"], {"id": node_id})
+
+    def list_nodes(
+        self, *, seen_within: timedelta | None = None, now: datetime | None = None
+    ) -> list[Node]:
+        t = self._now(now)
+        with self._write() as conn:
+            conn.execute(Q["forget_nodes"], {"cutoff": t - _td_us(NODE_FORGET_AFTER)})
+        since = t - _td_us(seen_within) if seen_within is not None else None
+        return [
+            Node(
+                r["id"],
+                r["kind"],
+                r["host"],
+                r["pid"],
+                from_micros(r["started_at"]),
+                from_micros(r["last_seen_at"]),
+                r["running"],
+                json.loads(r["info"]),
+            )
+            for r in self._read(Q["list_nodes"], {"since": since})
+        ]
+
+    def create_api_key(
+        self,
+        *,
+        key_hash: str,
+        prefix: str,
+        tenant: str,
+        admin: bool,
+        label: str | None = None,
+        now: datetime | None = None,
+    ) -> ApiKey:
+        with self._write() as conn:
+            row = conn.execute(
+                Q["create_api_key"],
+                {
+                    "key_hash": key_hash,
+                    "prefix": prefix,
+                    "tenant": tenant,
+                    "admin": admin,
+                    "label": label,
+                    "now": self._now(now),
+                },
+            ).fetchone()
+        return _api_key(row)
+
+    def api_key_by_hash(self, key_hash: str) -> ApiKey | None:
+        rows = self._read(Q["api_key_by_hash"], {"key_hash": key_hash})
+        return _api_key(rows[0]) if rows else None
+
+    def list_api_keys(self) -> list[ApiKey]:
+        return [_api_key(r) for r in self._read(Q["list_api_keys"], {})]
+
+    def revoke_api_key(self, key: str, *, now: datetime | None = None) -> ApiKey:
+        with self._write() as conn:
+            row = conn.execute(Q["revoke_api_key"], {"key": key, "now": self._now(now)}).fetchone()
+        if row is None:
+            raise ApiKeyNotFound(key)
+        return _api_key(row)
+
     # -- leadership -------------------------------------------------------------------------
 
     def acquire_leadership(
@@ -931,6 +1078,31 @@ def _run(r: sqlite3.Row) -> Run:
         result=json.loads(r["result"]) if r["result"] is not None else None,
         timeout=timedelta(seconds=r["timeout"]) if r["timeout"] is not None else None,
         created_at=from_micros(r["created_at"]),
+    )
+
+
+def _skip(r: sqlite3.Row) -> SlotSkip:
+    return SlotSkip(
+        r["job_id"],
+        from_micros(r["first_slot"]),
+        from_micros(r["last_slot"]),
+        r["count"],
+        SlotFate(r["fate"]),
+        r["run_id"],
+        bool(r["more"]),
+        from_micros(r["recorded_at"]),
+    )
+
+
+def _api_key(r: sqlite3.Row) -> ApiKey:
+    return ApiKey(
+        r["id"],
+        r["prefix"],
+        r["tenant"],
+        bool(r["admin"]),
+        r["label"],
+        from_micros(r["created_at"]),
+        _dt(r["revoked_at"]),
     )
 
 

@@ -216,3 +216,69 @@ WHERE name = 'scheduler' AND holder = :node AND epoch = :epoch AND expires_at > 
 -- name: leader
 SELECT holder, epoch, expires_at FROM tickwork_leases
 WHERE name = 'scheduler' AND expires_at > :now AND holder <> '';
+
+-- name: run_now
+INSERT INTO tickwork_runs (job_id, tenant, task, args, queue, priority, max_attempts,
+    backoff_base, backoff_cap, timeout, scheduled_for, run_at, state, created_at)
+SELECT id, tenant, task, args, queue, priority, max_attempts, backoff_base, backoff_cap,
+    timeout, :now, :now, 'queued', :now
+FROM tickwork_jobs WHERE id = :job_id
+ON CONFLICT (job_id, scheduled_for) DO NOTHING
+RETURNING *;
+
+-- name: run_at_slot
+SELECT * FROM tickwork_runs WHERE job_id = :job_id AND scheduled_for = :slot;
+
+-- name: skips_covering
+SELECT * FROM tickwork_slot_skips
+WHERE job_id = :job_id AND first_slot <= :slot AND last_slot >= :slot
+ORDER BY id;
+
+-- name: run_counts
+SELECT state, count(*) AS n FROM tickwork_runs
+WHERE (:tenant IS NULL OR tenant = :tenant) GROUP BY state;
+
+-- name: due_backlog
+SELECT count(*) AS n, min(run_at) AS oldest FROM tickwork_runs
+WHERE state IN ('queued', 'failed') AND run_at <= :now AND (:tenant IS NULL OR tenant = :tenant);
+
+-- name: recent_lag
+SELECT started_at - scheduled_for AS lag FROM tickwork_runs INDEXED BY tickwork_runs_started
+WHERE attempt = 1 AND started_at IS NOT NULL AND (:tenant IS NULL OR tenant = :tenant)
+ORDER BY started_at DESC LIMIT :limit;
+
+-- name: register_node
+INSERT INTO tickwork_nodes (id, kind, host, pid, started_at, last_seen_at, running, info)
+VALUES (:id, :kind, :host, :pid, :now, :now, 0, :info)
+ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at, info = excluded.info;
+
+-- name: node_heartbeat
+UPDATE tickwork_nodes SET last_seen_at = :now, running = :running,
+    info = coalesce(:info, info)
+WHERE id = :id;
+
+-- name: deregister_node
+DELETE FROM tickwork_nodes WHERE id = :id;
+
+-- name: forget_nodes
+DELETE FROM tickwork_nodes WHERE last_seen_at < :cutoff;
+
+-- name: list_nodes
+SELECT * FROM tickwork_nodes WHERE (:since IS NULL OR last_seen_at >= :since)
+ORDER BY last_seen_at DESC, id;
+
+-- name: create_api_key
+INSERT INTO tickwork_api_keys (prefix, key_hash, tenant, admin, label, created_at)
+VALUES (:prefix, :key_hash, :tenant, :admin, :label, :now)
+RETURNING *;
+
+-- name: api_key_by_hash
+SELECT * FROM tickwork_api_keys WHERE key_hash = :key_hash AND revoked_at IS NULL;
+
+-- name: list_api_keys
+SELECT * FROM tickwork_api_keys ORDER BY id DESC;
+
+-- name: revoke_api_key
+UPDATE tickwork_api_keys SET revoked_at = coalesce(revoked_at, :now)
+WHERE CAST(id AS TEXT) = :key OR prefix = :key
+RETURNING *;
