@@ -1,0 +1,191 @@
+"""Why did (or didn't) a job run at a slot? One paragraph, from the store's records.
+
+The slot ledger is the runs table (a slot that got a run) plus ``tickwork_slot_skips``
+(a range of slots that did not, with the reason). :func:`explain_slot` reads both, with
+the job and the leader lease, and answers the most common support question in plain
+English. It is pure: the caller fetches the records (``Store.runs_for_slot``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from tickwork import cron
+from tickwork.job import Job, JobState, Run, RunState
+from tickwork.schedule import Cron, Interval, Once, parse_instant
+from tickwork.store.base import Lease, SlotFate, SlotSkip
+
+ONE_US = timedelta(microseconds=1)
+
+
+def parse_slot(text: str, job: Job) -> datetime:
+    """An ISO-8601 time; without an offset it is read in the job's time zone (cron) or UTC."""
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return parse_instant(text, field="at")  # raises the precise InvalidSchedule
+    if value.tzinfo is None:
+        zone = job.schedule.tz if isinstance(job.schedule, Cron) else "UTC"
+        value = value.replace(tzinfo=cron.zone(zone))
+    return parse_instant(value.isoformat(), field="at")
+
+
+def is_slot(job: Job, slot: datetime) -> tuple[bool, datetime | None, datetime | None]:
+    """Whether ``slot`` is one of the schedule's slots, with the nearest slots around it."""
+    schedule = job.schedule
+    if isinstance(schedule, Once):
+        return schedule.at == slot, None, schedule.at
+    after = schedule.next_after(slot)
+    at_or_after = schedule.next_after(slot - ONE_US)
+    before = _slot_before(job, slot)
+    return at_or_after == slot, before, after
+
+
+def _slot_before(job: Job, slot: datetime) -> datetime | None:
+    schedule = job.schedule
+    if isinstance(schedule, Interval) and schedule.anchor is not None:
+        if slot <= schedule.anchor:
+            return None
+        step = schedule.every // ONE_US
+        k = ((slot - schedule.anchor) // ONE_US - 1) // step
+        return schedule.anchor + timedelta(microseconds=k * step)
+    if isinstance(schedule, Cron):
+        probe = slot - timedelta(days=1)
+        last = None
+        for fire in cron.iterate(schedule.expr, schedule.tz, probe):
+            if fire >= slot:
+                break
+            last = fire
+        return last
+    return None
+
+
+def explain_slot(
+    job: Job,
+    slot: datetime,
+    runs: list[Run],
+    skips: list[SlotSkip],
+    *,
+    now: datetime,
+    leader: Lease | None,
+    retention: timedelta | None = None,
+) -> str:
+    """One paragraph on the fate of ``job`` at ``slot`` (an aware instant)."""
+    when = _fmt(slot, job)
+    head = f"Job {job.id} ({job.name or job.task}, {job.schedule.describe()})"
+    if runs:
+        return f"{head} was triggered for {when}: {_describe_run(runs[0])}"
+    matches, before, after = is_slot(job, slot)
+    if matches and skips:
+        return f"{head} did not run at {when}: {_describe_skip(skips[0], job)}"
+    if not matches:
+        around = ", ".join(
+            f"{label} {_fmt(t, job)}"
+            for label, t in (("the slot before is", before), ("the next is", after))
+            if t
+        )
+        return f"{head} has no slot at {when}: {around or 'it has no slots'}."
+    if slot < job.created_at and not isinstance(job.schedule, Once):
+        return (
+            f"{head} did not run at {when}: the job did not exist yet "
+            f"(it was created at {_fmt(job.created_at, job)})."
+        )
+    if job.state is JobState.CANCELLED and (job.next_run_at is None or slot >= job.updated_at):
+        return (
+            f"{head} did not run at {when}: the job was cancelled at "
+            f"{_fmt(job.updated_at, job)}, so no slot after that is triggered."
+        )
+    if slot > now:
+        if job.state is JobState.PAUSED:
+            return (
+                f"{head} will not run at {when} unless resumed before then: the job is "
+                "paused (slots that fall while paused are skipped)."
+            )
+        return f"{head} has not reached {when} yet; it is {job.state} and will be triggered then."
+    if job.next_run_at is not None and slot >= job.next_run_at:
+        if job.state is JobState.PAUSED:
+            return (
+                f"{head} did not run at {when}: the job is paused (since "
+                f"{_fmt(job.updated_at, job)}); on resume this slot is recorded as "
+                "skipped while paused."
+            )
+        lead = (
+            f"the leader is {leader.holder} (epoch {leader.epoch})"
+            if leader
+            else "no scheduler holds the leader lease: start `tickwork scheduler` or `tickwork run`"
+        )
+        return (
+            f"{head} is due at {when} but has not been triggered yet; {lead}. Slots "
+            f"later than the misfire grace ({job.misfire_grace.total_seconds():g} s) "
+            f"will follow the '{job.misfire}' misfire policy."
+        )
+    kept = f" (finished runs are kept for {_dur(retention)})" if retention else ""
+    return (
+        f"{head} has no record of the slot {when}: its run was pruned after it "
+        f"finished{kept}, or the slot fell before the job's schedule last changed."
+    )
+
+
+def _describe_run(run: Run) -> str:
+    text = f"run {run.id} is {run.state} (attempt {run.attempt} of {run.max_attempts})"
+    if run.started_at:
+        lag = (run.started_at - run.scheduled_for).total_seconds() * 1000
+        text += f", last started at {run.started_at.isoformat()}"
+        if run.attempt == 1:
+            text += f" ({lag:.0f} ms after its slot)"
+    if run.finished_at:
+        text += f", finished at {run.finished_at.isoformat()}"
+    if run.state in (RunState.FAILED, RunState.DEAD, RunState.CANCELLED) and run.error:
+        text += f"; error: {run.error}"
+    if run.state is RunState.FAILED:
+        text += f"; the next attempt is due at {run.run_at.isoformat()}"
+    return text + "."
+
+
+def _describe_skip(skip: SlotSkip, job: Job) -> str:
+    span = (
+        f"{skip.count}{'+' if skip.more else ''} slot{'s' if skip.count != 1 else ''} "
+        f"from {_fmt(skip.first_slot, job)} to {_fmt(skip.last_slot, job)}"
+    )
+    recorded = f" (recorded at {_fmt(skip.recorded_at, job)})" if skip.recorded_at else ""
+    grace = job.misfire_grace.total_seconds()
+    match skip.fate:
+        case SlotFate.MISFIRE:
+            return (
+                f"it was missed by more than the misfire grace of {grace:g} s (the "
+                f"scheduler was down or behind), and the misfire policy is "
+                f"'{job.misfire}', so it was skipped; {span} share this fate{recorded}."
+            )
+        case SlotFate.COALESCED:
+            into = f"run {skip.run_id}" if skip.run_id else "one later run"
+            return (
+                f"it was missed by more than the misfire grace of {grace:g} s, and misfire "
+                f"policy 'once' folded the missed slots into {into}; {span} were "
+                f"coalesced{recorded}."
+            )
+        case SlotFate.OVERLAP:
+            return (
+                f"the previous run was still unfinished and the overlap policy is "
+                f"'forbid', so the slot was skipped; {span}{recorded}."
+            )
+        case SlotFate.REPLACED:
+            return (
+                f"a later slot was due in the same trigger and the overlap policy is "
+                f"'replace', so only the latest ran; {span}{recorded}."
+            )
+        case SlotFate.PAUSED:
+            return f"the job was paused when the slot fell; {span} were skipped{recorded}."
+        case SlotFate.CANCELLED:
+            return f"the job was cancelled; {span}{recorded}."
+    return f"{skip.fate}; {span}{recorded}."  # pragma: no cover - every fate is handled
+
+
+def _fmt(t: datetime, job: Job) -> str:
+    if isinstance(job.schedule, Cron) and job.schedule.tz != "UTC":
+        return f"{t.astimezone(cron.zone(job.schedule.tz)).isoformat()} ({job.schedule.tz})"
+    return t.isoformat()
+
+
+def _dur(td: timedelta) -> str:
+    days = td.total_seconds() / 86_400
+    return f"{days:g} days" if days >= 1 else f"{td.total_seconds():g} s"
