@@ -61,12 +61,25 @@ def normalize(expr: str) -> str:
             Field(first_field + offset).parse(value.upper())
         except (CronSimError, ValueError, IndexError):
             raise InvalidCron(expr, f"bad {name} field {value!r}") from None
+    parts = [_one_value_ranges_without_step(value) for value in parts]
+    text = " ".join(parts)
     try:
         CronSim(text, datetime(2000, 1, 1, tzinfo=UTC))
     except CronSimError:
         dom, month = parts[-3], parts[-2]
         raise InvalidCron(expr, f"day-of-month {dom!r} never occurs in month {month!r}") from None
     return text
+
+
+def _one_value_ranges_without_step(value: str) -> str:
+    """``5-5/10`` as ``5``, as cron reads it: cronsim takes a stepped range that holds one
+    value for ``5/10``, that is ``5-59/10``."""
+    terms = []
+    for term in value.split(","):
+        span, slash, _step = term.partition("/")
+        first, dash, last = span.partition("-")
+        terms.append(first if slash and dash and first.upper() == last.upper() else term)
+    return ",".join(terms)
 
 
 @lru_cache(maxsize=512)
