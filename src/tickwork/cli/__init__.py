@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from tickwork.cli import (  # noqa: F401
     db,
     next,
+    scheduler,
 )
 from tickwork.cli.output import app, run
 
