@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -121,6 +123,12 @@ class PgServer:
         self.url = url
         self.template: str | None = None
         self.template_error: BaseException | None = None
+        # Databases are dropped by a background thread: a drop (a checkpoint under load)
+        # then costs a test nothing. finish() waits for the queue before the server stops.
+        self._drops: queue.Queue[str | None] = queue.Queue()
+        self._drop_errors: list[str] = []
+        self._dropper = threading.Thread(target=self._drop_loop, name="drop-dbs", daemon=True)
+        self._dropper.start()
 
     def ensure_template(self) -> str:
         if self.template is not None:
@@ -197,10 +205,29 @@ class PgServer:
         return name
 
     def drop_database(self, name: str) -> None:
-        with _connect_admin(self.url) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+        """Drop ``name`` soon (in the background), whoever is still connected to it."""
+        self._drops.put(name)
+
+    def _drop_loop(self) -> None:
+        conn: psycopg.Connection[Any] | None = None
+        while (name := self._drops.get()) is not None:
+            try:
+                if conn is None or conn.closed:
+                    conn = _connect_admin(self.url)
+                conn.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+                )
+            except Exception as exc:
+                self._drop_errors.append(f"{name}: {exc}")
+        if conn is not None:
+            conn.close()
+
+    def finish(self) -> None:
+        """Wait for the pending drops; fail if any did not happen."""
+        self._drops.put(None)
+        self._dropper.join(timeout=120)
+        if self._drop_errors:
+            pytest.fail("dropping test databases failed: " + "; ".join(self._drop_errors))
 
 
 def _embedded_server_dir(factory: pytest.TempPathFactory) -> Path:
@@ -231,8 +258,10 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
         if embedded is not None:
             embedded.cleanup()
         unavailable(f"cannot connect to {url}: {exc}")
+    server = PgServer(url)
     try:
-        yield PgServer(url)
+        yield server
+        server.finish()
     finally:
         if embedded is not None:
             # Stops the server when this is the last process (xdist worker) using it.

@@ -333,6 +333,33 @@ def test_put_schedule_again_with_the_same_spec_changes_nothing(store: Store) -> 
     assert len(store.list_jobs().items) == 1
 
 
+def test_put_schedule_again_with_an_unanchored_interval_changes_nothing(
+    store: Store, t0: datetime
+) -> None:
+    # The interval is anchored at the first put; the same declaration at the next start of
+    # the app is the same spec, not a new anchor.
+    first = store.put_schedule(every(60, name="tick"), now=t0).job
+    again = store.put_schedule(every(60, name="tick"), now=t0 + timedelta(seconds=25))
+    assert again.created is False
+    assert again.job == first
+    assert first.next_run_at == t0 + timedelta(seconds=60)
+
+
+def test_put_schedule_changing_other_fields_keeps_next_run_at(store: Store) -> None:
+    now = datetime(2030, 1, 7, 9, 2, 30, tzinfo=UTC)
+    spec = JobSpec(task="t", schedule=Cron("*/5 * * * *"), name="five")
+    first = store.put_schedule(spec, now=now).job
+    changed = store.put_schedule(
+        JobSpec(task="t", schedule=Cron("*/5 * * * *"), name="five", priority=9, queue="fast"),
+        now=now + timedelta(minutes=4),
+    )
+    assert changed.created is False
+    assert changed.job.id == first.id
+    assert (changed.job.priority, changed.job.queue) == (9, "fast")
+    # Only a change of schedule recomputes the next slot; 09:05 is still owed a run.
+    assert changed.job.next_run_at == datetime(2030, 1, 7, 9, 5, tzinfo=UTC)
+
+
 def test_put_schedule_with_a_changed_cron_recomputes_next_run_at(store: Store) -> None:
     now = datetime(2030, 1, 7, 9, 2, 30, tzinfo=UTC)
     first = store.put_schedule(

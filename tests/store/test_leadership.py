@@ -109,11 +109,14 @@ def test_renew_with_a_wrong_epoch_or_node_raises_leadership_lost(
     assert store.leader(now=t0 + timedelta(seconds=1)) == lease
 
 
-def test_resign_frees_the_lease_at_once(store: Store, t0: datetime) -> None:
-    lease = acquire(store, "a", t0)
+def test_resign_frees_the_lease_at_once(store: Store) -> None:
+    # resign_leadership takes no `now`: it acts on the store's clock, so this test does too.
+    lease = store.acquire_leadership("a", timedelta(minutes=5))
+    assert lease is not None
     store.resign_leadership("a", lease.epoch)
-    assert store.leader(now=t0 + timedelta(seconds=1)) is None
-    successor = acquire(store, "b", t0 + timedelta(seconds=1))
+    assert store.leader() is None
+    successor = store.acquire_leadership("b", timedelta(minutes=5))
+    assert successor is not None
     assert successor.epoch > lease.epoch
 
 

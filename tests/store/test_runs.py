@@ -60,6 +60,8 @@ def test_claim_takes_a_run_with_a_lease_and_a_new_fencing_token(store: Store, t0
     assert held.lease_expires_at == t0 + timedelta(seconds=20)
     assert held.fencing_token == run.fencing_token + 1
     assert held.attempt == 1
+    assert held.lease_expires_at is not None
+    assert held.lease_expires_at.utcoffset() == timedelta(0)
     assert store.get_run(run.id) == held
 
 
@@ -216,6 +218,11 @@ def test_completing_twice_is_rejected(store: Store, t0: datetime) -> None:
         store.complete(
             held.id, held.fencing_token, result={"again": True}, now=t0 + timedelta(seconds=2)
         )
+    assert store.get_run(held.id) == done
+    with pytest.raises(LeaseLost):
+        store.heartbeat(held.id, held.fencing_token, now=t0 + timedelta(seconds=2))
+    beats = store.heartbeat_many([(held.id, held.fencing_token)], now=t0 + timedelta(seconds=2))
+    assert beats == {held.id: LeaseStatus.LOST}
     assert store.get_run(held.id) == done
 
 
