@@ -31,7 +31,10 @@ from collections.abc import Sequence
 from tickwork.cli import (  # noqa: F401
     db,
     next,
+    runs,
     scheduler,
+    submit,
+    worker,
 )
 from tickwork.cli.output import app, run
 

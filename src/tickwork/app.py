@@ -1,0 +1,270 @@
+"""The Python API: declare tasks, submit and schedule jobs.
+
+::
+
+    from datetime import timedelta
+    from tickwork import App, Retry
+
+    app = App()                                   # ./tickwork.db, or TICKWORK_DB
+
+    @app.task(max_attempts=5, backoff=(2, 60), timeout=30)
+    def send_report(ctx, to: str):
+        ctx.logger.info("sending to %s (attempt %d)", to, ctx.attempt)
+
+    app.submit(send_report, args={"to": "ops@example.com"}, delay=timedelta(minutes=10))
+    app.schedule(send_report, cron="0 9 * * MON-FRI", tz="Europe/Berlin",
+                 name="daily-report", args={"to": "ops@example.com"})
+
+Workers run the tasks: ``tickwork worker --app myapp.tasks`` imports the module and runs
+the tasks its ``App`` registered. ``app.schedule`` creates the named schedule or updates
+it in place, so declaring schedules at import time syncs them at every start without
+duplicates.
+
+This module is a thin facade: validation and the JobSpec are built by
+:mod:`tickwork.client`, which the CLI and the HTTP API share.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, ParamSpec, TypeVar, overload
+
+from tickwork.client import Backoff, Client, Duration, Instant, duration, retry_policy
+from tickwork.config import Config, resolve_db_url
+from tickwork.errors import ValidationError
+from tickwork.job import Job, MisfirePolicy, OverlapPolicy
+from tickwork.retry import RetryPolicy
+from tickwork.store import Store, open_store
+from tickwork.worker import Worker
+from tickwork.worker.registry import Registry
+from tickwork.worker.task import Context, Discard, Retry, Task, TaskDefaults
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class App:
+    """Tasks, and the store jobs go to: ``db_url``, else ``TICKWORK_DB``, else
+    ``sqlite:///./tickwork.db``. The store is opened on first use, not at import."""
+
+    def __init__(self, db_url: str | None = None, *, config: Config | None = None) -> None:
+        if config is None:
+            config = Config.from_env(db_url=resolve_db_url(db_url))
+        elif db_url is not None:
+            config = replace(config, db_url=db_url)
+        self.config = config
+        self.registry = Registry()
+        self._store: Store | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def store(self) -> Store:
+        with self._lock:
+            if self._store is None:
+                self._store = open_store(self.config.db_url)
+            return self._store
+
+    @property
+    def client(self) -> Client:
+        return Client(self.store, self.registry)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    @overload
+    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+
+    @overload
+    def task(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        max_attempts: int | None = None,
+        backoff: Backoff | None = None,
+        timeout: Duration | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+    def task(
+        self,
+        fn: Callable[P, R] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        max_attempts: int | None = None,
+        backoff: Backoff | None = None,
+        timeout: Duration | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+    ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
+        """Register a handler ``def f(ctx, **args)`` (or ``async def``) as a task.
+
+        Bare (``@app.task``) or with defaults for the task's jobs: ``name`` (default: the
+        function's name), ``max_attempts`` (default 3), ``backoff`` as ``(base, cap)``
+        seconds or a RetryPolicy (default (1, 300): waits up to 1, 2, 4 ... s, capped at
+        5 min), ``timeout`` (seconds or a timedelta; default none), ``queue``,
+        ``priority``. A submit may override each.
+        """
+        policy = retry_policy(max_attempts, backoff)  # validates now, at import
+        explicit_attempts = max_attempts is not None or isinstance(backoff, RetryPolicy)
+        defaults = TaskDefaults(
+            max_attempts=policy.max_attempts if explicit_attempts else None,
+            backoff=(policy.backoff_base, policy.backoff_cap) if backoff is not None else None,
+            timeout=duration(timeout, "timeout") if timeout is not None else None,
+            queue=queue,
+            priority=priority,
+        )
+
+        def register(handler: Callable[P, R]) -> Task[P, R]:
+            if not callable(handler):
+                raise ValidationError(f"@app.task needs a function, got {handler!r}")
+            task = Task(name or handler.__name__, handler, defaults)
+            self.registry.add(task)
+            return task
+
+        return register(fn) if fn is not None else register
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        task: str | Task[..., Any],
+        args: dict[str, Any] | None = None,
+        *,
+        at: Instant | None = None,
+        delay: Duration | None = None,
+        name: str | None = None,
+        tenant: str | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        backoff: Backoff | None = None,
+        timeout: Duration | None = None,
+        idempotency_key: str | None = None,
+    ) -> Job:
+        """Submit a one-off job: now, ``at`` an instant, or after ``delay``. Durable when
+        this returns. With an ``idempotency_key`` the tenant already used, the existing job
+        is returned and nothing is written."""
+        if at is not None and delay is not None:
+            raise ValidationError("give at most one of at= and delay=", field="schedule")
+        return self.client.submit(
+            task,
+            args=args,
+            at=at,
+            delay=delay,
+            name=name,
+            tenant=tenant,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            backoff=backoff,
+            timeout=timeout,
+            idempotency_key=idempotency_key,
+        ).job
+
+    def schedule(
+        self,
+        task: str | Task[..., Any],
+        *,
+        cron: str | None = None,
+        every: Duration | None = None,
+        tz: str | None = None,
+        anchor: datetime | None = None,
+        name: str | None = None,
+        args: dict[str, Any] | None = None,
+        misfire: MisfirePolicy | str | None = None,
+        misfire_grace: Duration | None = None,
+        overlap: OverlapPolicy | str | None = None,
+        tenant: str | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        backoff: Backoff | None = None,
+        timeout: Duration | None = None,
+    ) -> Job:
+        """Create or update the recurring job ``name`` (default: the task's name) to run
+        on ``cron`` (in ``tz``, default UTC) or ``every`` interval. The same declaration
+        again changes nothing."""
+        if (cron is None) == (every is None):
+            raise ValidationError(
+                "a schedule takes exactly one of cron= and every=", field="schedule"
+            )
+        return self.client.schedule(
+            task,
+            cron=cron,
+            every=every,
+            tz=tz,
+            anchor=anchor,
+            name=name,
+            args=args,
+            misfire=misfire,
+            misfire_grace=misfire_grace,
+            overlap=overlap,
+            tenant=tenant,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            backoff=backoff,
+            timeout=timeout,
+        ).job
+
+    # -- running ---------------------------------------------------------------------------
+
+    def worker(self, **overrides: Any) -> Worker:
+        """A worker for this app's tasks on its store (not started). ``overrides`` replace
+        config fields: ``app.worker(concurrency=4, allow_shell=True)``."""
+        return Worker(self.store, self.registry, replace(self.config, **overrides))
+
+
+def load_app(spec: str) -> App:
+    """The App named by ``module`` or ``module:attribute`` (the ``--app`` option).
+
+    Without an attribute, the module's only App is taken. The current directory is put
+    on ``sys.path`` first, as ``python -m`` would, so ``--app tasks`` finds ``./tasks.py``.
+    """
+    module_name, _, attribute = spec.partition(":")
+    if not module_name:
+        raise ValidationError(f"--app {spec!r} names no module", field="app")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValidationError(
+            f"cannot import app module {module_name!r}: {exc}", field="app"
+        ) from None
+    if attribute:
+        found = getattr(module, attribute, None)
+        if not isinstance(found, App):
+            raise ValidationError(f"{spec!r} is not an App", field="app")
+        return found
+    apps = [v for v in vars(module).values() if isinstance(v, App)]
+    if len(apps) != 1:
+        raise ValidationError(
+            f"module {module_name!r} defines {len(apps)} Apps; name one as {module_name}:NAME",
+            field="app",
+        )
+    return apps[0]
+
+
+__all__ = ["App", "Context", "Discard", "Retry", "Task", "load_app"]

@@ -1,0 +1,209 @@
+"""``tickwork worker``: run one worker until SIGTERM or SIGINT.
+
+It runs the built-in ``http`` task, ``shell`` with ``--allow-shell``, and the tasks of
+``--app MODULE`` (an importable module, or ``module:attribute``, holding an ``App``).
+Without ``--db`` the database is the app's (its ``App(db_url)``), else ``TICKWORK_DB``,
+else ``./tickwork.db``. Every flag overrides the ``TICKWORK_*`` environment variable of
+the same name (``--run-lease`` and ``TICKWORK_RUN_LEASE``), which overrides the default.
+
+On the first SIGTERM or SIGINT the worker stops claiming, lets running handlers finish for
+up to ``--shutdown-grace``, releases what is left to other workers (no attempt spent) and
+exits 0. A second signal cuts the grace short.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from types import FrameType
+from typing import Annotated, Any
+
+import typer
+
+from tickwork.app import App, load_app
+from tickwork.cli.output import DbOption, app
+from tickwork.cli.scheduler import configure_logging, redact
+from tickwork.config import CLAIM_BATCH, WORKER_CONCURRENCY, Config, resolve_db_url
+from tickwork.errors import ValidationError
+from tickwork.schedule import format_seconds, parse_duration
+from tickwork.store import open_store
+from tickwork.worker import Worker
+from tickwork.worker.registry import Registry
+
+log = logging.getLogger("tickwork.worker")
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+AppOption = Annotated[
+    str | None,
+    typer.Option(
+        "--app",
+        metavar="MODULE",
+        show_default=False,
+        help="Module (or module:attribute) whose App registers the tasks; env TICKWORK_APP_MODULE.",
+    ),
+]
+
+
+def _duration_option(flag: str, what: str) -> Any:
+    name = flag[2:].replace("-", "_")
+    default = getattr(Config(), name)
+    return typer.Option(
+        flag,
+        metavar="DURATION",
+        show_default=False,
+        help=f"{what}. Default {format_seconds(default.total_seconds())}; "
+        f"env TICKWORK_{name.upper()}.",
+    )
+
+
+def app_and_db(app_module: str | None, db: str) -> tuple[App | None, str]:
+    """The app ``--app`` names (or TICKWORK_APP_MODULE), and the database to use: ``--db``
+    when given, else the app's, else the environment's."""
+    module = app_module or Config.from_env().app_module
+    loaded = load_app(module) if module else None
+    if loaded is not None and db == resolve_db_url(None):
+        return loaded, loaded.config.db_url
+    return loaded, db
+
+
+@app.command("worker")
+def worker(
+    *,
+    db: DbOption = "",
+    app_module: AppOption = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency",
+            "-c",
+            min=1,
+            show_default=False,
+            help=f"Runs executed at once. Default {WORKER_CONCURRENCY}; env TICKWORK_CONCURRENCY.",
+        ),
+    ] = None,
+    queues: Annotated[
+        str | None,
+        typer.Option(
+            "--queues",
+            "-q",
+            metavar="A,B",
+            show_default=False,
+            help="Claim only from these queues (comma-separated). Default: every queue.",
+        ),
+    ] = None,
+    allow_shell: Annotated[
+        bool,
+        typer.Option(
+            "--allow-shell",
+            help="Run shell tasks (commands from the database). Env TICKWORK_ALLOW_SHELL.",
+        ),
+    ] = False,
+    run_lease: Annotated[
+        str | None, _duration_option("--run-lease", "A claimed run's lease")
+    ] = None,
+    run_heartbeat: Annotated[
+        str | None, _duration_option("--run-heartbeat", "Extend leases this often")
+    ] = None,
+    shutdown_grace: Annotated[
+        str | None,
+        _duration_option("--shutdown-grace", "On SIGTERM, let running handlers finish this long"),
+    ] = None,
+    poll_interval: Annotated[
+        str | None,
+        _duration_option(
+            "--poll-interval", "Without LISTEN/NOTIFY (SQLite), look for runs this often"
+        ),
+    ] = None,
+    claim_batch: Annotated[
+        int | None,
+        typer.Option(
+            "--claim-batch",
+            min=1,
+            show_default=False,
+            help=f"Runs claimed per call at most. Default {CLAIM_BATCH}; env TICKWORK_CLAIM_BATCH.",
+        ),
+    ] = None,
+    node_id: Annotated[
+        str | None,
+        typer.Option(
+            "--node-id",
+            metavar="ID",
+            show_default=False,
+            help="This worker's name on the runs it claims (default: host-pid-random).",
+        ),
+    ] = None,
+    log_level: Annotated[
+        str, typer.Option("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING, ERROR.")
+    ] = "INFO",
+    log_format: Annotated[
+        str, typer.Option("--log-format", metavar="FORMAT", help="text or json.")
+    ] = "text",
+) -> None:
+    """Run a worker: claim runs, execute them, report; stop gracefully on SIGTERM."""
+    configure_logging(log_level, log_format)
+    loaded, url = app_and_db(app_module, db)
+    config = Config.from_env(
+        db_url=url,
+        node_id=node_id,
+        concurrency=concurrency,
+        queues=_queues(queues),
+        allow_shell=True if allow_shell else None,
+        run_lease=_duration("run_lease", run_lease),
+        run_heartbeat=_duration("run_heartbeat", run_heartbeat),
+        shutdown_grace=_duration("shutdown_grace", shutdown_grace),
+        poll_interval=_duration("poll_interval", poll_interval),
+        claim_batch=claim_batch,
+    )
+    registry = loaded.registry if loaded is not None else Registry()
+
+    stop = threading.Event()
+    received: list[int] = []
+    running: list[Worker] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        if stop.is_set() and running:
+            running[0].hurry()  # a second signal: release now
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    store = open_store(config.db_url)
+    try:
+        node = Worker(store, registry, config)
+        running.append(node)
+        log.info(
+            "worker node=%s db=%s lease=%gs heartbeat=%gs grace=%gs",
+            config.node_id,
+            redact(config.db_url),
+            config.run_lease.total_seconds(),
+            config.run_heartbeat.total_seconds(),
+            config.shutdown_grace.total_seconds(),
+        )
+        node.start()
+        try:
+            while not stop.wait(1.0):
+                pass
+            log.info("stopping on %s", signal.Signals(received[0]).name)
+        finally:
+            node.stop_gracefully()
+    finally:
+        store.close()
+        if loaded is not None:
+            loaded.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _queues(raw: str | None) -> tuple[str, ...] | None:
+    if raw is None:
+        return None
+    names = tuple(q.strip() for q in raw.split(",") if q.strip())
+    if not names:
+        raise ValidationError(f"--queues {raw!r} names no queue", field="queues")
+    return names
+
+
+def _duration(name: str, raw: str | None) -> Any:
+    return None if raw is None else parse_duration(raw, field=name)

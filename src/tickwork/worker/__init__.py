@@ -1,0 +1,387 @@
+"""The worker: claims runs, executes them under leases, reports what happened. Not
+leader-only: run any number, on any host.
+
+The claim loop
+    Whenever the worker has free capacity (``concurrency`` minus handlers still running) it
+    claims up to ``min(free, claim_batch)`` runs in one ``Store.claim`` call, each with a
+    lease of ``run_lease`` (default 15 s) and a new fencing token. When the claim came back
+    short, it sleeps until the earliest ``next_claimable_at`` (a retry's backoff, a delayed
+    job), a notification on ``tickwork_runs``, or a handler finishing, whichever is first.
+    With LISTEN/NOTIFY (PostgreSQL) it re-checks at least every IDLE_RECHECK; without it
+    (SQLite across processes) every ``poll_interval`` (default 200 ms).
+
+Execution (:mod:`.executor`)
+    Sync handlers on a pool of threads, async handlers on one event loop. A run with a
+    ``timeout`` that runs past it fails with a timeout error and is retried per its policy.
+
+Leases (:mod:`.heartbeat`)
+    Every ``run_heartbeat`` (default 3 s) all held leases are extended in one call. A run
+    the store reports LOST (rescued after a stall, re-claimed) or CANCELLED is stopped and
+    nothing is reported for it: its fate is someone else's now.
+
+Outcomes (:mod:`.reporter`)
+    Successes are completed in batches, failures failed one by one: a handler's ``Retry``
+    sets the wait, ``Discard`` ends the run dead. A write rejected for a stale fencing
+    token (``LeaseLost``) is logged and dropped.
+
+Runs this worker cannot execute
+    A run whose task is not registered here fails the attempt (retried with backoff, so a
+    worker that knows it, say after a rolling deploy, can take it; in the end it is dead).
+    A ``shell`` run on a worker started without ``--allow-shell`` ends ``dead`` at once
+    with an error saying so: the store cannot hand a run to a capable worker (a claim does
+    not filter by task), and releasing it would bounce it between incapable workers
+    forever. Route shell jobs to a queue that only shell-enabled workers consume.
+
+Stopping (:meth:`Worker.stop_gracefully`)
+    Stop claiming; let running handlers finish for up to ``grace`` (default 30 s) while
+    their leases are still heartbeated; stop and ``release`` what is left (back to queued
+    now, without spending an attempt); write every outcome; then stop the threads.
+    :meth:`Worker.stop` is the same with no grace.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import MutableMapping
+from datetime import timedelta
+from typing import Any
+
+from tickwork.clock import SYSTEM_CLOCK, Clock
+from tickwork.config import Config
+from tickwork.errors import UnknownTask
+from tickwork.job import Run
+from tickwork.service import Service
+from tickwork.store.base import CHANNEL_RUNS, LISTEN_NOTIFY, LeaseStatus, Listener, Store
+from tickwork.worker.builtins import SHELL
+from tickwork.worker.executor import Attempt, AttemptState, Executor, Outcome
+from tickwork.worker.heartbeat import Heartbeat
+from tickwork.worker.registry import Registry
+from tickwork.worker.reporter import Reporter
+from tickwork.worker.task import Context, Discard, Retry, Task
+
+log = logging.getLogger("tickwork.worker")
+
+IDLE_RECHECK = timedelta(seconds=5)
+"""With LISTEN/NOTIFY, an idle worker still re-checks this often: rescues and other
+workers' retries are not notified."""
+LISTEN_WAIT = 0.1
+"""Seconds the listener thread blocks per wait: it notices a stop this fast. (A wait is a
+select on the LISTEN socket, not a query; ten a second cost nothing.)"""
+CLAIM_ERROR_BACKOFF = (0.1, 5.0)
+"""Seconds: first and longest wait before claiming again after the store failed."""
+REPORT_DRAIN_TIMEOUT = 10.0
+"""Seconds a stopping worker waits for its last outcomes to be written."""
+
+
+class RunLogger(logging.LoggerAdapter[logging.Logger]):
+    """A task's logger: every line starts with ``run N:``."""
+
+    def process(
+        self, msg: Any, kwargs: MutableMapping[str, Any]
+    ) -> tuple[Any, MutableMapping[str, Any]]:
+        return f"run {self.extra['run_id'] if self.extra else '?'}: {msg}", kwargs
+
+
+class Worker(Service):
+    name = "tickwork-worker"
+
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        config: Config | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self.registry = registry
+        self.config = config or Config()
+        self.clock = clock
+        self.node_id = self.config.node_id
+        self._held: dict[int, Attempt] = {}
+        self._held_lock = threading.Lock()
+        self._wakeup = threading.Event()
+        self._hurry = threading.Event()
+        self._stop_lock = threading.Lock()
+        self._stopped = False
+        self._listener: Listener | None = None
+        self._listen_thread: threading.Thread | None = None
+        self.executor = Executor(
+            self.config.concurrency,
+            on_outcome=self._on_outcome,
+            on_exit=self._on_exit,
+            clock=clock,
+        )
+        self.heartbeat = Heartbeat(
+            store,
+            leases=self._leases,
+            on_status=self._on_status,
+            interval=self.config.run_heartbeat,
+            lease=self.config.run_lease,
+            clock=clock,
+        )
+        self.reporter = Reporter(store, on_reported=self._on_reported)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start every thread; returns once the claim loop is running."""
+        if self.running:
+            return
+        self.executor.start()
+        self.reporter.start()
+        self.heartbeat.start()
+        self._listener = self.store.listener([CHANNEL_RUNS])
+        self._listen_thread = threading.Thread(
+            target=self._listen_main, name="tickwork-worker-listen", daemon=True
+        )
+        self._listen_thread.start()
+        super().start()
+        log.info(
+            "worker %s started: concurrency %d, queues %s, tasks %s%s",
+            self.node_id,
+            self.config.concurrency,
+            ",".join(self.config.queues) if self.config.queues else "(all)",
+            ", ".join(self.registry.names()),
+            "" if self.config.allow_shell else " (shell disabled)",
+        )
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop now: release running runs at once (no grace). Idempotent."""
+        self.stop_gracefully(timedelta(0))
+
+    def stop_gracefully(self, grace: timedelta | float | None = None) -> None:
+        """Stop claiming, let running handlers finish within ``grace`` (default
+        ``config.shutdown_grace``), release the rest, write every outcome, stop. Idempotent."""
+        with self._stop_lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        if grace is None:
+            grace = self.config.shutdown_grace
+        seconds = grace.total_seconds() if isinstance(grace, timedelta) else float(grace)
+        super().stop()  # the claim loop: no new claims from here on
+        deadline = self.clock.monotonic() + seconds
+        running = self._running()
+        if running and seconds > 0:
+            log.info("stopping: waiting up to %g s for %d running runs", seconds, len(running))
+        while running and not self._hurry.is_set():
+            left = deadline - self.clock.monotonic()
+            if left <= 0:
+                break
+            self._hurry.wait(min(left, 0.05))
+            running = self._running()
+        for attempt in self._running():
+            if attempt.settle(AttemptState.RELEASED):
+                self.executor.interrupt(attempt)
+                self.reporter.release(attempt)
+                log.info(
+                    "run %d (%s) released: the shutdown grace is over",
+                    attempt.run.id,
+                    attempt.run.task,
+                )
+        if not self.reporter.drain(REPORT_DRAIN_TIMEOUT):
+            log.error("stopping with outcomes unwritten; their runs will be rescued")
+        self.reporter.stop()
+        self.heartbeat.stop()
+        self.executor.stop()
+        if self._listen_thread is not None:
+            self._listen_thread.join(LISTEN_WAIT * 10)
+        if self._listener is not None:
+            self._listener.close()
+        log.info("worker %s stopped", self.node_id)
+
+    def hurry(self) -> None:
+        """Cut a graceful stop's grace short (a second Ctrl-C): release what still runs."""
+        self._hurry.set()
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    @property
+    def held(self) -> list[int]:
+        """Ids of the runs whose leases this worker holds."""
+        with self._held_lock:
+            return sorted(self._held)
+
+    # -- the claim loop --------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.started.set()
+        error_wait = CLAIM_ERROR_BACKOFF[0]
+        while not self.stopping.is_set():
+            free = self.config.concurrency - self.executor.busy
+            if free <= 0:
+                self._wakeup.wait()  # set when a handler returns, or on stop
+                self._wakeup.clear()
+                continue
+            self._wakeup.clear()
+            want = min(free, self.config.claim_batch)
+            try:
+                runs = self.store.claim(
+                    self.node_id,
+                    limit=want,
+                    lease=self.config.run_lease,
+                    queues=self.config.queues,
+                )
+            except Exception as exc:
+                log.warning("claim failed (retrying in %g s): %s", error_wait, exc)
+                self._wakeup.wait(error_wait)
+                error_wait = min(error_wait * 2, CLAIM_ERROR_BACKOFF[1])
+                continue
+            error_wait = CLAIM_ERROR_BACKOFF[0]
+            for run in runs:
+                self._start_run(run)
+            if len(runs) < want:
+                self._wakeup.wait(self._idle_seconds())
+
+    def _idle_seconds(self) -> float:
+        """How long to sleep when there was nothing (more) to claim."""
+        poll = self.config.poll_interval.total_seconds()
+        cap = (
+            max(IDLE_RECHECK.total_seconds(), poll)
+            if LISTEN_NOTIFY in self.store.capabilities
+            else poll
+        )
+        try:
+            next_at = self.store.next_claimable_at(queues=self.config.queues)
+            if next_at is None:
+                return cap
+            delay = (next_at - self.store.now()).total_seconds()
+        except Exception as exc:
+            log.warning("could not ask the store when to claim next: %s", exc)
+            return cap
+        if delay <= 0:
+            # Due but not claimed: taken by another worker meanwhile, or not claimable
+            # (a paused job). Look again after a poll interval rather than spin.
+            return poll
+        return min(delay, cap)
+
+    def _listen_main(self) -> None:
+        assert self._listener is not None
+        while not self.stopping.is_set():
+            try:
+                if self._listener.wait(LISTEN_WAIT):
+                    self._wakeup.set()
+            except Exception as exc:
+                log.warning("listening for runs failed: %s", exc)
+                self.stopping.wait(LISTEN_WAIT)
+
+    def _start_run(self, run: Run) -> None:
+        cancelled = threading.Event()
+        logger = RunLogger(logging.getLogger(f"tickwork.task.{run.task}"), {"run_id": run.id})
+        try:
+            task = self.registry.get(run.task)
+            refusal: Outcome | None = None
+            if task.name == SHELL and not self.config.allow_shell:
+                refusal = Outcome(
+                    False,
+                    error=f"worker {self.node_id} does not run shell tasks (start workers with "
+                    "--allow-shell, and route shell jobs to a queue only they consume)",
+                    discard=True,
+                )
+        except UnknownTask:
+            task = Task(run.task, _unknown)
+            refusal = Outcome(
+                False,
+                error=f"task {run.task!r} is not registered on worker {self.node_id} "
+                f"(known: {', '.join(self.registry.names())})",
+            )
+        ctx = Context(
+            run_id=run.id,
+            job_id=run.job_id,
+            task=run.task,
+            attempt=run.attempt,
+            max_attempts=run.max_attempts,
+            scheduled_for=run.scheduled_for,
+            fencing_token=run.fencing_token,
+            tenant=run.tenant,
+            timeout=run.timeout,
+            logger=logger,
+            cancelled=cancelled,
+        )
+        deadline = self.clock.monotonic() + run.timeout.total_seconds() if run.timeout else None
+        attempt = Attempt(run, task, ctx, deadline)
+        with self._held_lock:
+            self._held[run.id] = attempt
+        log.debug(
+            "run %d (%s) claimed, attempt %d/%d", run.id, run.task, run.attempt, run.max_attempts
+        )
+        if refusal is not None:
+            attempt.settle(AttemptState.FINISHED)
+            self._on_outcome(attempt, refusal)
+        else:
+            self.executor.submit(attempt)
+
+    # -- callbacks from the executor, heartbeat and reporter threads -----------------------
+
+    def _on_outcome(self, attempt: Attempt, outcome: Outcome) -> None:
+        run = attempt.run
+        if outcome.succeeded:
+            log.info("run %d (%s) succeeded", run.id, run.task)
+            self.reporter.complete(attempt, outcome.result)
+            return
+        first_line = (outcome.error or "").partition("\n")[0]
+        last = outcome.discard or run.attempt >= run.max_attempts
+        log.warning(
+            "run %d (%s) attempt %d/%d failed%s: %s",
+            run.id,
+            run.task,
+            run.attempt,
+            run.max_attempts,
+            " (dead)" if last else "",
+            first_line,
+        )
+        self.reporter.fail(attempt, outcome)
+
+    def _on_exit(self, attempt: Attempt) -> None:
+        self._wakeup.set()
+
+    def _on_reported(self, attempt: Attempt) -> None:
+        with self._held_lock:
+            if self._held.get(attempt.run.id) is attempt:
+                del self._held[attempt.run.id]
+        self._wakeup.set()  # a retry or a released run may be claimable before we thought
+
+    def _leases(self) -> list[tuple[int, int]]:
+        with self._held_lock:
+            return [a.lease for a in self._held.values()]
+
+    def _on_status(self, statuses: dict[int, LeaseStatus]) -> None:
+        for run_id, status in statuses.items():
+            if status is LeaseStatus.HELD:
+                continue
+            with self._held_lock:
+                attempt = self._held.get(run_id)
+            if attempt is None or not attempt.settle(AttemptState.ABANDONED):
+                continue  # already decided; a pending write will be rejected and logged
+            self.executor.interrupt(attempt)
+            with self._held_lock:
+                self._held.pop(run_id, None)
+            if status is LeaseStatus.CANCELLED:
+                log.warning(
+                    "run %d (%s): cancelled; handler stopped, nothing reported",
+                    run_id,
+                    attempt.run.task,
+                )
+            else:
+                log.warning(
+                    "run %d (%s): heartbeat rejected: its lease was taken over (fencing "
+                    "token %d is stale); handler stopped, nothing reported",
+                    run_id,
+                    attempt.run.task,
+                    attempt.run.fencing_token,
+                )
+            self._wakeup.set()
+
+    def _running(self) -> list[Attempt]:
+        with self._held_lock:
+            return [a for a in self._held.values() if a.state is AttemptState.RUNNING]
+
+
+def _unknown(ctx: Context, **args: Any) -> None:
+    raise AssertionError("never called: the run is refused before execution")
+
+
+__all__ = ["Context", "Discard", "Registry", "Retry", "Task", "Worker"]

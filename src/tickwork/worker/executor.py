@@ -1,0 +1,344 @@
+"""The executor: runs handlers and turns what they do into outcomes.
+
+- Sync handlers run on a pool of ``concurrency`` daemon threads; async handlers run as tasks
+  on one event loop in its own thread. A thread per pool slot, not per run, and daemon
+  threads, so a handler that never returns cannot keep the process alive at exit.
+- A watchdog thread sleeps until the earliest deadline of a run with a timeout (no fixed
+  tick) and times it out: the attempt fails with a timeout error, retried per the job's
+  policy.
+- Every attempt is *settled* exactly once, by whichever comes first: the handler's own
+  outcome, its timeout, the worker abandoning it (lease lost or run cancelled) or releasing
+  it (shutdown). Whatever comes later is dropped, never reported: that is how a late result
+  can never overwrite what was decided.
+
+Stopping a handler: an async handler's task is cancelled. A sync thread cannot be killed,
+so its ``ctx.cancelled`` event is set (the shell built-in polls it and kills its process
+group; a long Python handler should poll it too). A sync handler that ignores it keeps its
+pool thread, and so one slot of the worker's concurrency, until it returns; the worker
+logs that, and whatever the handler finally returns is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import json
+import logging
+import queue
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+from functools import partial
+from typing import Any
+
+from tickwork.clock import Clock
+from tickwork.errors import InvalidArgs
+from tickwork.job import Run
+from tickwork.worker.task import Context, Discard, Retry, Task, TaskFailed
+
+log = logging.getLogger("tickwork.worker")
+
+ERROR_LIMIT = 8192
+"""Characters of an error (summary plus traceback tail) kept on a failed run."""
+LOOP_SHUTDOWN_TIMEOUT = 2.0
+"""Seconds the event loop gives cancelled tasks to unwind when the worker stops."""
+
+
+class AttemptState(StrEnum):
+    RUNNING = "running"  # the handler runs; nothing decided yet
+    FINISHED = "finished"  # the handler's outcome will be reported
+    TIMED_OUT = "timed_out"  # a timeout failure will be reported; the handler is stopped
+    ABANDONED = "abandoned"  # lease lost or run cancelled: nothing is reported
+    RELEASED = "released"  # shutdown: the run is released to others
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    succeeded: bool
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    retry_after: timedelta | None = None
+    discard: bool = False
+
+
+class Attempt:
+    """One execution of one run by this worker, from claim until its outcome is written."""
+
+    def __init__(self, run: Run, task: Task[..., Any], ctx: Context, deadline: float | None):
+        self.run = run
+        self.task = task
+        self.ctx = ctx
+        self.deadline = deadline  # monotonic seconds, or None: no timeout
+        self.state = AttemptState.RUNNING
+        self._lock = threading.Lock()
+        self._task: asyncio.Task[None] | None = None  # async handlers, set on the loop thread
+
+    @property
+    def lease(self) -> tuple[int, int]:
+        return (self.run.id, self.run.fencing_token)
+
+    def settle(self, state: AttemptState) -> bool:
+        """Move from RUNNING to ``state``; False when another decision came first."""
+        with self._lock:
+            if self.state is not AttemptState.RUNNING:
+                return False
+            self.state = state
+            return True
+
+    def __repr__(self) -> str:
+        return f"<Attempt run={self.run.id} task={self.run.task!r} {self.state}>"
+
+
+class Executor:
+    """Runs attempts; calls ``on_outcome`` once per attempt it settles itself (finished or
+    timed out) and ``on_exit`` whenever a handler has actually returned (a slot is free)."""
+
+    def __init__(
+        self,
+        concurrency: int,
+        *,
+        on_outcome: Callable[[Attempt, Outcome], None],
+        on_exit: Callable[[Attempt], None],
+        clock: Clock,
+    ) -> None:
+        self.concurrency = concurrency
+        self._on_outcome = on_outcome
+        self._on_exit = on_exit
+        self._clock = clock
+        self._busy = 0
+        self._busy_lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[Attempt | None] = queue.SimpleQueue()
+        self._pool: list[threading.Thread] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._deadlines: list[tuple[float, int, Attempt]] = []
+        self._deadline_cond = threading.Condition()
+        self._seq = itertools.count()
+        self._watchdog: threading.Thread | None = None
+        self._stopping = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        for i in range(self.concurrency):
+            thread = threading.Thread(
+                target=self._pool_main, name=f"tickwork-pool-{i}", daemon=True
+            )
+            thread.start()
+            self._pool.append(thread)
+        loop_ready = threading.Event()
+        self._loop_thread = threading.Thread(
+            target=self._loop_main, args=(loop_ready,), name="tickwork-loop", daemon=True
+        )
+        self._loop_thread.start()
+        loop_ready.wait()
+        self._watchdog = threading.Thread(
+            target=self._watchdog_main, name="tickwork-timeouts", daemon=True
+        )
+        self._watchdog.start()
+
+    def stop(self, timeout: float = LOOP_SHUTDOWN_TIMEOUT) -> None:
+        """Stop the threads. Handlers still running are not waited for (see the module doc)."""
+        with self._deadline_cond:
+            self._stopping = True
+            self._deadline_cond.notify_all()
+        for _ in self._pool:
+            self._jobs.put(None)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(loop.stop)
+        deadline = time.monotonic() + timeout
+        for thread in [*self._pool, self._loop_thread, self._watchdog]:
+            if thread is not None:
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+    @property
+    def busy(self) -> int:
+        """Handlers that have not returned yet (including stopped ones still unwinding)."""
+        with self._busy_lock:
+            return self._busy
+
+    # -- running ---------------------------------------------------------------------------
+
+    def submit(self, attempt: Attempt) -> None:
+        with self._busy_lock:
+            self._busy += 1
+        if attempt.deadline is not None:
+            with self._deadline_cond:
+                if len(self._deadlines) > 2 * self.concurrency + 64:
+                    # Runs far quicker than their timeouts would pile up here until their
+                    # deadlines pass; drop the settled ones.
+                    self._deadlines = [
+                        e for e in self._deadlines if e[2].state is AttemptState.RUNNING
+                    ]
+                    heapq.heapify(self._deadlines)
+                heapq.heappush(self._deadlines, (attempt.deadline, next(self._seq), attempt))
+                self._deadline_cond.notify()
+        if attempt.task.is_async:
+            assert self._loop is not None
+            self._loop.call_soon_threadsafe(self._start_async, attempt)
+        else:
+            self._jobs.put(attempt)
+
+    def interrupt(self, attempt: Attempt) -> None:
+        """Ask the handler to stop: set ``ctx.cancelled``; cancel an async handler's task."""
+        attempt.ctx.cancelled.set()
+        loop = self._loop
+        if attempt.task.is_async and loop is not None:
+            with contextlib.suppress(RuntimeError):  # a closed loop: the task is gone already
+                loop.call_soon_threadsafe(self._cancel_async, attempt)
+
+    def _finish(self, attempt: Attempt, outcome: Outcome) -> None:
+        if attempt.settle(AttemptState.FINISHED):
+            self._on_outcome(attempt, outcome)
+        else:
+            log.debug("run %d: result dropped (attempt %s)", attempt.run.id, attempt.state)
+
+    def _exited(self, attempt: Attempt) -> None:
+        with self._busy_lock:
+            self._busy -= 1
+        self._on_exit(attempt)
+
+    # -- sync handlers: the pool -----------------------------------------------------------
+
+    def _pool_main(self) -> None:
+        me = threading.current_thread()
+        idle_name = me.name
+        while (attempt := self._jobs.get()) is not None:
+            me.name = f"tickwork-run-{attempt.run.id}"
+            try:
+                self._call_sync(attempt)
+            finally:
+                me.name = idle_name
+                self._exited(attempt)
+
+    def _call_sync(self, attempt: Attempt) -> None:
+        if attempt.ctx.cancelled.is_set():
+            return  # stopped before it started; settled by whoever stopped it
+        try:
+            attempt.task.check_args(attempt.run.args)
+            value = attempt.task.fn(attempt.ctx, **attempt.run.args)
+        except BaseException as exc:  # a handler's SystemExit must not kill a pool thread
+            self._finish(attempt, failure(exc))
+        else:
+            self._finish(attempt, success(value))
+
+    # -- async handlers: one event loop ----------------------------------------------------
+
+    def _loop_main(self, ready: threading.Event) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        ready.set()
+        try:
+            loop.run_forever()
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.wait(pending, timeout=LOOP_SHUTDOWN_TIMEOUT))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+
+    def _start_async(self, attempt: Attempt) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._call_async(attempt), name=f"tickwork-run-{attempt.run.id}"
+        )
+        attempt._task = task
+        # A done callback, not a `finally` in the coroutine: a task cancelled before its
+        # first step never enters the coroutine's body.
+        task.add_done_callback(partial(self._async_done, attempt))
+        if attempt.ctx.cancelled.is_set():
+            task.cancel()
+
+    async def _call_async(self, attempt: Attempt) -> None:
+        try:
+            attempt.task.check_args(attempt.run.args)
+            value = await attempt.task.fn(attempt.ctx, **attempt.run.args)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            self._finish(attempt, failure(exc))
+        else:
+            self._finish(attempt, success(value))
+
+    def _cancel_async(self, attempt: Attempt) -> None:
+        if attempt._task is not None:
+            attempt._task.cancel()
+
+    def _async_done(self, attempt: Attempt, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            # Cancelled from inside the handler, not by us: an ordinary failure. When we
+            # cancelled it, the attempt is settled already and this is a no-op.
+            self._finish(attempt, Outcome(False, error="the handler's task was cancelled"))
+        self._exited(attempt)
+
+    # -- timeouts ----------------------------------------------------------------------------
+
+    def _watchdog_main(self) -> None:
+        while True:
+            expired: list[Attempt] = []
+            with self._deadline_cond:
+                if self._stopping:
+                    return
+                now = self._clock.monotonic()
+                while self._deadlines and self._deadlines[0][0] <= now:
+                    expired.append(heapq.heappop(self._deadlines)[2])
+                if not expired:
+                    wait = self._deadlines[0][0] - now if self._deadlines else None
+                    self._deadline_cond.wait(wait)
+                    continue
+            for attempt in expired:
+                self._time_out(attempt)
+
+    def _time_out(self, attempt: Attempt) -> None:
+        if not attempt.settle(AttemptState.TIMED_OUT):
+            return
+        timeout = attempt.run.timeout.total_seconds() if attempt.run.timeout else 0.0
+        self.interrupt(attempt)
+        self._on_outcome(attempt, Outcome(False, error=f"timed out after {timeout:g} s"))
+
+
+def success(value: object) -> Outcome:
+    """A handler returned ``value``: a dict is the result, another JSON value is wrapped."""
+    result = value if isinstance(value, dict) or value is None else {"value": value}
+    try:
+        json.dumps(result, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return Outcome(
+            False,
+            error=f"the handler returned a value that is not JSON ({exc}); its side effects "
+            "happened, so the run is not retried",
+            discard=True,
+        )
+    return Outcome(True, result=result)
+
+
+def failure(exc: BaseException) -> Outcome:
+    """What a handler's exception means for the attempt."""
+    if isinstance(exc, Retry):
+        return Outcome(False, result=exc.result, error=exc.reason, retry_after=exc.after)
+    if isinstance(exc, Discard):
+        return Outcome(False, result=exc.result, error=f"discarded: {exc.reason}", discard=True)
+    if isinstance(exc, InvalidArgs):
+        return Outcome(False, error=f"{exc} (not retried: the args cannot change)", discard=True)
+    if isinstance(exc, TaskFailed):
+        return Outcome(False, result=exc.result, error=str(exc))
+    return Outcome(False, error=describe(exc))
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message``, then as much of the traceback's end as fits in ERROR_LIMIT."""
+    summary = "".join(traceback.format_exception_only(exc)).strip()
+    trace = "".join(traceback.format_exception(exc)).strip()
+    room = ERROR_LIMIT - len(summary) - 2
+    if room <= 0:
+        return summary[:ERROR_LIMIT]
+    return f"{summary}\n\n{trace[-room:]}"

@@ -1,0 +1,175 @@
+"""The reporter: writes a worker's outcomes to the store. Every worker runs one.
+
+It writes as soon as there is something to write, with no timer: successes go out in one
+``Store.complete_many`` call (up to COMPLETE_BATCH), failures one ``fail`` each, releases
+one ``release`` each. Outcomes that arrive while a write is in flight wait for the next
+one, so under load completions batch themselves and when idle a result is written at once
+(a few milliseconds of lag, never a flush interval).
+
+A write the store rejects for a stale fencing token (the lease was taken over: another
+worker may have run the same slot) is logged as *rejected* and dropped; the run's fate is
+the new holder's. A write that fails because the database is unavailable is retried with
+backoff; the runs stay in the heartbeat meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tickwork.errors import FencingError, StoreError
+from tickwork.service import Service
+from tickwork.store.base import Completion, Store
+from tickwork.worker.executor import Attempt, Outcome
+
+log = logging.getLogger("tickwork.worker")
+
+COMPLETE_BATCH = 500
+"""Runs completed per ``complete_many`` call at most."""
+RETRY_BACKOFF = (0.05, 2.0)
+"""Seconds: first and longest wait before writing again after the store failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Report:
+    attempt: Attempt
+    kind: str  # "complete" | "fail" | "release"
+    outcome: Outcome | None = None
+
+
+class Reporter(Service):
+    name = "tickwork-reporter"
+
+    def __init__(self, store: Store, *, on_reported: Callable[[Attempt], None]) -> None:
+        super().__init__()
+        self.store = store
+        self._on_reported = on_reported
+        self._pending: list[_Report] = []
+        self._writing = 0  # reports taken off the list and not yet written
+        self._cond = threading.Condition()
+
+    # -- producers (any thread) ------------------------------------------------------------
+
+    def complete(self, attempt: Attempt, result: dict[str, Any] | None) -> None:
+        self._put(_Report(attempt, "complete", Outcome(True, result=result)))
+
+    def fail(self, attempt: Attempt, outcome: Outcome) -> None:
+        self._put(_Report(attempt, "fail", outcome))
+
+    def release(self, attempt: Attempt) -> None:
+        self._put(_Report(attempt, "release"))
+
+    def _put(self, report: _Report) -> None:
+        with self._cond:
+            self._pending.append(report)
+            self._cond.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until everything handed in so far is written; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._pending and not self._writing, timeout)
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.started.set()
+        backoff = RETRY_BACKOFF[0]
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._pending or self.stopping.is_set())
+                if not self._pending:
+                    return
+                batch, self._pending = self._pending, []
+                self._writing = len(batch)
+            left = self._write(batch)
+            with self._cond:
+                self._writing = 0
+                if left:
+                    self._pending[:0] = left
+                self._cond.notify_all()
+            if left:
+                if self.stopping.wait(backoff):
+                    log.error(
+                        "stopping with %d outcomes unwritten (the store is unavailable); "
+                        "their runs are rescued when their leases expire",
+                        len(left),
+                    )
+                    return
+                backoff = min(backoff * 2, RETRY_BACKOFF[1])
+            else:
+                backoff = RETRY_BACKOFF[0]
+
+    def _write(self, batch: list[_Report]) -> list[_Report]:
+        """Write ``batch``; return the reports to try again (the store was unavailable)."""
+        completions = [r for r in batch if r.kind == "complete"]
+        others = [r for r in batch if r.kind != "complete"]
+        left: list[_Report] = []
+        for start in range(0, len(completions), COMPLETE_BATCH):
+            chunk = completions[start : start + COMPLETE_BATCH]
+            try:
+                rejected = set(
+                    self.store.complete_many(
+                        [
+                            Completion(
+                                r.attempt.run.id,
+                                r.attempt.run.fencing_token,
+                                r.outcome.result if r.outcome else None,
+                            )
+                            for r in chunk
+                        ]
+                    )
+                )
+            except StoreError as exc:
+                log.warning("completing %d runs failed, will retry: %s", len(chunk), exc)
+                left.extend(chunk)
+                continue
+            for r in chunk:
+                if r.attempt.run.id in rejected:
+                    log.warning(
+                        "run %d: completion rejected: its lease was taken over (fencing token "
+                        "%d is stale); this result is not recorded",
+                        r.attempt.run.id,
+                        r.attempt.run.fencing_token,
+                    )
+                self._on_reported(r.attempt)
+        for r in others:
+            if not self._write_one(r):
+                left.append(r)
+        return left
+
+    def _write_one(self, r: _Report) -> bool:
+        run = r.attempt.run
+        try:
+            if r.kind == "release":
+                self.store.release(run.id, run.fencing_token)
+            else:
+                assert r.outcome is not None
+                self.store.fail(
+                    run.id,
+                    run.fencing_token,
+                    r.outcome.error or "failed",
+                    retry_after=r.outcome.retry_after,
+                    discard=r.outcome.discard,
+                    result=r.outcome.result,
+                )
+        except FencingError:
+            log.warning(
+                "run %d: %s rejected: its lease was taken over (fencing token %d is stale)",
+                run.id,
+                r.kind,
+                run.fencing_token,
+            )
+        except StoreError as exc:
+            log.warning("run %d: %s failed, will retry: %s", run.id, r.kind, exc)
+            return False
+        except Exception:
+            log.exception("run %d: %s failed and is dropped", run.id, r.kind)
+        self._on_reported(r.attempt)
+        return True

@@ -1,0 +1,260 @@
+"""A worker in process on a real store: sync and async handlers, their context, results,
+retries with backoff, Retry and Discard, and runs a worker cannot execute."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from worker_support import eventually, finished, in_state, make_app, only_run, running
+
+from tickwork.app import App, Context, Discard, Retry
+from tickwork.job import JobSpec, RunState
+from tickwork.schedule import Once
+from tickwork.store import Store
+
+
+@pytest.fixture
+def app(store: Store) -> Iterator[App]:
+    application = make_app(store)
+    yield application
+    application.close()
+
+
+def test_a_sync_handler_gets_its_args_and_its_return_value_is_the_result(
+    app: App, store: Store
+) -> None:
+    @app.task
+    def add(ctx: Context, a: int, b: int) -> dict[str, int]:
+        return {"sum": a + b}
+
+    job = app.submit(add, {"a": 2, "b": 3})
+    with running(app.worker()):
+        run = finished(store, job)
+
+    assert run.state is RunState.SUCCEEDED
+    assert run.result == {"sum": 5}
+    assert run.attempt == 1
+    assert run.error is None
+
+
+def test_a_value_that_is_not_a_dict_is_kept_under_value(app: App, store: Store) -> None:
+    @app.task
+    def answer(ctx: Context) -> int:
+        return 42
+
+    job = app.submit(answer)
+    with running(app.worker()):
+        assert finished(store, job).result == {"value": 42}
+
+
+def test_an_async_handler_runs_on_the_event_loop(app: App, store: Store) -> None:
+    @app.task
+    async def double(ctx: Context, x: int) -> int:
+        await asyncio.sleep(0.01)
+        return 2 * x
+
+    job = app.submit(double, {"x": 21})
+    with running(app.worker()):
+        run = finished(store, job)
+
+    assert run.state is RunState.SUCCEEDED
+    assert run.result == {"value": 42}
+
+
+def test_sync_and_async_handlers_run_concurrently_up_to_the_worker_capacity(
+    app: App, store: Store
+) -> None:
+    gate = threading.Event()
+    inside: list[int] = []
+    lock = threading.Lock()
+
+    @app.task
+    def blocker(ctx: Context) -> None:
+        with lock:
+            inside.append(ctx.run_id)
+        gate.wait(10)
+
+    @app.task
+    async def async_blocker(ctx: Context) -> None:
+        with lock:
+            inside.append(ctx.run_id)
+        while not gate.is_set():
+            await asyncio.sleep(0.01)
+
+    jobs = [app.submit(blocker) for _ in range(3)] + [app.submit(async_blocker) for _ in range(3)]
+    worker = app.worker(concurrency=4)
+    with running(worker):
+        eventually(lambda: len(inside) == 4)
+        assert len(worker.held) == 4  # the other two wait: no capacity, no claim
+        gate.set()
+        runs = [finished(store, job) for job in jobs]
+
+    assert {run.state for run in runs} == {RunState.SUCCEEDED}
+
+
+def test_the_context_describes_the_attempt(app: App, store: Store) -> None:
+    seen: list[Context] = []
+
+    @app.task
+    def look(ctx: Context) -> None:
+        seen.append(ctx)
+
+    job = app.submit(look, tenant="acme")
+    with running(app.worker()):
+        run = finished(store, job)
+
+    (ctx,) = seen
+    assert ctx.run_id == run.id
+    assert ctx.job_id == job.id
+    assert ctx.attempt == 1
+    assert ctx.max_attempts == 3
+    assert ctx.scheduled_for == run.scheduled_for
+    assert ctx.fencing_token == run.fencing_token
+    assert ctx.tenant == "acme"
+    assert ctx.task == "look"
+    assert not ctx.cancelled.is_set()
+
+
+def test_a_failing_handler_is_retried_with_backoff_and_succeeds_on_its_third_attempt(
+    app: App, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="tickwork")
+    attempts: list[int] = []
+
+    @app.task(max_attempts=3, backoff=(0.05, 0.1))
+    def flaky(ctx: Context) -> str:
+        attempts.append(ctx.attempt)
+        if ctx.attempt < 3:
+            raise ConnectionError(f"down on attempt {ctx.attempt}")
+        return "up"
+
+    job = app.submit(flaky)
+    with running(app.worker()):
+        run = finished(store, job)
+
+    assert attempts == [1, 2, 3]
+    assert run.state is RunState.SUCCEEDED
+    assert run.attempt == 3
+    assert "attempt 1/3 failed: ConnectionError: down on attempt 1" in caplog.text
+
+
+def test_a_handler_that_always_fails_ends_dead_with_its_error(app: App, store: Store) -> None:
+    @app.task(max_attempts=2, backoff=(0.01, 0.02))
+    def broken(ctx: Context) -> None:
+        raise ValueError("no such account")
+
+    job = app.submit(broken)
+    with running(app.worker()):
+        run = finished(store, job)
+
+    assert run.state is RunState.DEAD
+    assert run.attempt == 2
+    assert run.error is not None
+    assert run.error.startswith("ValueError: no such account")
+    assert "Traceback" in run.error
+
+
+def test_retry_sets_the_wait_before_the_next_attempt(app: App, store: Store) -> None:
+    @app.task
+    def later(ctx: Context) -> None:
+        raise Retry(after=timedelta(hours=1), reason="rate limited")
+
+    job = app.submit(later)
+    with running(app.worker()):
+        run = in_state(store, job, RunState.FAILED)
+        now = store.now()
+
+    assert run.attempt == 2
+    assert run.error == "rate limited"
+    assert run.run_at > now + timedelta(minutes=59)
+
+
+def test_discard_ends_the_run_dead_whatever_attempts_are_left(app: App, store: Store) -> None:
+    @app.task(max_attempts=5)
+    def hopeless(ctx: Context) -> None:
+        raise Discard("the account was deleted")
+
+    job = app.submit(hopeless)
+    with running(app.worker()):
+        run = finished(store, job)
+
+    assert run.state is RunState.DEAD
+    assert run.attempt == 1
+    assert run.error == "discarded: the account was deleted"
+
+
+def test_a_result_that_is_not_json_ends_the_run_dead(app: App, store: Store) -> None:
+    @app.task
+    def odd(ctx: Context) -> object:
+        return object()
+
+    job = app.submit(odd)
+    with running(app.worker()):
+        run = finished(store, job)
+
+    assert run.state is RunState.DEAD
+    assert run.error is not None
+    assert "not JSON" in run.error
+
+
+def test_a_task_this_worker_does_not_know_fails_its_attempt_for_another_worker(
+    app: App, store: Store
+) -> None:
+    spec = JobSpec(task="elsewhere", schedule=Once(delay=timedelta(0)))
+    job = store.submit(spec).job
+    with running(app.worker()):
+        run = in_state(store, job, RunState.FAILED, RunState.DEAD)
+
+    assert run.error is not None
+    assert "task 'elsewhere' is not registered on worker test-worker" in run.error
+
+
+def test_a_worker_without_allow_shell_ends_a_shell_run_dead_saying_why(
+    app: App, store: Store
+) -> None:
+    job = app.submit("shell", {"argv": ["true"]})
+    with running(app.worker(allow_shell=False)):
+        run = finished(store, job)
+
+    assert run.state is RunState.DEAD
+    assert run.attempt == 1
+    assert run.error is not None
+    assert "does not run shell tasks" in run.error
+    assert "--allow-shell" in run.error
+
+
+def test_a_retry_is_claimed_once_it_falls_due_not_before(app: App, store: Store) -> None:
+    due: list[Any] = []
+
+    @app.task
+    def twice(ctx: Context) -> None:
+        if ctx.attempt == 1:
+            raise Retry(after=0.3)
+
+    job = app.submit(twice)
+    with running(app.worker()):
+        due.append(in_state(store, job, RunState.FAILED, RunState.SUCCEEDED).run_at)
+        run = finished(store, job)
+
+    assert run.state is RunState.SUCCEEDED
+    assert run.attempt == 2
+    assert run.started_at is not None
+    assert run.started_at >= due[0]
+
+
+def test_runs_of_other_queues_are_left_alone(app: App, store: Store) -> None:
+    @app.task
+    def noop(ctx: Context) -> None:
+        pass
+
+    mine = app.submit(noop, queue="mine")
+    theirs = app.submit(noop, queue="theirs")
+    with running(app.worker(queues=("mine",))):
+        assert finished(store, mine).state is RunState.SUCCEEDED
+        assert only_run(store, theirs).state is RunState.QUEUED
