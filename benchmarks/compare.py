@@ -1,0 +1,590 @@
+"""tickwork against its Python peers: the same no-op workload, one run, one PostgreSQL.
+
+    python benchmarks/compare.py [--quick] [--runs N] [--repeat K] [--only a,b]
+
+For each system, in a fresh database of its own (created, then dropped), two phases:
+
+1. **Drain.** N no-op runs are enqueued (each system's bulk API when it has one: that
+   rate is the *enqueue/s* column), then ONE worker process drains them; *runs/s* is N
+   over the worker's wall time from the call that starts it working until it returns
+   with everything finished and recorded.
+2. **Start lag.** A fresh worker process idles; runs are then enqueued *scheduled* for
+   the near future, ``--rate`` per second (500) for ``--lag-seconds``, all enqueued
+   before the first is due. Lag is the moment the no-op handler starts minus the due
+   time that the system itself stored for the run (p50, p99, max in ms).
+
+Systems and how they are run (the configuration each one's docs recommend for
+throughput, no-op async handlers where the peer supports them):
+
+- ``pgqueuer``: ``QueueManager.run`` at its defaults (batch_size 10) on asyncpg, its
+  default driver (its psycopg driver holds the one connection while it waits for
+  notifications and drains ~25x slower);
+- ``pgqueuer-b100``: the same with ``batch_size=100``;
+- ``procrastinate``: ``App.run_worker_async(concurrency=10)``, psycopg connector,
+  defaults otherwise (listen/notify on, 5 s fetch polling);
+- ``tickwork``: the real ``tickwork.worker.Worker`` (claim batch 100, concurrency 100,
+  an async no-op task); in the lag phase the real ``Scheduler`` runs in the same
+  process (as under ``tickwork run``): one-off jobs are submitted for their due time and
+  the scheduler triggers each into a run on time;
+- ``tickwork-store``: no worker machinery, ``claim(limit=100)`` + ``complete_many`` in
+  a loop: the floor under what the worker costs (lag phase: same Scheduler, woken by
+  LISTEN/NOTIFY).
+
+Systems are interleaved (the order rotates per repeat) and each figure is the median of
+``--repeat`` repeats. ``--quick`` (N = 5,000, one repeat, 2 s of lag) finishes in under
+three minutes; the default is N = 20,000, three repeats, 5 s of lag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import PG_SERVER, fmt, fresh_database, machine, median, percentile, table
+
+SYSTEMS = ("pgqueuer", "pgqueuer-b100", "procrastinate", "tickwork", "tickwork-store")
+TICKWORK = "tickwork"
+NOOP = "noop"
+CLAIM_BATCH = 100
+"""Runs per claim (tickwork's default claim batch)."""
+TICKWORK_CONCURRENCY = 100
+"""Handlers in flight in tickwork's worker: the claim batch, as pgqueuer-b100 has 100
+picked jobs in flight (the default, 10, caps every claim at 10 runs)."""
+PROCRASTINATE_CONCURRENCY = 10
+BUCKET = 0.010
+"""Seconds: the lag phase's due times are spread over buckets this wide."""
+LEAD_MIN = 1.0
+"""Seconds: the first lag-phase run is due at least this long after enqueueing starts."""
+WORKER_GRACE = 60.0
+"""Seconds a worker process may take beyond the expected time before it is killed."""
+READY = "READY"
+
+
+# -- the worker process ---------------------------------------------------------------------
+
+
+class Recorder:
+    """Counts handler starts and the start lag of those with a due time."""
+
+    def __init__(self, expect: int, on_done: Callable[[], None]) -> None:
+        self.expect = expect
+        self.count = 0
+        self.lags_ms: list[float] = []
+        self._on_done = on_done
+        self._lock = threading.Lock()  # tickwork's handlers may run on several threads
+
+    def started(self, due: datetime | None) -> None:
+        now = time.time()
+        with self._lock:
+            self.count += 1
+            if due is not None:
+                self.lags_ms.append((now - due.timestamp()) * 1000.0)
+            finished = self.count == self.expect
+        if finished:
+            self._on_done()
+
+    def report(self, seconds: float, engine: str) -> dict[str, Any]:
+        return {
+            "handled": self.count,
+            "seconds": seconds,
+            "engine": engine,
+            "lag_p50_ms": percentile(self.lags_ms, 50),
+            "lag_p95_ms": percentile(self.lags_ms, 95),
+            "lag_p99_ms": percentile(self.lags_ms, 99),
+            "lag_max_ms": max(self.lags_ms, default=math.nan),
+        }
+
+
+def ready() -> None:
+    print(READY, flush=True)
+
+
+async def pgqueuer_worker(url: str, phase: str, expect: int, batch_size: int) -> dict[str, Any]:
+    import asyncpg
+    from pgqueuer.db import AsyncpgDriver
+    from pgqueuer.models import Job
+    from pgqueuer.qm import QueueManager
+    from pgqueuer.queries import Queries
+    from pgqueuer.types import QueueExecutionMode
+
+    conn = await asyncpg.connect(url)
+    qm = QueueManager(Queries(AsyncpgDriver(conn)))
+    done = asyncio.Event()
+    rec = Recorder(expect, done.set)
+
+    @qm.entrypoint(NOOP)
+    async def noop(job: Job) -> None:
+        rec.started(job.execute_after if phase == "lag" else None)
+
+    ready()
+    t0 = time.perf_counter()
+    if phase == "drain":
+        await qm.run(batch_size=batch_size, mode=QueueExecutionMode.drain)
+    else:
+        running = asyncio.create_task(qm.run(batch_size=batch_size))
+        await done.wait()
+        qm.shutdown.set()
+        await running
+    seconds = time.perf_counter() - t0
+    await conn.close()
+    return rec.report(seconds, f"pgqueuer QueueManager batch_size={batch_size}")
+
+
+async def procrastinate_worker(url: str, phase: str, expect: int) -> dict[str, Any]:
+    import procrastinate
+
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
+    done = asyncio.Event()
+    rec = Recorder(expect, done.set)
+
+    @app.task(name=NOOP, pass_context=True)
+    async def noop(context: procrastinate.JobContext) -> None:
+        assert context.job is not None
+        rec.started(context.job.scheduled_at if phase == "lag" else None)
+
+    options: dict[str, Any] = {
+        "concurrency": PROCRASTINATE_CONCURRENCY,
+        "install_signal_handlers": False,
+    }
+    async with app.open_async():
+        ready()
+        t0 = time.perf_counter()
+        if phase == "drain":
+            await app.run_worker_async(wait=False, **options)
+        else:
+            running = asyncio.create_task(app.run_worker_async(wait=True, **options))
+            await done.wait()
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+        seconds = time.perf_counter() - t0
+    engine = f"procrastinate run_worker_async concurrency={PROCRASTINATE_CONCURRENCY}"
+    return rec.report(seconds, engine)
+
+
+def tickwork_worker(url: str, phase: str, expect: int) -> dict[str, Any]:
+    """The real ``tickwork.worker.Worker`` with an async no-op task; in the lag phase the
+    real ``Scheduler`` runs in the same process (as under ``tickwork run``)."""
+    from tickwork.config import Config
+    from tickwork.scheduler import Scheduler
+    from tickwork.store.postgres import PostgresStore
+    from tickwork.worker import Registry, Task, Worker
+
+    done = threading.Event()
+    rec = Recorder(expect, done.set)
+
+    async def noop(ctx: Any) -> None:
+        rec.started(ctx.scheduled_for if phase == "lag" else None)
+
+    registry = Registry()
+    registry.add(Task(NOOP, noop))
+    config = Config(db_url=url, concurrency=TICKWORK_CONCURRENCY, claim_batch=CLAIM_BATCH)
+    store = PostgresStore(url)
+    scheduler = None
+    if phase == "lag":
+        scheduler = Scheduler(store, config)
+        scheduler.start()
+        while not scheduler.leading:
+            time.sleep(0.01)
+    worker = Worker(store, registry, config)
+    ready()
+    t0 = time.perf_counter()
+    worker.start()
+    done.wait()
+    worker.stop_gracefully()  # waits for the last handlers and writes every outcome
+    seconds = time.perf_counter() - t0
+    if scheduler is not None:
+        scheduler.stop()
+    store.close()
+    engine = (
+        f"tickwork Worker concurrency={TICKWORK_CONCURRENCY} claim_batch={CLAIM_BATCH}, async no-op"
+    )
+    return rec.report(seconds, engine + (", Scheduler in-process" if scheduler else ""))
+
+
+def tickwork_store_worker(url: str, phase: str, expect: int) -> dict[str, Any]:
+    """Store-level drain: ``claim`` + ``complete_many`` in a loop, no handler dispatch: the
+    floor under the worker's cost. Lag phase: Scheduler in-process, woken by NOTIFY."""
+    from tickwork.config import Config
+    from tickwork.scheduler import Scheduler
+    from tickwork.store.base import CHANNEL_RUNS, Completion
+    from tickwork.store.postgres import PostgresStore
+
+    store = PostgresStore(url)
+    done = threading.Event()
+    rec = Recorder(expect, done.set)
+    worker_id = f"bench-{os.getpid()}"
+    scheduler = None
+    listener = None
+    if phase == "lag":
+        scheduler = Scheduler(store, Config(db_url=url))
+        scheduler.start()
+        while not scheduler.leading:
+            time.sleep(0.01)
+        listener = store.listener([CHANNEL_RUNS])
+    ready()
+    t0 = time.perf_counter()
+    while not done.is_set():
+        runs = store.claim(worker_id, limit=CLAIM_BATCH)
+        if runs:
+            for run in runs:
+                rec.started(run.scheduled_for if phase == "lag" else None)
+            store.complete_many([Completion(r.id, r.fencing_token) for r in runs])
+        elif listener is None:
+            break  # drain: the queue was filled before we started, so empty means done
+        else:
+            listener.wait(1.0)
+    seconds = time.perf_counter() - t0
+    if listener is not None:
+        listener.close()
+    if scheduler is not None:
+        scheduler.stop()
+    store.close()
+    engine = f"store-level loop: claim(limit={CLAIM_BATCH}) + complete_many, no handlers"
+    return rec.report(seconds, engine + (", Scheduler in-process" if scheduler else ""))
+
+
+def quiet_logs() -> None:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    # It warns that an App defined in __main__ cannot be found by its CLI: not used here.
+    logging.getLogger("procrastinate").setLevel(logging.ERROR)
+
+
+def worker_main(system: str, url: str, phase: str, expect: int) -> None:
+    quiet_logs()
+    if system == "pgqueuer":
+        result = asyncio.run(pgqueuer_worker(url, phase, expect, batch_size=10))
+    elif system == "pgqueuer-b100":
+        result = asyncio.run(pgqueuer_worker(url, phase, expect, batch_size=100))
+    elif system == "procrastinate":
+        result = asyncio.run(procrastinate_worker(url, phase, expect))
+    elif system == "tickwork-store":
+        result = tickwork_store_worker(url, phase, expect)
+    else:
+        result = tickwork_worker(url, phase, expect)
+    print(json.dumps(result), flush=True)
+
+
+# -- enqueueing (the driving process) -------------------------------------------------------
+
+
+async def install(system: str, url: str) -> None:
+    if system.startswith("pgqueuer"):
+        import asyncpg
+        from pgqueuer.db import AsyncpgDriver
+        from pgqueuer.queries import Queries
+
+        conn = await asyncpg.connect(url)
+        try:
+            await Queries(AsyncpgDriver(conn)).install()
+        finally:
+            await conn.close()
+    elif system == "procrastinate":
+        app = _procrastinate_app(url)
+        async with app.open_async():
+            await app.schema_manager.apply_schema_async()
+    else:
+        from tickwork.store.postgres import PostgresStore
+
+        PostgresStore(url, migrate=True).close()
+
+
+def _procrastinate_app(url: str) -> Any:
+    import procrastinate
+
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
+    app.task(name=NOOP)(_never_called)
+    return app
+
+
+def _never_called() -> None:
+    raise AssertionError("the driving process never runs tasks")
+
+
+async def enqueue(system: str, url: str, dues: Sequence[float] | None, n: int) -> float:
+    """Enqueue ``n`` runs due now (``dues`` None) or at the given epoch seconds.
+
+    Returns the seconds it took. Due times come in buckets of equal times, so a bulk API
+    takes one call per bucket.
+    """
+    buckets = _buckets(dues) if dues is not None else [(None, n)]
+    t0 = time.perf_counter()
+    if system.startswith("pgqueuer"):
+        import asyncpg
+        from pgqueuer.db import AsyncpgDriver
+        from pgqueuer.queries import Queries
+
+        conn = await asyncpg.connect(url)
+        try:
+            queries = Queries(AsyncpgDriver(conn))
+            for start in range(0, n, 10_000):  # one statement per 10,000 rows
+                count = min(10_000, n - start)
+                after = None
+                if dues is not None:
+                    now = time.time()
+                    after = [timedelta(seconds=d - now) for d in dues[start : start + count]]
+                await queries.enqueue([NOOP] * count, [None] * count, [0] * count, after)
+        finally:
+            await conn.close()
+    elif system == "procrastinate":
+        app = _procrastinate_app(url)
+        async with app.open_async():
+            for due, count in buckets:
+                at = datetime.fromtimestamp(due, UTC) if due is not None else None
+                deferrer = app.configure_task(NOOP, schedule_at=at)
+                for start in range(0, count, 10_000):
+                    await deferrer.batch_defer_async(*[{}] * min(10_000, count - start))
+    else:
+        from tickwork.job import JobSpec
+        from tickwork.schedule import Once
+        from tickwork.store.postgres import PostgresStore
+
+        store = PostgresStore(url)
+        try:
+            for due, count in buckets:
+                schedule = (
+                    Once(delay=timedelta(0))
+                    if due is None
+                    else Once(at=datetime.fromtimestamp(due, UTC))
+                )
+                spec = JobSpec(task=NOOP, schedule=schedule)
+                for _ in range(count):
+                    store.submit(spec)  # no bulk submit in the Store contract yet
+        finally:
+            store.close()
+    return time.perf_counter() - t0
+
+
+def _buckets(dues: Sequence[float]) -> list[tuple[float | None, int]]:
+    out: list[tuple[float | None, int]] = []
+    for due in dues:
+        if out and out[-1][0] == due:
+            out[-1] = (due, out[-1][1] + 1)
+        else:
+            out.append((due, 1))
+    return out
+
+
+def lag_schedule(start: float, rate: float, seconds: float) -> list[float]:
+    """Due times (epoch seconds) for ``rate`` runs per second over ``seconds``, bucketed."""
+    total = round(rate * seconds)
+    return [start + math.floor(i / rate / BUCKET) * BUCKET for i in range(total)]
+
+
+# -- driving a worker process ---------------------------------------------------------------
+
+
+class WorkerProcess:
+    def __init__(self, system: str, url: str, phase: str, expect: int) -> None:
+        cmd = [sys.executable, __file__, "--worker", system, "--url", url, "--phase", phase]
+        self.proc = subprocess.Popen(
+            [*cmd, "--expect", str(expect)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def wait_ready(self) -> None:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().strip()
+        if line != READY:
+            self.proc.kill()
+            raise RuntimeError(f"worker did not start (said {line!r})")
+
+    def result(self, timeout: float) -> dict[str, Any]:
+        try:
+            out, _ = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            raise RuntimeError(f"worker did not finish within {timeout:.0f} s") from None
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"worker exited {self.proc.returncode}")
+        return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+@dataclass
+class Sample:
+    system: str
+    enqueue_per_s: float = math.nan
+    runs_per_s: float = math.nan
+    lag_p50_ms: float = math.nan
+    lag_p99_ms: float = math.nan
+    lag_max_ms: float = math.nan
+    engine: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+async def measure(system: str, server: str, runs: int, rate: float, lag_seconds: float) -> Sample:
+    sample = Sample(system)
+    family = system.split("-", maxsplit=1)[0]
+    with fresh_database(server, f"bench_{family}") as url:
+        await install(system, url)
+        seconds = await enqueue(system, url, None, runs)
+        sample.enqueue_per_s = runs / seconds
+
+        worker = WorkerProcess(system, url, "drain", runs)
+        worker.wait_ready()
+        drained = worker.result(timeout=WORKER_GRACE + runs / 100)
+        if drained["handled"] != runs:
+            sample.notes.append(f"drain handled {drained['handled']} of {runs}")
+        sample.runs_per_s = drained["handled"] / drained["seconds"]
+        sample.engine = drained["engine"]
+
+        if lag_seconds > 0:
+            dues_count = round(rate * lag_seconds)
+            worker = WorkerProcess(system, url, "lag", dues_count)
+            worker.wait_ready()
+            # Everything is enqueued before the first run is due, so the lag measures
+            # the worker's own timing, not the enqueue competing with it.
+            lead = LEAD_MIN + 1.5 * dues_count / sample.enqueue_per_s
+            dues = lag_schedule(time.time() + lead, rate, lag_seconds)
+            await enqueue(system, url, dues, dues_count)
+            late = time.time() - dues[0]
+            if late > 0:
+                sample.notes.append(f"lag enqueue ended {late * 1000:.0f} ms after first due")
+            lagged = worker.result(timeout=WORKER_GRACE + lead + lag_seconds)
+            sample.lag_p50_ms = lagged["lag_p50_ms"]
+            sample.lag_p99_ms = lagged["lag_p99_ms"]
+            sample.lag_max_ms = lagged["lag_max_ms"]
+    return sample
+
+
+# -- the report -----------------------------------------------------------------------------
+
+
+def summarise(samples: list[Sample], systems: Sequence[str]) -> dict[str, Sample]:
+    out: dict[str, Sample] = {}
+    for system in systems:
+        mine = [s for s in samples if s.system == system]
+        if not mine:
+            continue
+        out[system] = Sample(
+            system,
+            median([s.enqueue_per_s for s in mine]),
+            median([s.runs_per_s for s in mine]),
+            median([s.lag_p50_ms for s in mine]),
+            median([s.lag_p99_ms for s in mine]),
+            median([s.lag_max_ms for s in mine]),
+            mine[0].engine,
+            [n for s in mine for n in s.notes],
+        )
+    return out
+
+
+def report(summary: dict[str, Sample], args: argparse.Namespace) -> str:
+    header = ["system", "enqueue/s", "runs/s", "lag p50 ms", "lag p99 ms", "lag max ms"]
+    rows = [
+        [
+            s.system,
+            fmt(s.enqueue_per_s),
+            fmt(s.runs_per_s),
+            fmt(s.lag_p50_ms, 1),
+            fmt(s.lag_p99_ms, 1),
+            fmt(s.lag_max_ms, 1),
+        ]
+        for s in summary.values()
+    ]
+    lines = [
+        f"runs={args.runs} repeat={args.repeat} lag: {args.rate:g} due runs/s for "
+        f"{args.lag_seconds:g} s; median of {args.repeat} repeat(s)",
+        table(header, rows),
+        "",
+    ]
+    tick = summary.get(TICKWORK)
+    if tick is not None:
+        ratio_rows = []
+        for peer in summary.values():
+            if peer.system.startswith(TICKWORK):
+                continue
+            ratio_rows.append(
+                [
+                    f"tickwork / {peer.system}",
+                    fmt(tick.enqueue_per_s / peer.enqueue_per_s, 2),
+                    fmt(tick.runs_per_s / peer.runs_per_s, 2),
+                    fmt(tick.lag_p99_ms / peer.lag_p99_ms, 2),
+                ]
+            )
+        lines.append(table(["ratio", "enqueue/s", "runs/s", "lag p99 (lower: better)"], ratio_rows))
+        lines.append("")
+    for s in summary.values():
+        lines.append(f"{s.system}: {s.engine}")
+        for note in sorted(set(s.notes)):
+            lines.append(f"  note: {note}")
+    return "\n".join(lines)
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="5,000 runs, 1 repeat, 2 s of lag")
+    p.add_argument("--runs", type=int, help="runs to drain (default 20,000; quick 5,000)")
+    p.add_argument("--repeat", type=int, help="repeats, median reported (default 3; quick 1)")
+    p.add_argument("--rate", type=float, default=500.0, help="due runs/s in the lag phase")
+    p.add_argument("--lag-seconds", type=float, help="lag phase length (default 5; quick 2)")
+    p.add_argument("--only", help=f"comma-separated subset of {','.join(SYSTEMS)}")
+    p.add_argument("--pg", default=PG_SERVER, help="PostgreSQL server URL, no database")
+    p.add_argument("--json", type=Path, help="also write every sample to this file")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--url", help=argparse.SUPPRESS)
+    p.add_argument("--phase", help=argparse.SUPPRESS)
+    p.add_argument("--expect", type=int, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.runs is None:
+        args.runs = 5_000 if args.quick else 20_000
+    if args.repeat is None:
+        args.repeat = 1 if args.quick else 3
+    if args.lag_seconds is None:
+        args.lag_seconds = 2.0 if args.quick else 5.0
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    if args.worker:
+        worker_main(args.worker, args.url, args.phase, args.expect)
+        return 0
+    quiet_logs()
+    systems = args.only.split(",") if args.only else list(SYSTEMS)
+    unknown = set(systems) - set(SYSTEMS)
+    if unknown:
+        print(f"unknown systems: {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    print(machine(args.pg), flush=True)
+    started = time.perf_counter()
+    samples: list[Sample] = []
+    for k in range(args.repeat):
+        order = systems[k % len(systems) :] + systems[: k % len(systems)]
+        for system in order:
+            t = time.perf_counter()
+            sample = asyncio.run(measure(system, args.pg, args.runs, args.rate, args.lag_seconds))
+            samples.append(sample)
+            print(
+                f"  [{k + 1}/{args.repeat}] {system}: {fmt(sample.runs_per_s)} runs/s, "
+                f"lag p99 {fmt(sample.lag_p99_ms, 1)} ms ({time.perf_counter() - t:.0f} s)",
+                flush=True,
+            )
+    print()
+    print(report(summarise(samples, systems), args))
+    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+    if args.json:
+        args.json.write_text(json.dumps([s.__dict__ for s in samples], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""Trigger throughput: slots turned into queued runs per second by the PostgreSQL store.
+
+    python benchmarks/trigger.py [--jobs 100000] [--batch 1000] [--repeat 1]
+
+In a fresh database, ``--jobs`` recurring jobs (interval 60 s, each with its own anchor,
+misfire ``once``) are bulk-loaded due one second ago; this process takes the leader
+lease and calls ``store.trigger(epoch, limit=--batch)`` until a call finds nothing due.
+Printed: slots/s (runs created over the whole loop), per-call p50/p99/max in ms, and a
+check that every job got exactly one run and moved to its next slot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import psycopg
+from bulk_load import load_due_jobs
+from harness import PG_SERVER, fmt, fresh_database, machine, median, percentile, table
+
+from tickwork.store.postgres import PostgresStore
+
+LEASE = timedelta(minutes=10)
+
+
+def run_once(server: str, jobs: int, batch: int) -> dict[str, float]:
+    with fresh_database(server, "bench_trigger") as url:
+        store = PostgresStore(url, migrate=True)
+        try:
+            load_due_jobs(url, jobs)
+            lease = store.acquire_leadership("bench", LEASE)
+            assert lease is not None
+            calls: list[float] = []
+            created = 0
+            t0 = time.perf_counter()
+            while True:
+                t = time.perf_counter()
+                result = store.trigger(lease.epoch, limit=batch)
+                calls.append((time.perf_counter() - t) * 1000)
+                created += len(result.runs)
+                if not result.batch_full:
+                    break
+            seconds = time.perf_counter() - t0
+        finally:
+            store.close()
+        with psycopg.connect(url) as conn:
+            row = conn.execute(
+                "SELECT (SELECT count(*) FROM tickwork_runs), "
+                "(SELECT count(DISTINCT job_id) FROM tickwork_runs), "
+                "(SELECT count(*) FROM tickwork_jobs WHERE next_run_at <= now())"
+            ).fetchone()
+        assert row is not None
+        if (row[0], row[1], row[2]) != (jobs, jobs, 0):
+            raise RuntimeError(f"expected {jobs} runs, one per job, none due; got {row}")
+    return {
+        "slots_per_s": created / seconds,
+        "seconds": seconds,
+        "calls": len(calls),
+        "p50": percentile(calls, 50),
+        "p99": percentile(calls, 99),
+        "max": max(calls),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--jobs", type=int, default=100_000, help="due recurring jobs")
+    p.add_argument("--batch", type=int, default=1000, help="trigger(limit=...)")
+    p.add_argument("--repeat", type=int, default=1, help="repeats, median reported")
+    p.add_argument("--pg", default=PG_SERVER, help="PostgreSQL server URL, no database")
+    args = p.parse_args(argv)
+    print(machine(args.pg), flush=True)
+    results = []
+    for k in range(args.repeat):
+        r = run_once(args.pg, args.jobs, args.batch)
+        results.append(r)
+        print(f"  [{k + 1}/{args.repeat}] {fmt(r['slots_per_s'])} slots/s", flush=True)
+    header = ["jobs", "batch", "calls", "seconds", "slots/s", "call p50 ms", "p99 ms", "max ms"]
+    row = [
+        f"{args.jobs:,}",
+        str(args.batch),
+        fmt(median([r["calls"] for r in results])),
+        fmt(median([r["seconds"] for r in results]), 2),
+        fmt(median([r["slots_per_s"] for r in results])),
+        fmt(median([r["p50"] for r in results]), 1),
+        fmt(median([r["p99"] for r in results]), 1),
+        fmt(median([r["max"] for r in results]), 1),
+    ]
+    what = f"store.trigger(epoch, limit={args.batch}) until nothing is due"
+    print(f"\n{what}; median of {args.repeat}")
+    print(table(header, [row]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
