@@ -66,6 +66,19 @@ def trigger_all(store: Store, cmd: dict[str, Any]) -> dict[str, Any]:
     return {"runs": runs, "error": error}
 
 
+def rescue_all(store: Store, cmd: dict[str, Any]) -> dict[str, Any]:
+    """Rescue in batches until a call rescues nothing; report the run ids rescued."""
+    requeued: list[int] = []
+    dead: list[int] = []
+    while True:
+        result = store.rescue(limit=cmd["limit"], now=_now(cmd))
+        if not result.requeued and not result.dead:
+            break
+        requeued.extend(result.requeued)
+        dead.extend(result.dead)
+    return {"requeued": requeued, "dead": dead}
+
+
 def acquire(store: Store, cmd: dict[str, Any]) -> dict[str, Any]:
     lease = store.acquire_leadership(cmd["node"], timedelta(seconds=cmd["ttl"]), now=_now(cmd))
     return {"epoch": lease.epoch if lease is not None else None}
@@ -121,6 +134,7 @@ def skewed(store: Store, cmd: dict[str, Any]) -> dict[str, Any]:
 OPS: dict[str, Op] = {
     "claim_all": claim_all,
     "trigger_all": trigger_all,
+    "rescue_all": rescue_all,
     "acquire": acquire,
     "submit_idempotent": submit_idempotent,
     "migrate": migrate,

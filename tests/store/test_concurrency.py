@@ -121,3 +121,27 @@ def test_threads_sharing_one_store_claim_every_run_exactly_once(
     counts = Counter(claimed)
     assert {run_id: n for run_id, n in counts.items() if n > 1} == {}
     assert set(counts) == expected
+
+
+def test_concurrent_rescuers_never_rescue_a_run_twice(
+    store: Store, store_url: str, children: Children
+) -> None:
+    expected = enqueue(store)
+    now = store.now()
+    lease = timedelta(seconds=10)
+    held = []
+    while batch := store.claim("doomed", limit=500, lease=lease, now=now):
+        held.extend(batch)
+    assert {run.id for run in held} == expected
+    later = now + lease + timedelta(seconds=1)
+    results = children(
+        [
+            {"op": "rescue_all", "url": store_url, "limit": 50, "now": later.isoformat()}
+            for _ in range(3)
+        ]
+    )
+    rescued = Counter(run_id for r in results for run_id in r["requeued"] + r["dead"])
+    assert {run_id: n for run_id, n in rescued.items() if n > 1} == {}
+    assert set(rescued) == expected
+    runs = all_runs(store)
+    assert {(run.state, run.attempt) for run in runs} == {(RunState.QUEUED, 2)}

@@ -406,6 +406,7 @@ def test_discard_makes_the_run_dead_at_once(store: Store, t0: datetime) -> None:
     assert dead.attempt == 1
     assert dead.error == "bad input"
     assert dead.finished_at == t0 + timedelta(seconds=2)
+    assert dead.result == {"why": "schema"}
     assert store.get_run(held.id) == dead
 
 
@@ -469,6 +470,8 @@ def test_release_requeues_without_spending_an_attempt(store: Store, t0: datetime
     assert released.state is RunState.QUEUED
     assert released.attempt == held.attempt
     assert released.run_at == t0 + timedelta(seconds=3)
+    with pytest.raises(LeaseLost):
+        store.heartbeat(held.id, held.fencing_token, now=t0 + timedelta(seconds=3))
     again = claim_one(store, t0 + timedelta(seconds=3))
     assert (again.id, again.attempt) == (run.id, held.attempt)
     assert again.fencing_token == held.fencing_token + 1
@@ -630,3 +633,21 @@ def test_prune_deletes_slot_ledger_entries_as_old(store: Store, t0: datetime) ->
     assert [s.fate for s in store.slot_skips(job.id)] == [SlotFate.MISFIRE]
     store.prune(timedelta(hours=1), now=t0)
     assert store.slot_skips(job.id) == []
+
+
+def test_times_keep_their_microseconds(store: Store, t0: datetime) -> None:
+    at = t0 - timedelta(microseconds=654321)
+    run = queued(store, at)
+    assert store.get_run(run.id).run_at == at
+    held = claim_one(store, t0, lease=timedelta(seconds=7, microseconds=1))
+    assert held.lease_expires_at == t0 + timedelta(seconds=7, microseconds=1)
+    failed = store.fail(
+        held.id,
+        held.fencing_token,
+        "x",
+        retry_after=timedelta(seconds=2, microseconds=123457),
+        now=t0,
+    )
+    assert failed.run_at == t0 + timedelta(seconds=2, microseconds=123457)
+    assert store.claim("w", limit=1, now=failed.run_at - timedelta(microseconds=1)) == []
+    assert claim_one(store, failed.run_at).id == run.id

@@ -439,3 +439,17 @@ def test_overlap_replace_keeps_only_the_last_of_several_due_slots(
     assert skip_rows(store.slot_skips(job.id)) == [
         (SlotFate.REPLACED, anchor + timedelta(seconds=60), anchor + timedelta(seconds=120), 2)
     ]
+
+
+def test_slot_ledger_lists_newest_first(store: Store, t0: datetime) -> None:
+    job_id, a = outage_job(store, t0, misfire=MisfirePolicy.SKIP)
+    epoch = lead(store, t0)
+    store.trigger(epoch, now=t0 + timedelta(seconds=5))  # misfire: A+60 ... A+540
+    store.pause_job(job_id, now=t0 + timedelta(seconds=6))
+    store.resume_job(job_id, now=t0 + timedelta(seconds=130))  # paused: t0+60, t0+120
+    skips = store.slot_skips(job_id)
+    assert [(s.fate, s.first_slot, s.count) for s in skips] == [
+        (SlotFate.PAUSED, t0 + timedelta(seconds=60), 2),
+        (SlotFate.MISFIRE, a + timedelta(seconds=60), 9),
+    ]
+    assert [s.fate for s in store.slot_skips(job_id, limit=1)] == [SlotFate.PAUSED]
