@@ -37,6 +37,10 @@ def every(seconds: float, anchor: datetime | None = None, **fields: Any) -> JobS
     return JobSpec(schedule=Interval(timedelta(seconds=seconds), anchor=anchor), **fields)
 
 
+def skip_rows(skips: list[Any]) -> list[tuple[Any, ...]]:
+    return sorted((s.fate, s.first_slot, s.last_slot, s.count) for s in skips)
+
+
 def lead(store: Store, now: datetime) -> int:
     lease = store.acquire_leadership("test-leader", timedelta(days=30), now=now)
     assert lease is not None
@@ -500,6 +504,29 @@ def test_resume_records_slots_that_fell_while_paused_and_does_not_run_them(
     # Nothing due until the next slot.
     result = store.trigger(lead(store, t0), now=t0 + timedelta(seconds=331))
     assert result.runs == []
+
+
+def test_resume_records_a_one_off_slot_that_fell_while_paused_and_does_not_run_it(
+    store: Store, t0: datetime
+) -> None:
+    # The contract makes no exception for one-off jobs: their one slot fell while paused.
+    at = t0 + timedelta(seconds=30)
+    job = store.submit(one_off(at), now=t0).job
+    store.pause_job(job.id, now=t0 + timedelta(seconds=1))
+    resumed = store.resume_job(job.id, now=t0 + timedelta(minutes=5))
+    assert skip_rows(store.slot_skips(job.id)) == [(SlotFate.PAUSED, at, at, 1)]
+    assert resumed.next_run_at is None
+    assert resumed.state is JobState.COMPLETED
+    assert store.trigger(lead(store, t0), now=t0 + timedelta(minutes=6)).runs == []
+
+
+def test_resume_before_any_slot_fell_records_nothing(store: Store, t0: datetime) -> None:
+    job = store.submit(every(60, anchor=t0), now=t0).job
+    store.pause_job(job.id, now=t0 + timedelta(seconds=10))
+    resumed = store.resume_job(job.id, now=t0 + timedelta(seconds=20))
+    assert resumed.next_run_at == t0 + timedelta(seconds=60)
+    assert resumed.state is JobState.ACTIVE
+    assert store.slot_skips(job.id) == []
 
 
 def test_resuming_an_active_job_returns_it_unchanged(store: Store, t0: datetime) -> None:

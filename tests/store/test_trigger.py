@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -19,7 +19,7 @@ from tickwork.job import (
     OverlapPolicy,
     RunState,
 )
-from tickwork.schedule import Interval, Once
+from tickwork.schedule import Cron, Interval, Once
 from tickwork.store import Store, open_store
 from tickwork.store.base import LeaseStatus, SlotFate
 
@@ -453,3 +453,39 @@ def test_slot_ledger_lists_newest_first(store: Store, t0: datetime) -> None:
         (SlotFate.MISFIRE, a + timedelta(seconds=60), 9),
     ]
     assert [s.fate for s in store.slot_skips(job_id, limit=1)] == [SlotFate.PAUSED]
+
+
+def test_cron_job_moves_to_its_next_fire_time_across_a_dst_change(store: Store) -> None:
+    # 09:00 in Berlin is 08:00 UTC in winter (CET) and 07:00 UTC in summer (CEST);
+    # the clocks go forward on 2030-03-31.
+    created = datetime(2030, 3, 29, 12, 0, tzinfo=UTC)
+    spec = JobSpec(task="t", schedule=Cron("0 9 * * *", tz="Europe/Berlin"))
+    job = store.submit(spec, now=created).job
+    assert job.next_run_at == datetime(2030, 3, 30, 8, 0, tzinfo=UTC)
+    epoch = lead(store, created)
+
+    first = store.trigger(epoch, now=datetime(2030, 3, 30, 8, 0, 1, tzinfo=UTC))
+    assert [r.scheduled_for for r in first.runs] == [datetime(2030, 3, 30, 8, 0, tzinfo=UTC)]
+    assert store.get_job(job.id).next_run_at == datetime(2030, 3, 31, 7, 0, tzinfo=UTC)
+
+    second = store.trigger(epoch, now=datetime(2030, 3, 31, 7, 0, 1, tzinfo=UTC))
+    assert [r.scheduled_for for r in second.runs] == [datetime(2030, 3, 31, 7, 0, tzinfo=UTC)]
+    assert store.get_job(job.id).next_run_at == datetime(2030, 4, 1, 7, 0, tzinfo=UTC)
+
+
+def test_late_one_off_job_with_misfire_skip_completes_without_a_run(
+    store: Store, t0: datetime
+) -> None:
+    at = t0 + timedelta(seconds=10)
+    spec = JobSpec(
+        task="t",
+        schedule=Once(at=at),
+        misfire=MisfirePolicy.SKIP,
+        misfire_grace=timedelta(seconds=30),
+    )
+    job = store.submit(spec, now=t0).job
+    result = store.trigger(lead(store, t0), now=at + timedelta(minutes=5))
+    assert result.runs == []
+    assert skip_rows(store.slot_skips(job.id)) == [(SlotFate.MISFIRE, at, at, 1)]
+    after = store.get_job(job.id)
+    assert (after.state, after.next_run_at) == (JobState.COMPLETED, None)
