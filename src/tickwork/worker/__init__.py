@@ -304,7 +304,12 @@ class Worker(Service):
         deadline = self.clock.monotonic() + run.timeout.total_seconds() if run.timeout else None
         attempt = Attempt(run, task, ctx, deadline)
         with self._held_lock:
+            stale = self._held.get(run.id)
             self._held[run.id] = attempt
+        if stale is not None:
+            # This worker stalled past its lease and then claimed the same run again: the
+            # new claim proves the old lease was taken over.
+            self._abandon(stale, LeaseStatus.LOST)
         log.debug(
             "run %d (%s) claimed, attempt %d/%d", run.id, run.task, run.attempt, run.max_attempts
         )
@@ -319,8 +324,7 @@ class Worker(Service):
     def _on_outcome(self, attempt: Attempt, outcome: Outcome) -> None:
         run = attempt.run
         if outcome.succeeded:
-            log.info("run %d (%s) succeeded", run.id, run.task)
-            self.reporter.complete(attempt, outcome.result)
+            self.reporter.complete(attempt, outcome.result)  # logged once the store took it
             return
         first_line = (outcome.error or "").partition("\n")[0]
         last = outcome.discard or run.attempt >= run.max_attempts
@@ -354,26 +358,31 @@ class Worker(Service):
                 continue
             with self._held_lock:
                 attempt = self._held.get(run_id)
-            if attempt is None or not attempt.settle(AttemptState.ABANDONED):
-                continue  # already decided; a pending write will be rejected and logged
-            self.executor.interrupt(attempt)
-            with self._held_lock:
-                self._held.pop(run_id, None)
-            if status is LeaseStatus.CANCELLED:
-                log.warning(
-                    "run %d (%s): cancelled; handler stopped, nothing reported",
-                    run_id,
-                    attempt.run.task,
-                )
-            else:
-                log.warning(
-                    "run %d (%s): heartbeat rejected: its lease was taken over (fencing "
-                    "token %d is stale); handler stopped, nothing reported",
-                    run_id,
-                    attempt.run.task,
-                    attempt.run.fencing_token,
-                )
-            self._wakeup.set()
+            if attempt is not None:
+                self._abandon(attempt, status)
+
+    def _abandon(self, attempt: Attempt, status: LeaseStatus) -> None:
+        """Stop a handler whose lease is gone; report nothing for it."""
+        if not attempt.settle(AttemptState.ABANDONED):
+            return  # already decided; a pending write will be rejected and logged
+        self.executor.interrupt(attempt)
+        run = attempt.run
+        with self._held_lock:
+            if self._held.get(run.id) is attempt:
+                del self._held[run.id]
+        if status is LeaseStatus.CANCELLED:
+            log.warning(
+                "run %d (%s): cancelled; handler stopped, nothing reported", run.id, run.task
+            )
+        else:
+            log.warning(
+                "run %d (%s): lease rejected: it was taken over (fencing token %d is stale); "
+                "handler stopped, nothing reported",
+                run.id,
+                run.task,
+                run.fencing_token,
+            )
+        self._wakeup.set()
 
     def _running(self) -> list[Attempt]:
         with self._held_lock:

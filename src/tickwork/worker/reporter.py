@@ -131,9 +131,11 @@ class Reporter(Service):
                 left.extend(chunk)
                 continue
             for r in chunk:
-                if r.attempt.run.id in rejected:
+                if r.attempt.run.id not in rejected:
+                    log.info("run %d (%s) succeeded", r.attempt.run.id, r.attempt.run.task)
+                else:
                     log.warning(
-                        "run %d: completion rejected: its lease was taken over (fencing token "
+                        "run %d: completion rejected: the lease was taken over (fencing token "
                         "%d is stale); this result is not recorded",
                         r.attempt.run.id,
                         r.attempt.run.fencing_token,
@@ -161,7 +163,7 @@ class Reporter(Service):
                 )
         except FencingError:
             log.warning(
-                "run %d: %s rejected: its lease was taken over (fencing token %d is stale)",
+                "run %d: %s rejected: the lease was taken over (fencing token %d is stale)",
                 run.id,
                 r.kind,
                 run.fencing_token,

@@ -1,0 +1,42 @@
+"""The app the worker fault tests run (``tickwork worker --app worker_fault_app``).
+
+Every execution of ``work`` appends a ``start`` and, if it gets that far, an ``end`` line
+(JSON) to the file named by ``TICKWORK_TEST_RECORD``, with the run id, attempt, fencing
+token and pid, so a duplicate or cut execution is visible. Small ``O_APPEND`` writes from
+several processes do not interleave.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from tickwork.app import App, Context
+
+app = App()
+
+
+def record(event: str, ctx: Context) -> None:
+    line = {
+        "event": event,
+        "run": ctx.run_id,
+        "attempt": ctx.attempt,
+        "token": ctx.fencing_token,
+        "pid": os.getpid(),
+    }
+    fd = os.open(os.environ["TICKWORK_TEST_RECORD"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, (json.dumps(line) + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+@app.task
+def work(ctx: Context, seconds: float = 0.0) -> dict[str, Any]:
+    """Sleeps without polling ``ctx.cancelled``: a plain handler that cannot be stopped."""
+    record("start", ctx)
+    time.sleep(seconds)
+    record("end", ctx)
+    return {"pid": os.getpid(), "token": ctx.fencing_token}

@@ -1,0 +1,249 @@
+"""Leases in process: heartbeats keep a long run's lease; a cancelled run or a lost lease
+stops the handler and nothing is reported; a late completion is rejected by its token."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from worker_support import (
+    CountingStore,
+    eventually,
+    finished,
+    in_state,
+    make_app,
+    only_run,
+    running,
+)
+
+from tickwork.app import App, Context
+from tickwork.config import Config
+from tickwork.job import RunState
+from tickwork.store import Store
+from tickwork.worker import Worker
+
+
+@pytest.fixture
+def app(store: Store) -> Iterator[App]:
+    application = make_app(store)
+    yield application
+    application.close()
+
+
+def far_future(store: Store) -> Any:
+    """A store time at which every lease taken now has expired."""
+    return store.now() + timedelta(hours=1)
+
+
+def test_heartbeats_keep_a_run_longer_than_its_lease_from_being_rescued(
+    app: App, store: Store
+) -> None:
+    done = threading.Event()
+
+    @app.task
+    def long(ctx: Context) -> int:
+        done.wait(10)
+        return ctx.attempt
+
+    job = app.submit(long)
+    worker = app.worker(run_lease=timedelta(milliseconds=600))
+    with running(worker):
+        run = in_state(store, job, RunState.RUNNING)
+        deadline = time.monotonic() + 1.5  # more than two leases
+        while time.monotonic() < deadline:
+            assert store.rescue().requeued == []  # what the leader's reaper does
+            time.sleep(0.05)
+        assert store.get_run(run.id).lease_expires_at is not None
+        done.set()
+        run = finished(store, job)
+
+    assert run.state is RunState.SUCCEEDED
+    assert run.attempt == 1
+
+
+def test_one_heartbeat_call_extends_every_lease(app: App, store: Store) -> None:
+    gate = threading.Event()
+
+    @app.task
+    def wait(ctx: Context) -> None:
+        gate.wait(10)
+
+    jobs = [app.submit(wait) for _ in range(5)]
+    counting = CountingStore(app.store)
+    worker = Worker(counting, app.registry, app.config)  # type: ignore[arg-type]
+    with running(worker):
+        eventually(lambda: len(worker.held) == 5)
+        eventually(lambda: any(len(a[0]) == 5 for a in counting.args.get("heartbeat_many", [])))
+        gate.set()
+        for job in jobs:
+            finished(store, job)
+
+    assert counting.calls["heartbeat"] == 0
+    assert all(len(args[0]) <= 5 for args in counting.args["heartbeat_many"])
+
+
+def test_a_cancelled_run_stops_its_sync_handler_and_reports_nothing(
+    app: App, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="tickwork")
+    noticed = threading.Event()
+
+    @app.task
+    def polling(ctx: Context) -> str:
+        if ctx.cancelled.wait(10):
+            noticed.set()
+        return "finished anyway"
+
+    job = app.submit(polling)
+    with running(app.worker()):
+        run = in_state(store, job, RunState.RUNNING)
+        store.cancel_run(run.id)
+        eventually(noticed.is_set)
+        eventually(lambda: "cancelled; handler stopped" in caplog.text)
+
+    after = store.get_run(run.id)
+    assert after.state is RunState.CANCELLED
+    assert after.result is None
+
+
+def test_a_cancelled_run_cancels_its_async_handler(app: App, store: Store) -> None:
+    cancelled = threading.Event()
+
+    @app.task
+    async def sleeper(ctx: Context) -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    job = app.submit(sleeper)
+    worker = app.worker()
+    with running(worker):
+        run = in_state(store, job, RunState.RUNNING)
+        store.cancel_run(run.id)
+        eventually(cancelled.is_set)
+        eventually(lambda: worker.held == [])
+
+    assert store.get_run(run.id).state is RunState.CANCELLED
+
+
+def test_a_lease_lost_while_stalled_stops_the_handler_and_the_next_attempt_decides(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="tickwork")
+    app = make_app(store, run_lease=timedelta(milliseconds=500))
+    first_stopped = threading.Event()
+
+    @app.task
+    def stalls_once(ctx: Context) -> int:
+        if ctx.attempt == 1 and ctx.cancelled.wait(10):
+            first_stopped.set()
+            return -1  # never reported: the lease is gone
+        return ctx.attempt
+
+    job = app.submit(stalls_once)
+    worker = app.worker()
+    try:
+        with running(worker):
+            run = in_state(store, job, RunState.RUNNING)
+            worker.heartbeat.stop()  # a stall: the lease runs out
+            eventually(lambda: store.rescue().requeued == [run.id])
+            final = finished(store, job)  # attempt 2, claimed by this same worker
+            eventually(first_stopped.is_set)
+    finally:
+        app.close()
+
+    assert final.state is RunState.SUCCEEDED
+    assert final.result == {"value": 2}
+    assert "lease rejected: it was taken over" in caplog.text
+
+
+def test_a_heartbeat_that_finds_the_lease_lost_stops_the_handler(
+    app: App, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="tickwork")
+    stopped = threading.Event()
+
+    @app.task
+    def long(ctx: Context) -> str:
+        if ctx.cancelled.wait(10):
+            stopped.set()
+        return "never reported"
+
+    job = app.submit(long)
+    worker = app.worker()
+    with running(worker):
+        run = in_state(store, job, RunState.RUNNING)
+        assert store.rescue(now=far_future(store)).requeued == [run.id]
+        eventually(stopped.is_set)
+        eventually(lambda: worker.held == [])
+
+    after = store.get_run(run.id)
+    assert after.state is RunState.QUEUED
+    assert after.attempt == 2
+    assert after.result is None
+    assert "lease rejected: it was taken over (fencing token 1 is stale)" in caplog.text
+
+
+def test_a_completion_after_the_lease_was_taken_over_is_rejected_and_logged(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="tickwork")
+    # A heartbeat too rare to notice the loss first: the completion itself is fenced out.
+    app = make_app(store, run_lease=timedelta(seconds=30), run_heartbeat=timedelta(seconds=20))
+    gate = threading.Event()
+
+    @app.task
+    def zombie(ctx: Context) -> str:
+        gate.wait(10)
+        return f"attempt {ctx.attempt}"
+
+    job = app.submit(zombie)
+    try:
+        with running(app.worker()):
+            run = in_state(store, job, RunState.RUNNING)
+            later = far_future(store)
+            store.rescue(now=later)
+            (taken,) = store.claim("other-worker", limit=1, lease=timedelta(hours=2), now=later)
+            assert taken.id == run.id
+            gate.set()
+            eventually(lambda: "completion rejected" in caplog.text)
+        store.complete(taken.id, taken.fencing_token, result={"by": "other-worker"})
+    finally:
+        app.close()
+
+    final = only_run(store, job)
+    assert final.state is RunState.SUCCEEDED
+    assert final.result == {"by": "other-worker"}
+
+
+def test_claims_never_exceed_free_capacity(store: Store) -> None:
+    app = make_app(store, concurrency=2, claim_batch=100)
+    gate = threading.Event()
+
+    @app.task
+    def hold(ctx: Context) -> None:
+        gate.wait(10)
+
+    for _ in range(5):
+        app.submit(hold)
+    counting = CountingStore(app.store)
+    config: Config = app.config
+    worker = Worker(counting, app.registry, config)  # type: ignore[arg-type]
+    try:
+        with running(worker):
+            eventually(lambda: len(worker.held) == 2)
+            time.sleep(0.2)  # give a wrong worker the chance to over-claim
+            assert len(worker.held) == 2
+            assert len(store.list_runs(state=RunState.RUNNING).items) == 2
+            gate.set()
+            eventually(lambda: len(store.list_runs(state=RunState.SUCCEEDED).items) == 5)
+    finally:
+        app.close()

@@ -1,0 +1,164 @@
+"""Stopping a worker: running handlers finish within the grace, or are released without
+spending an attempt; no new claims once stopping; completions are written in batches."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from worker_support import CountingStore, eventually, finished, in_state, make_app, only_run
+
+from tickwork.app import App, Context
+from tickwork.job import RunState
+from tickwork.store import Store
+from tickwork.worker import Worker
+
+
+@pytest.fixture
+def app(store: Store) -> Iterator[App]:
+    application = make_app(store)
+    yield application
+    application.close()
+
+
+def test_a_graceful_stop_lets_a_running_handler_finish_within_the_grace(
+    app: App, store: Store
+) -> None:
+    started = threading.Event()
+    finish = threading.Event()
+
+    @app.task
+    def slow(ctx: Context) -> str:
+        started.set()
+        finish.wait(10)
+        return "done"
+
+    job = app.submit(slow)
+    worker = app.worker()
+    worker.start()
+    try:
+        eventually(started.is_set)
+        threading.Timer(0.2, finish.set).start()
+        worker.stop_gracefully(timedelta(seconds=10))
+    finally:
+        worker.stop()
+
+    run = only_run(store, job)
+    assert run.state is RunState.SUCCEEDED
+    assert run.result == {"value": "done"}
+
+
+def test_a_handler_still_running_when_the_grace_ends_is_released_without_spending_an_attempt(
+    app: App, store: Store
+) -> None:
+    started = threading.Event()
+    stopped = threading.Event()
+
+    @app.task
+    def endless(ctx: Context) -> None:
+        started.set()
+        if ctx.cancelled.wait(10):
+            stopped.set()
+
+    job = app.submit(endless)
+    worker = app.worker()
+    worker.start()
+    try:
+        eventually(started.is_set)
+        worker.stop_gracefully(timedelta(milliseconds=100))
+    finally:
+        worker.stop()
+
+    assert stopped.is_set()
+    run = only_run(store, job)
+    assert run.state is RunState.QUEUED
+    assert run.attempt == 1
+    assert run.worker is None or run.lease_expires_at is None
+
+
+def test_hurry_cuts_the_grace_short(app: App, store: Store) -> None:
+    started = threading.Event()
+
+    @app.task
+    def endless(ctx: Context) -> None:
+        started.set()
+        ctx.cancelled.wait(30)
+
+    job = app.submit(endless)
+    worker = app.worker()
+    worker.start()
+    try:
+        eventually(started.is_set)
+        threading.Timer(0.1, worker.hurry).start()
+        worker.stop_gracefully(timedelta(seconds=60))  # returns long before the grace
+    finally:
+        worker.stop()
+
+    assert only_run(store, job).state is RunState.QUEUED
+
+
+def test_a_stopping_worker_claims_nothing_new(app: App, store: Store) -> None:
+    started = threading.Event()
+    finish = threading.Event()
+
+    @app.task
+    def first(ctx: Context) -> None:
+        started.set()
+        finish.wait(10)
+
+    @app.task
+    def second(ctx: Context) -> None:
+        pass
+
+    job = app.submit(first)
+    worker = app.worker()
+    worker.start()
+    try:
+        eventually(started.is_set)
+        stopper = threading.Thread(target=worker.stop_gracefully, args=(timedelta(seconds=10),))
+        stopper.start()
+        eventually(lambda: not worker.running)  # the claim loop has ended
+        later = app.submit(second)
+        finish.set()
+        stopper.join(10)
+        assert finished(store, job).state is RunState.SUCCEEDED
+    finally:
+        worker.stop()
+
+    assert only_run(store, later).state is RunState.QUEUED
+
+
+def test_stop_is_idempotent_and_safe_before_start(app: App) -> None:
+    worker = app.worker()
+    worker.stop()
+    worker.stop()
+    worker.stop_gracefully()
+
+
+def test_completions_are_written_in_batches(store: Store) -> None:
+    app = make_app(store, concurrency=50)
+    gate = threading.Event()
+
+    @app.task
+    def quick(ctx: Context) -> int:
+        gate.wait(10)
+        return ctx.run_id
+
+    jobs = [app.submit(quick) for _ in range(100)]
+    counting = CountingStore(app.store)
+    worker = Worker(counting, app.registry, app.config)  # type: ignore[arg-type]
+    worker.start()
+    try:
+        eventually(lambda: len(worker.held) == 50)
+        gate.set()  # fifty results at once
+        for job in jobs:
+            in_state(store, job, RunState.SUCCEEDED)
+    finally:
+        worker.stop()
+        app.close()
+
+    assert counting.calls["complete"] == 0
+    assert counting.calls["complete_many"] < len(jobs)
+    assert sum(len(args[0]) for args in counting.args["complete_many"]) == len(jobs)
