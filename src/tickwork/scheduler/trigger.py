@@ -5,7 +5,8 @@ What it does, how often
 While this node leads, it calls ``store.trigger(epoch)`` in batches of ``trigger_batch``
 jobs, again at once while a batch came back full, then sleeps until the earliest
 ``next_run_at`` of any job: an exact timer, not a tick, so a run is queued within
-milliseconds of its slot. It wakes up earlier when:
+milliseconds of its slot (when that timer runs out it triggers straight away, without
+re-reading the due time). It wakes up earlier when:
 
 - a job is submitted or changed: a listener thread waits on ``CHANNEL_JOBS`` and wakes
   the loop. With the ``listen_notify`` capability (PostgreSQL) that covers every process
@@ -46,6 +47,9 @@ LISTEN_SLICE = timedelta(milliseconds=250)
 """The listener thread checks for a stop this often (it blocks on the database between)."""
 ERROR_BACKOFF = timedelta(seconds=1)
 """After a store error, the loops wait this long before trying again."""
+STALL_BACKOFF = timedelta(milliseconds=1)
+"""First retry delay when a job is due but a trigger advanced nothing; doubles each time,
+up to ``poll_interval``."""
 MAX_BATCHES = 100
 """Full batches triggered back to back before the loop yields (re-checks stop, leadership)."""
 
@@ -70,6 +74,7 @@ class Trigger(Service):
         self.clock = clock
         self._wakeup = threading.Event()
         self._notified = LISTEN_NOTIFY in store.capabilities
+        self._stalls = 0
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -81,12 +86,14 @@ class Trigger(Service):
         listener_thread.start()
         self.started.set()
         try:
+            on_time = False
             while not self.stopping.is_set():
                 # Cleared before the work, so a wake-up during it is not lost.
                 self._wakeup.clear()
-                timeout = self._cycle()
-                if timeout > 0:
-                    self._wakeup.wait(timeout)
+                timeout, until_due = self._cycle(on_time)
+                woken = self._wakeup.wait(timeout) if timeout > 0 else False
+                # The timer ran out at a due time we know of: trigger without re-reading.
+                on_time = until_due and not woken
         finally:
             listener_thread.join()
 
@@ -96,41 +103,48 @@ class Trigger(Service):
             return LISTEN_REPLAN.total_seconds()
         return self.config.poll_interval.total_seconds()
 
-    def _cycle(self) -> float:
-        """Trigger whatever is due; return how long to sleep (seconds)."""
+    def _cycle(self, on_time: bool) -> tuple[float, bool]:
+        """Trigger whatever is due. Returns how long to sleep (seconds), and whether that
+        sleep ends exactly at the next due time (then the next cycle triggers at once)."""
         epoch = self.election.epoch()
         if epoch is None:
             # Not leading: the election wakes us when that changes; the bound covers a
             # lease that lapsed locally and came back with a renewal at the same epoch.
-            return self.config.leader_renew.total_seconds()
+            return self.config.leader_renew.total_seconds(), False
         try:
-            due = self.store.next_due_at()
-            now = self.store.now()
-            if due is None or due > now:
-                return self._until(due, now)
-            asked_at = now
+            if not on_time:
+                due = self.store.next_due_at()
+                now = self.store.now()
+                if due is None or due > now:
+                    return self._until(due, now)
             result = self._trigger(epoch)
             if result is None:
-                return 0.0  # the next cycle re-checks stop and leadership
+                return 0.0, False  # the next cycle re-checks stop and leadership
             now = self.store.now()
             due = result.next_due_at
-            if due is not None and due <= asked_at:
-                # Due before we asked, yet not triggered: another (deposed) leader's
-                # transaction holds that job. Do not spin on it.
-                return self.config.poll_interval.total_seconds()
+            if due is not None and due <= now and result.jobs_advanced == 0:
+                # Due, yet nothing was triggered: we woke a hair early, or a deposed
+                # leader's transaction holds the job. Retry soon, backing off.
+                self._stalls += 1
+                backoff = STALL_BACKOFF.total_seconds() * 2 ** min(self._stalls - 1, 16)
+                return min(backoff, self.config.poll_interval.total_seconds()), False
+            self._stalls = 0
             return self._until(due, now)
         except LeadershipLost:
             self.election.lost(epoch)
-            return 0.0
+            return 0.0, False
         except Exception:
             log.exception("trigger failed; retrying in %g s", ERROR_BACKOFF.total_seconds())
-            return ERROR_BACKOFF.total_seconds()
+            return ERROR_BACKOFF.total_seconds(), False
 
-    def _until(self, due: datetime | None, now: datetime) -> float:
+    def _until(self, due: datetime | None, now: datetime) -> tuple[float, bool]:
         idle = self._idle()
         if due is None:
-            return idle
-        return max(0.0, min(idle, (due - now).total_seconds()))
+            return idle, False
+        delay = (due - now).total_seconds()
+        if delay > idle:
+            return idle, False
+        return max(0.0, delay), True
 
     def _trigger(self, epoch: int) -> TriggerResult | None:
         """Trigger batches back to back while they come back full. None: stopped acting
