@@ -19,8 +19,16 @@ TickworkError) prints a traceback.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from types import FrameType
 from typing import Annotated, Any, NoReturn
+from urllib.parse import urlsplit, urlunsplit
 
 import typer
 from rich.console import Console
@@ -30,8 +38,9 @@ from rich.text import Text
 # re-export that we must tell apart (it carries the help text, not an error message).
 from typer._click.exceptions import NoArgsIsHelpError
 
-from tickwork.config import DB_ENV, DEFAULT_DB_URL, resolve_db_url
+from tickwork.config import DB_ENV, DEFAULT_DB_URL, Config, resolve_db_url
 from tickwork.errors import TickworkError, ValidationError
+from tickwork.schedule import format_seconds, parse_duration
 
 PROG = "tickwork"
 EXIT_OK = 0
@@ -136,3 +145,119 @@ DbOption = Annotated[
 ]
 """The ``--db`` option; the command receives the resolved URL. Declare it as
 ``db: DbOption = ""`` (the empty default means: not given)."""
+
+
+# -- long-running commands (run, scheduler, worker, api) ---------------------------------------
+
+LOG_FORMATS = ("text", "json")
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+LogLevelOption = Annotated[
+    str, typer.Option("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING, ERROR.")
+]
+LogFormatOption = Annotated[
+    str, typer.Option("--log-format", metavar="FORMAT", help="text or json (one object a line).")
+]
+
+
+def duration_option(flag: str, what: str) -> Any:
+    """A duration flag (``500ms``, ``2s``, ``5m``) for a Config field, whose help names its
+    default and its environment variable (``--run-lease`` and ``TICKWORK_RUN_LEASE``)."""
+    name = flag[2:].replace("-", "_")
+    default = getattr(Config(), name)
+    return typer.Option(
+        flag,
+        metavar="DURATION",
+        show_default=False,
+        help=f"{what}. Default {format_seconds(default.total_seconds())}; "
+        f"env TICKWORK_{name.upper()}.",
+    )
+
+
+def duration_flag(name: str, raw: str | None) -> timedelta | None:
+    """A duration flag's value, or None when it was not given."""
+    return None if raw is None else parse_duration(raw, field=name)
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: ``ts``, ``level``, ``logger``, ``msg`` (and ``exc``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def configure_logging(level: str, fmt: str) -> None:
+    """Log lines to stderr: plain text (``ts level logger: message``) or JSON."""
+    if fmt not in LOG_FORMATS:
+        raise ValidationError(
+            f"--log-format must be one of {', '.join(LOG_FORMATS)}, got {fmt!r}",
+            field="log_format",
+        )
+    numeric = logging.getLevelName(level.upper())
+    if not isinstance(numeric, int):
+        raise ValidationError(f"unknown log level {level!r}", field="log_level")
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        text = logging.Formatter(
+            "%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s: %(message)s",
+            datefmt="%Y-%m-%dT%H:%M:%S",
+        )
+        text.converter = time.gmtime
+        handler.setFormatter(text)
+    root = logging.getLogger("tickwork")
+    root.handlers[:] = [handler]
+    root.setLevel(numeric)
+    root.propagate = False
+
+
+def serve_until_signal(
+    start: Callable[[], None],
+    stop: Callable[[], None],
+    *,
+    hurry: Callable[[], None] | None = None,
+) -> None:
+    """Run a long-lived command: ``start()``, wait for SIGTERM or SIGINT, then ``stop()``.
+
+    A second signal during ``stop()`` calls ``hurry()`` (cut a grace period short). Signal
+    handlers are restored on the way out, so tests can call commands in-process.
+    """
+    stopping = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        if stopping.is_set() and hurry is not None:
+            hurry()
+        stopping.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    try:
+        start()
+        try:
+            while not stopping.wait(1.0):
+                pass
+            logging.getLogger("tickwork").info("stopping on %s", signal.Signals(received[0]).name)
+        finally:
+            stop()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

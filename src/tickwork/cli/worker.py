@@ -15,18 +15,24 @@ from __future__ import annotations
 
 import logging
 import signal
-import threading
-from types import FrameType
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from tickwork.app import App, load_app
-from tickwork.cli.output import DbOption, app
-from tickwork.cli.scheduler import configure_logging, redact
+from tickwork.cli.output import (
+    DbOption,
+    LogFormatOption,
+    LogLevelOption,
+    app,
+    configure_logging,
+    duration_flag,
+    duration_option,
+    redact,
+    serve_until_signal,
+)
 from tickwork.config import CLAIM_BATCH, WORKER_CONCURRENCY, Config, resolve_db_url
 from tickwork.errors import ValidationError
-from tickwork.schedule import format_seconds, parse_duration
 from tickwork.store import open_store
 from tickwork.worker import Worker
 from tickwork.worker.registry import Registry
@@ -44,18 +50,6 @@ AppOption = Annotated[
         help="Module (or module:attribute) whose App registers the tasks; env TICKWORK_APP_MODULE.",
     ),
 ]
-
-
-def _duration_option(flag: str, what: str) -> Any:
-    name = flag[2:].replace("-", "_")
-    default = getattr(Config(), name)
-    return typer.Option(
-        flag,
-        metavar="DURATION",
-        show_default=False,
-        help=f"{what}. Default {format_seconds(default.total_seconds())}; "
-        f"env TICKWORK_{name.upper()}.",
-    )
 
 
 def app_and_db(app_module: str | None, db: str) -> tuple[App | None, str]:
@@ -101,18 +95,18 @@ def worker(
         ),
     ] = False,
     run_lease: Annotated[
-        str | None, _duration_option("--run-lease", "A claimed run's lease")
+        str | None, duration_option("--run-lease", "A claimed run's lease")
     ] = None,
     run_heartbeat: Annotated[
-        str | None, _duration_option("--run-heartbeat", "Extend leases this often")
+        str | None, duration_option("--run-heartbeat", "Extend leases this often")
     ] = None,
     shutdown_grace: Annotated[
         str | None,
-        _duration_option("--shutdown-grace", "On SIGTERM, let running handlers finish this long"),
+        duration_option("--shutdown-grace", "On SIGTERM, let running handlers finish this long"),
     ] = None,
     poll_interval: Annotated[
         str | None,
-        _duration_option(
+        duration_option(
             "--poll-interval", "Without LISTEN/NOTIFY (SQLite), look for runs this often"
         ),
     ] = None,
@@ -134,12 +128,8 @@ def worker(
             help="This worker's name on the runs it claims (default: host-pid-random).",
         ),
     ] = None,
-    log_level: Annotated[
-        str, typer.Option("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING, ERROR.")
-    ] = "INFO",
-    log_format: Annotated[
-        str, typer.Option("--log-format", metavar="FORMAT", help="text or json.")
-    ] = "text",
+    log_level: LogLevelOption = "INFO",
+    log_format: LogFormatOption = "text",
 ) -> None:
     """Run a worker: claim runs, execute them, report; stop gracefully on SIGTERM."""
     configure_logging(log_level, log_format)
@@ -150,50 +140,34 @@ def worker(
         concurrency=concurrency,
         queues=_queues(queues),
         allow_shell=True if allow_shell else None,
-        run_lease=_duration("run_lease", run_lease),
-        run_heartbeat=_duration("run_heartbeat", run_heartbeat),
-        shutdown_grace=_duration("shutdown_grace", shutdown_grace),
-        poll_interval=_duration("poll_interval", poll_interval),
+        run_lease=duration_flag("run_lease", run_lease),
+        run_heartbeat=duration_flag("run_heartbeat", run_heartbeat),
+        shutdown_grace=duration_flag("shutdown_grace", shutdown_grace),
+        poll_interval=duration_flag("poll_interval", poll_interval),
         claim_batch=claim_batch,
     )
     registry = loaded.registry if loaded is not None else Registry()
 
-    stop = threading.Event()
-    received: list[int] = []
-    running: list[Worker] = []
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-        if stop.is_set() and running:
-            running[0].hurry()  # a second signal: release now
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
     store = open_store(config.db_url)
     try:
         node = Worker(store, registry, config)
-        running.append(node)
-        log.info(
-            "worker node=%s db=%s lease=%gs heartbeat=%gs grace=%gs",
-            config.node_id,
-            redact(config.db_url),
-            config.run_lease.total_seconds(),
-            config.run_heartbeat.total_seconds(),
-            config.shutdown_grace.total_seconds(),
-        )
-        node.start()
-        try:
-            while not stop.wait(1.0):
-                pass
-            log.info("stopping on %s", signal.Signals(received[0]).name)
-        finally:
-            node.stop_gracefully()
+
+        def start() -> None:
+            log.info(
+                "worker node=%s db=%s lease=%gs heartbeat=%gs grace=%gs",
+                config.node_id,
+                redact(config.db_url),
+                config.run_lease.total_seconds(),
+                config.run_heartbeat.total_seconds(),
+                config.shutdown_grace.total_seconds(),
+            )
+            node.start()
+
+        serve_until_signal(start, node.stop_gracefully, hurry=node.hurry)
     finally:
         store.close()
         if loaded is not None:
             loaded.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _queues(raw: str | None) -> tuple[str, ...] | None:
@@ -203,7 +177,3 @@ def _queues(raw: str | None) -> tuple[str, ...] | None:
     if not names:
         raise ValidationError(f"--queues {raw!r} names no queue", field="queues")
     return names
-
-
-def _duration(name: str, raw: str | None) -> Any:
-    return None if raw is None else parse_duration(raw, field=name)

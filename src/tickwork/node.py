@@ -1,0 +1,63 @@
+"""The composition root: a config becomes a store and the services one process runs on it.
+
+``tickwork run`` is a Node with a scheduler and a worker on one store (the embedded SQLite
+default); ``tickwork scheduler`` and ``tickwork worker`` run one service each. Nothing else
+builds services from configuration.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from tickwork.clock import SYSTEM_CLOCK, Clock
+from tickwork.config import Config
+from tickwork.scheduler import Scheduler
+from tickwork.store import open_store
+from tickwork.store.base import Store
+from tickwork.worker import Worker
+from tickwork.worker.registry import Registry
+
+
+class Node:
+    """One process's services on one store. ``start()``, then ``stop()`` (graceful)."""
+
+    def __init__(
+        self,
+        config: Config,
+        registry: Registry,
+        *,
+        scheduler: bool = True,
+        worker: bool = True,
+        store: Store | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.config = config
+        self._owns_store = store is None
+        self.store = store if store is not None else open_store(config.db_url)
+        self.scheduler = Scheduler(self.store, config, clock) if scheduler else None
+        self.worker = Worker(self.store, registry, config, clock) if worker else None
+
+    def start(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.start()
+        if self.worker is not None:
+            self.worker.start()
+
+    def stop(self, grace: timedelta | None = None) -> None:
+        """Stop claiming and let running handlers finish (up to the shutdown grace), release
+        the rest, resign leadership, close the store. Idempotent."""
+        try:
+            if self.worker is not None:
+                self.worker.stop_gracefully(grace)
+        finally:
+            try:
+                if self.scheduler is not None:
+                    self.scheduler.stop()
+            finally:
+                if self._owns_store:
+                    self.store.close()
+
+    def hurry(self) -> None:
+        """Cut a graceful stop's grace short (a second SIGTERM)."""
+        if self.worker is not None:
+            self.worker.hurry()
