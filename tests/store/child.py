@@ -18,9 +18,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from tickwork.errors import FencingError
+from tickwork.errors import FencingError, TickworkError
 from tickwork.job import JobSpec
-from tickwork.schedule import Once
+from tickwork.schedule import Cron, Once
 from tickwork.store import Store, open_store
 
 Op = Callable[[Store, dict[str, Any]], dict[str, Any]]
@@ -96,6 +96,21 @@ def submit_idempotent(store: Store, cmd: dict[str, Any]) -> dict[str, Any]:
     return {"job_id": submitted.job.id, "created": submitted.created}
 
 
+def put_schedule(store: Store, cmd: dict[str, Any]) -> dict[str, Any]:
+    """Sync a schedule declared in code, as every node does when it starts."""
+    spec = JobSpec(
+        task="sync.task",
+        schedule=Cron(cmd["cron"]),
+        name=cmd["name"],
+        tenant=cmd.get("tenant", "default"),
+    )
+    try:
+        put = store.put_schedule(spec, now=_now(cmd))
+    except TickworkError as exc:
+        return {"job_id": None, "created": None, "error": f"{type(exc).__name__}: {exc}"}
+    return {"job_id": put.job.id, "created": put.created, "error": None}
+
+
 def migrate(store: Store, cmd: dict[str, Any]) -> dict[str, Any]:
     return {"applied": store.migrate(), "version": list(store.schema_version())}
 
@@ -137,6 +152,7 @@ OPS: dict[str, Op] = {
     "rescue_all": rescue_all,
     "acquire": acquire,
     "submit_idempotent": submit_idempotent,
+    "put_schedule": put_schedule,
     "migrate": migrate,
     "skewed": skewed,
 }

@@ -381,6 +381,51 @@ def test_put_schedule_with_a_changed_cron_recomputes_next_run_at(store: Store) -
     assert store.get_job(first.id) == changed.job
 
 
+def test_concurrent_put_schedule_of_a_new_name_from_processes_makes_one_job(
+    store: Store, store_url: str, children: Children
+) -> None:
+    # Several nodes start at once and each syncs the schedules declared in code.
+    results = children(
+        [
+            {"op": "put_schedule", "url": store_url, "name": "nightly", "cron": "0 3 * * *"}
+            for _ in range(4)
+        ]
+    )
+    assert [r["error"] for r in results] == [None] * 4
+    assert len({r["job_id"] for r in results}) == 1
+    assert sorted(r["created"] for r in results) == [False, False, False, True]
+    assert len(store.list_jobs().items) == 1
+
+
+def test_concurrent_put_schedule_of_a_new_name_from_threads_makes_one_job(
+    store: Store, store_url: str, t0: datetime
+) -> None:
+    threads = 6
+    barrier = threading.Barrier(threads)
+    results: list[tuple[int, bool]] = []
+    errors: list[BaseException] = []
+
+    def sync() -> None:
+        own = open_store(store_url)
+        try:
+            barrier.wait()
+            synced = own.put_schedule(every(60, anchor=t0, name="sync"), now=t0)
+            results.append((synced.job.id, synced.created))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            own.close()
+
+    workers = [threading.Thread(target=sync) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
+    assert len({job_id for job_id, _ in results}) == 1
+    assert sorted(created for _, created in results) == [False] * (threads - 1) + [True]
+
+
 def test_put_schedule_revives_a_cancelled_job_of_that_name(store: Store, t0: datetime) -> None:
     first = store.put_schedule(every(60, name="sync"), now=t0).job
     store.cancel_job(first.id, now=t0)
