@@ -8,7 +8,15 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from worker_support import CountingStore, eventually, finished, in_state, make_app, only_run
+from worker_support import (
+    CountingStore,
+    eventually,
+    finished,
+    in_state,
+    make_app,
+    only_run,
+    running,
+)
 
 from tickwork.app import App, Context
 from tickwork.job import RunState
@@ -162,3 +170,13 @@ def test_completions_are_written_in_batches(store: Store) -> None:
     assert counting.calls["complete"] == 0
     assert counting.calls["complete_many"] < len(jobs)
     assert sum(len(args[0]) for args in counting.args["complete_many"]) == len(jobs)
+
+
+def test_a_running_worker_shows_in_the_cluster_view_until_it_stops(app: App, store: Store) -> None:
+    worker = app.worker()
+    with running(worker):
+        (node,) = eventually(store.list_nodes)
+        assert (node.id, node.kind) == ("test-worker", "worker")
+        assert node.info["concurrency"] == app.config.concurrency
+
+    assert store.list_nodes() == []

@@ -17,7 +17,9 @@ Execution (:mod:`.executor`)
 Leases (:mod:`.heartbeat`)
     Every ``run_heartbeat`` (default 3 s) all held leases are extended in one call. A run
     the store reports LOST (rescued after a stall, re-claimed) or CANCELLED is stopped and
-    nothing is reported for it: its fate is someone else's now.
+    nothing is reported for it: its fate is someone else's now. A worker that stalled past
+    a lease may claim the same run again before a beat tells it; that claim proves the old
+    lease was taken over, so the old attempt is stopped right there.
 
 Outcomes (:mod:`.reporter`)
     Successes are completed in batches, failures failed one by one: a handler's ``Retry``
@@ -42,6 +44,8 @@ Stopping (:meth:`Worker.stop_gracefully`)
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 from collections.abc import MutableMapping
 from datetime import timedelta
@@ -105,6 +109,7 @@ class Worker(Service):
         self._hurry = threading.Event()
         self._stop_lock = threading.Lock()
         self._stopped = False
+        self._registered = False
         self._listener: Listener | None = None
         self._listen_thread: threading.Thread | None = None
         self.executor = Executor(
@@ -120,6 +125,7 @@ class Worker(Service):
             interval=self.config.run_heartbeat,
             lease=self.config.run_lease,
             clock=clock,
+            node_id=self.node_id,
         )
         self.reporter = Reporter(store, on_reported=self._on_reported)
 
@@ -129,6 +135,7 @@ class Worker(Service):
         """Start every thread; returns once the claim loop is running."""
         if self.running:
             return
+        self._register()
         self.executor.start()
         self.reporter.start()
         self.heartbeat.start()
@@ -190,7 +197,28 @@ class Worker(Service):
             self._listen_thread.join(LISTEN_WAIT * 10)
         if self._listener is not None:
             self._listener.close()
+        if self._registered:
+            try:
+                self.store.deregister_node(self.node_id)
+            except Exception as exc:
+                log.debug("could not deregister node %s: %s", self.node_id, exc)
         log.info("worker %s stopped", self.node_id)
+
+    def _register(self) -> None:
+        """Show this worker in the cluster view; a failure here stops nothing."""
+        info = {
+            "concurrency": self.config.concurrency,
+            "queues": list(self.config.queues) if self.config.queues else None,
+            "tasks": self.registry.names(),
+            "allow_shell": self.config.allow_shell,
+        }
+        try:
+            self.store.register_node(
+                self.node_id, "worker", socket.gethostname(), os.getpid(), info
+            )
+            self._registered = True
+        except Exception as exc:
+            log.warning("could not register node %s: %s", self.node_id, exc)
 
     def hurry(self) -> None:
         """Cut a graceful stop's grace short (a second Ctrl-C): release what still runs."""

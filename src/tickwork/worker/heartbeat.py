@@ -10,6 +10,9 @@ or LOST run and reports nothing for it (its lease was taken over: someone else m
 be running it). A beat that fails (the database is down) is logged and retried at the next
 interval; the leases run on, and if the outage outlasts them the runs are rescued and this
 worker's late writes are rejected by their fencing tokens.
+
+Each beat also marks the worker's node row seen, with how many runs it holds (the cluster
+view), whether or not it holds any.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class Heartbeat(Service):
         interval: timedelta,
         lease: timedelta,
         clock: Clock,
+        node_id: str | None = None,
     ) -> None:
         super().__init__()
         self.store = store
@@ -45,6 +49,7 @@ class Heartbeat(Service):
         self.interval = interval.total_seconds()
         self.lease = lease
         self.clock = clock
+        self.node_id = node_id  # also marks the node seen (``tickwork cluster``) each beat
 
     def run(self) -> None:
         self.started.set()
@@ -58,19 +63,24 @@ class Heartbeat(Service):
     def beat(self) -> dict[int, LeaseStatus]:
         """Extend every lease now; returns what the store said (empty when it failed)."""
         pairs = list(self._leases())
-        if not pairs:
-            return {}
-        try:
-            statuses = self.store.heartbeat_many(pairs, lease=self.lease)
-        except Exception as exc:
-            log.warning(
-                "heartbeat of %d leases failed (retrying in %g s): %s",
-                len(pairs),
-                self.interval,
-                exc,
-            )
-            return {}
-        # A run the store did not answer for is not held: treat it as lost.
-        answered = {run_id: statuses.get(run_id, LeaseStatus.LOST) for run_id, _ in pairs}
-        self._on_status(answered)
+        answered: dict[int, LeaseStatus] = {}
+        if pairs:
+            try:
+                statuses = self.store.heartbeat_many(pairs, lease=self.lease)
+            except Exception as exc:
+                log.warning(
+                    "heartbeat of %d leases failed (retrying in %g s): %s",
+                    len(pairs),
+                    self.interval,
+                    exc,
+                )
+                return {}
+            # A run the store did not answer for is not held: treat it as lost.
+            answered = {run_id: statuses.get(run_id, LeaseStatus.LOST) for run_id, _ in pairs}
+            self._on_status(answered)
+        if self.node_id is not None:
+            try:
+                self.store.node_heartbeat(self.node_id, running=len(pairs))
+            except Exception as exc:
+                log.debug("node heartbeat failed: %s", exc)
         return answered
