@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import Config
-from tickwork.errors import LeadershipLost
+from tickwork.errors import LeadershipLost, StoreError
 from tickwork.service import Service
 from tickwork.store.base import Store
 
@@ -137,11 +137,16 @@ class Election(Service):
             if held is not None:
                 self._drop(held.epoch, "lost")
             return
-        except Exception as exc:
+        except StoreError as exc:
             if held is not None:
                 self._drop(held.epoch, f"store error: {exc}")
             else:
                 log.warning("election: acquire failed: %s", exc)
+            return
+        except Exception:
+            log.exception("election: %s failed", "acquire" if held is None else "renew")
+            if held is not None:
+                self._drop(held.epoch, "internal error")
             return
         if lease is None:
             return  # standby: another node leads

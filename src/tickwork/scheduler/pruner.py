@@ -19,6 +19,7 @@ import threading
 
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import Config
+from tickwork.errors import StoreError
 from tickwork.scheduler.election import Election
 from tickwork.service import Service
 from tickwork.store.base import DEFAULT_PRUNE_BATCH, Store
@@ -78,6 +79,8 @@ class Pruner(Service):
                 deleted += count
                 if count < DEFAULT_PRUNE_BATCH:
                     break
+        except StoreError as exc:
+            log.warning("prune failed: %s; retrying at the next interval", exc)
         except Exception:
             log.exception("prune failed; retrying at the next interval")
         if deleted:

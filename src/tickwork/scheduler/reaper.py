@@ -24,6 +24,7 @@ import threading
 
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import Config
+from tickwork.errors import StoreError
 from tickwork.scheduler.election import Election
 from tickwork.service import Service
 from tickwork.store.base import DEFAULT_RESCUE_BATCH, Store
@@ -82,6 +83,8 @@ class Reaper(Service):
                 moved += count
                 if count < DEFAULT_RESCUE_BATCH:
                     break
+        except StoreError as exc:
+            log.warning("rescue failed: %s; retrying at the next interval", exc)
         except Exception:
             log.exception("rescue failed; retrying at the next interval")
         return moved

@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import Config
-from tickwork.errors import LeadershipLost
+from tickwork.errors import LeadershipLost, StoreError
 from tickwork.scheduler.election import Election
 from tickwork.service import Service
 from tickwork.store.base import CHANNEL_JOBS, LISTEN_NOTIFY, Listener, Store, TriggerResult
@@ -133,6 +133,9 @@ class Trigger(Service):
         except LeadershipLost:
             self.election.lost(epoch)
             return 0.0, False
+        except StoreError as exc:
+            log.warning("trigger failed: %s; retrying in %g s", exc, ERROR_BACKOFF.total_seconds())
+            return ERROR_BACKOFF.total_seconds(), False
         except Exception:
             log.exception("trigger failed; retrying in %g s", ERROR_BACKOFF.total_seconds())
             return ERROR_BACKOFF.total_seconds(), False
