@@ -31,6 +31,7 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -47,6 +48,7 @@ PG_URL_ENV = "TICKWORK_TEST_PG_URL"
 STORES_ENV = "TICKWORK_TEST_STORES"
 TEMPLATE_PREFIX = "tickwork_tpl_"
 TEST_DB_PREFIX = "tickwork_t_"
+DROP_CONCURRENCY = 8
 TEMPLATE_LOCK_KEY = 0x7469636B  # "tick": serialises template builds across processes
 PG_MIGRATIONS = Path(tickwork.store.__file__).parent / "postgres" / "migrations"
 
@@ -211,18 +213,29 @@ class PgServer:
         self._drops.put(name)
 
     def _drop_loop(self) -> None:
-        conn: psycopg.Connection[Any] | None = None
-        while (name := self._drops.get()) is not None:
-            try:
-                if conn is None or conn.closed:
-                    conn = _connect_admin(self.url)
+        stopping = False
+        while not stopping:
+            batch = [self._drops.get()]
+            while True:
+                try:
+                    batch.append(self._drops.get_nowait())
+                except queue.Empty:
+                    break
+            stopping = None in batch
+            names = [name for name in batch if name is not None]
+            # Each DROP DATABASE waits for a checkpoint; concurrent drops share one, which
+            # makes a backlog of them ~20x cheaper than dropping one after another.
+            with ThreadPoolExecutor(max_workers=DROP_CONCURRENCY) as pool:
+                list(pool.map(self._drop_now, names))
+
+    def _drop_now(self, name: str) -> None:
+        try:
+            with _connect_admin(self.url) as conn:
                 conn.execute(
                     sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
                 )
-            except Exception as exc:
-                self._drop_errors.append(f"{name}: {exc}")
-        if conn is not None:
-            conn.close()
+        except Exception as exc:
+            self._drop_errors.append(f"{name}: {exc}")
 
     def finish(self) -> None:
         """Wait for the pending drops; fail if any did not happen."""
