@@ -11,24 +11,34 @@ and the built-ins ``shell`` and ``http``. A task's args are checked against its 
 signature (and, for built-ins, their types), so a job that no worker could run is refused
 at submit rather than discovered dead later.
 
+Operators' commands live here too (cancel, pause, resume, trigger, retry, the dead-letter
+list, the slot ledger, ``explain``, the cluster view, API keys), so the CLI and the HTTP API
+act through the same calls. Every read and command takes ``tenant``: ``None`` is an admin
+(every tenant); an id of another tenant raises the same NotFound as a missing one.
+
 No SQL here and no concrete store: the store comes from :func:`tickwork.store.open_store`.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+import hmac
+from dataclasses import asdict, dataclass, is_dataclass
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, TypeVar
 
+from tickwork import auth
 from tickwork.config import resolve_db_url
-from tickwork.errors import ValidationError
+from tickwork.errors import ApiKeyNotFound, ValidationError
+from tickwork.explain import explain_slot, latest_slot, parse_slot
 from tickwork.job import (
     DEFAULT_MISFIRE_GRACE,
     DEFAULT_QUEUE,
     DEFAULT_TENANT,
+    MAX_NAME_LENGTH,
     Job,
     JobSpec,
+    JobState,
     MisfirePolicy,
     OverlapPolicy,
     Run,
@@ -43,7 +53,17 @@ from tickwork.retry import (
 )
 from tickwork.schedule import Cron, Interval, Once, Schedule, parse_duration, parse_instant
 from tickwork.store import Store, open_store
-from tickwork.store.base import DEFAULT_PAGE, Submitted
+from tickwork.store.base import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    ApiKey,
+    Lease,
+    Node,
+    Page,
+    RunStats,
+    SlotSkip,
+    Submitted,
+)
 from tickwork.worker.registry import Registry
 from tickwork.worker.task import Task
 
@@ -54,6 +74,10 @@ Instant = datetime | str
 Backoff = RetryPolicy | tuple[float, float]
 """Exponential backoff: a RetryPolicy, or ``(base, cap)`` in seconds."""
 E = TypeVar("E", bound=Enum)
+
+MAX_ID = 2**63 - 1
+"""Ids are 64-bit signed integers in every store; a larger number names no row."""
+MAX_FIRE_TIMES = 1000
 
 
 def make_spec(
@@ -227,6 +251,43 @@ def run_state(value: RunState | str | None) -> RunState | None:
     return None if value is None else _choice(RunState, value, "state", RunState.QUEUED)
 
 
+def job_state(value: JobState | str | None) -> JobState | None:
+    """A job state from its name, or ValidationError naming the allowed ones."""
+    return None if value is None else _choice(JobState, value, "state", JobState.ACTIVE)
+
+
+def check_id(value: int, what: str = "id") -> int:
+    """``value`` if it could name a row (a 64-bit integer), else ValidationError.
+
+    Zero and negative numbers pass: they name no row, which the store reports as NotFound
+    like any other unknown id.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"{what} must be an integer, got {value!r}", field=what)
+    if not -MAX_ID <= value <= MAX_ID:
+        raise ValidationError(f"{what} {value} is out of range", field=what)
+    return value
+
+
+def check_page(after: int | None, limit: int) -> None:
+    """``after`` is an id (or None); ``limit`` is 1 to MAX_PAGE."""
+    if after is not None:
+        check_id(after, "after")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise ValidationError(
+            f"limit must be an integer from 1 to {MAX_PAGE}, got {limit!r}", field="limit"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """Who leads and which nodes are alive (``tickwork cluster``), by the store's clock."""
+
+    leader: Lease | None  # None: no scheduler holds an unexpired leader lease
+    nodes: list[Node]  # most recently seen first
+    now: datetime
+
+
 class Client:
     """Submit and inspect jobs and runs on one store, checking tasks against ``registry``."""
 
@@ -267,10 +328,174 @@ class Client:
         return self.store.put_schedule(spec)
 
     def get_job(self, job_id: int, *, tenant: str | None = None) -> Job:
-        return self.store.get_job(job_id, tenant=tenant)
+        return self.store.get_job(check_id(job_id, "job"), tenant=tenant)
 
     def get_run(self, run_id: int, *, tenant: str | None = None) -> Run:
-        return self.store.get_run(run_id, tenant=tenant)
+        return self.store.get_run(check_id(run_id, "run"), tenant=tenant)
+
+    def list_jobs(
+        self,
+        *,
+        tenant: str | None = None,
+        state: JobState | str | None = None,
+        task: str | None = None,
+        after: int | None = None,
+        limit: int = DEFAULT_PAGE,
+    ) -> Page[Job]:
+        """One page of jobs, newest first; pass ``next_cursor`` as ``after`` for the next."""
+        wanted = job_state(state)
+        check_page(after, limit)
+        return self.store.list_jobs(
+            tenant=tenant, state=wanted, task=task, after=after, limit=limit
+        )
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def cancel_job(self, job_id: int, *, tenant: str | None = None) -> Job:
+        """No more slots; its waiting runs are cancelled, a running one finishes.
+        Cancelling a cancelled job changes nothing."""
+        return self.store.cancel_job(check_id(job_id, "job"), tenant=tenant)
+
+    def pause_job(self, job_id: int, *, tenant: str | None = None) -> Job:
+        """No slot is triggered until :meth:`resume_job`; InvalidTransition unless active
+        (or already paused)."""
+        return self.store.pause_job(check_id(job_id, "job"), tenant=tenant)
+
+    def resume_job(self, job_id: int, *, tenant: str | None = None) -> Job:
+        """Slots that fell while paused are recorded as skipped; the next one runs."""
+        return self.store.resume_job(check_id(job_id, "job"), tenant=tenant)
+
+    def trigger_job(self, job_id: int, *, tenant: str | None = None) -> Run:
+        """Run the job now, once, besides its schedule (which is untouched)."""
+        return self.store.run_now(check_id(job_id, "job"), tenant=tenant)
+
+    def cancel_run(self, run_id: int, *, tenant: str | None = None) -> Run:
+        """queued|failed|running -> cancelled (a running handler is stopped at its next
+        heartbeat); InvalidTransition for a finished run."""
+        return self.store.cancel_run(check_id(run_id, "run"), tenant=tenant)
+
+    def retry_run(self, run_id: int, *, tenant: str | None = None) -> Run:
+        """dead|failed -> queued now, with a fresh allowance of attempts."""
+        return self.store.retry_run(check_id(run_id, "run"), tenant=tenant)
+
+    # -- inspection --------------------------------------------------------------------------
+
+    def dead_runs(
+        self, *, tenant: str | None = None, after: int | None = None, limit: int = DEFAULT_PAGE
+    ) -> Page[Run]:
+        """One page of the dead-letter list (runs that are ``dead``), newest first."""
+        check_page(after, limit)
+        return self.store.list_runs(tenant=tenant, state=RunState.DEAD, after=after, limit=limit)
+
+    def next_fire_times(self, job: Job, n: int = 5) -> list[datetime]:
+        """The job's next ``n`` slots after now (the store's clock).
+
+        A one-off job that has not been triggered yet: ``[at]``, whenever that is. A job
+        with no slot left to trigger (cancelled, completed): ``[]``. A paused job: the
+        slots it would get if resumed now.
+        """
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_FIRE_TIMES:
+            raise ValidationError(f"n must be from 1 to {MAX_FIRE_TIMES}, got {n!r}", field="n")
+        if job.state in (JobState.CANCELLED, JobState.COMPLETED):
+            return []
+        if isinstance(job.schedule, Once):
+            return [job.next_run_at or job.schedule.first_slot(job.created_at)]
+        times: list[datetime] = []
+        slot: datetime | None = self.store.now()
+        while slot is not None and len(times) < n:
+            slot = job.schedule.next_after(slot)
+            if slot is not None:
+                times.append(slot)
+        return times
+
+    def slot_ledger(
+        self, job_id: int, *, tenant: str | None = None, limit: int = DEFAULT_PAGE
+    ) -> list[SlotSkip]:
+        """The job's skipped slots (misfire, coalesced, overlap, paused ...), newest first."""
+        check_page(None, limit)
+        return self.store.slot_skips(check_id(job_id, "job"), tenant=tenant, limit=limit)
+
+    def explain(
+        self, job_id: int, at: str | datetime | None = None, *, tenant: str | None = None
+    ) -> str:
+        """One paragraph on why the job did or did not run at the slot ``at``.
+
+        ``at`` is an aware datetime or ISO-8601 text; text without an offset is read in the
+        job's cron time zone (UTC for other schedules). None: the job's latest slot at or
+        before now (its first slot when none has fallen yet).
+        """
+        job = self.get_job(job_id, tenant=tenant)
+        now = self.store.now()
+        slot = self.slot_at(job, at, now=now)
+        job, runs, skips = self.store.runs_for_slot(job.id, slot, tenant=tenant)
+        return explain_slot(job, slot, runs, skips, now=now, leader=self.store.leader())
+
+    @staticmethod
+    def slot_at(job: Job, at: str | datetime | None, *, now: datetime) -> datetime:
+        """The slot :meth:`explain` reads ``at`` as (ValidationError for bad text)."""
+        if at is None:
+            return latest_slot(job, now)
+        if isinstance(at, datetime):
+            return instant(at, "at")
+        if not isinstance(at, str):
+            raise ValidationError(
+                f"at must be an ISO-8601 time, got {type(at).__name__}", field="at"
+            )
+        return parse_slot(at, job)
+
+    def cluster(self) -> Cluster:
+        """The leader lease and every registered node, by the store's clock."""
+        now = self.store.now()
+        return Cluster(self.store.leader(now=now), self.store.list_nodes(now=now), now)
+
+    def run_stats(self, *, tenant: str | None = None) -> RunStats:
+        """Runs by state, the due backlog and recent trigger lag."""
+        return self.store.run_stats(tenant=tenant)
+
+    # -- API keys ----------------------------------------------------------------------------
+
+    def create_api_key(
+        self, *, tenant: str, admin: bool = False, label: str | None = None
+    ) -> tuple[ApiKey, str]:
+        """A new key for ``tenant`` (``admin``: every tenant): its record, and the key
+        itself, which is shown this once and never stored (see :mod:`tickwork.auth`)."""
+        _check_label("tenant", tenant)
+        if label is not None:
+            _check_label("label", label)
+        if not isinstance(admin, bool):
+            raise ValidationError(f"admin must be true or false, got {admin!r}", field="admin")
+        key, prefix = auth.generate_key()
+        record = self.store.create_api_key(
+            key_hash=auth.hash_key(key), prefix=prefix, tenant=tenant, admin=admin, label=label
+        )
+        return record, key
+
+    def authenticate(self, secret: str) -> ApiKey | None:
+        """The unrevoked key ``secret`` is, or None (malformed, unknown or revoked)."""
+        if not isinstance(secret, str):
+            return None
+        prefix = auth.key_prefix(secret)
+        if prefix is None:
+            return None
+        found = self.store.api_key_by_hash(auth.hash_key(secret))
+        if found is None or not hmac.compare_digest(found.prefix, prefix):
+            return None
+        return found
+
+    def list_api_keys(self) -> list[ApiKey]:
+        """Every key, revoked ones too, newest first (never a secret or a hash)."""
+        return self.store.list_api_keys()
+
+    def revoke_api_key(self, key: str) -> ApiKey:
+        """Revoke a key named by its id, its prefix, or the whole key; idempotent.
+        ApiKeyNotFound when none matches."""
+        if not isinstance(key, str) or not key.strip():
+            raise ValidationError("name the key by its id or prefix", field="key")
+        text = key.strip()
+        name = auth.key_prefix(text) or text.removeprefix(f"{auth.KEY_SCHEME}_")
+        if not name or len(name) > MAX_NAME_LENGTH:
+            raise ApiKeyNotFound(key)
+        return self.store.revoke_api_key(name)
 
     def list_runs(
         self,
@@ -278,14 +503,22 @@ class Client:
         job_id: int | None = None,
         state: RunState | str | None = None,
         tenant: str | None = None,
+        after: int | None = None,
         limit: int = DEFAULT_PAGE,
     ) -> list[Run]:
-        """The newest ``limit`` runs matching the filters, newest first."""
-        if limit < 1:
-            raise ValidationError(f"limit must be at least 1, got {limit}", field="limit")
+        """The newest ``limit`` runs matching the filters, newest first, ids below
+        ``after`` when given (the next page starts after the last id of this one).
+
+        ``limit`` may exceed one store page: pages are fetched until it is reached.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValidationError(f"limit must be at least 1, got {limit!r}", field="limit")
+        if after is not None:
+            check_id(after, "after")
+        if job_id is not None:
+            check_id(job_id, "job")
         wanted = run_state(state)
         runs: list[Run] = []
-        after: int | None = None
         while len(runs) < limit:
             page = self.store.list_runs(
                 tenant=tenant,
@@ -301,11 +534,40 @@ class Client:
         return runs
 
 
-def to_json(value: Job | Run) -> dict[str, Any]:
-    """A job or run as a JSON-ready dict: times in ISO-8601 UTC, durations in seconds."""
-    raw = asdict(value)
+def _check_label(what: str, value: object) -> None:
+    if not isinstance(value, str) or not value or len(value) > MAX_NAME_LENGTH:
+        raise ValidationError(
+            f"{what} must be a non-empty string of at most {MAX_NAME_LENGTH} characters",
+            field=what,
+        )
+    if value != value.strip() or any(ch in value for ch in "\n\r\t\x00"):
+        raise ValidationError(
+            f"{what} {value!r} has surrounding blanks or control characters", field=what
+        )
+
+
+JsonValue = Job | Run | Node | ApiKey | SlotSkip | Lease | RunStats | Cluster
+
+
+def to_json(value: JsonValue) -> dict[str, Any]:
+    """A record as a JSON-ready dict: times in ISO-8601 UTC, durations in seconds.
+
+    Jobs, runs, nodes, API keys (their prefix, never a secret or hash: the record holds
+    neither), ledger entries, leases, run stats and the cluster view.
+    """
     if isinstance(value, Job):
+        raw = asdict(value)
         raw["schedule"] = value.schedule.to_json()
+    elif isinstance(value, Cluster):
+        raw = {
+            "leader": to_json(value.leader) if value.leader else None,
+            "nodes": [to_json(node) for node in value.nodes],
+            "now": value.now,
+        }
+    elif is_dataclass(value):
+        raw = asdict(value)
+    else:
+        raise TypeError(f"cannot encode {type(value).__name__}")
     return {k: _jsonable(v) for k, v in raw.items()}
 
 

@@ -31,17 +31,31 @@ def parse_slot(text: str, job: Job) -> datetime:
 
 
 def is_slot(job: Job, slot: datetime) -> tuple[bool, datetime | None, datetime | None]:
-    """Whether ``slot`` is one of the schedule's slots, with the nearest slots around it."""
+    """Whether ``slot`` is one of the schedule's slots, with the nearest slots around it
+    (for a one-off job: its one slot, as the "after" value)."""
     schedule = job.schedule
     if isinstance(schedule, Once):
         return schedule.at == slot, None, schedule.at
     after = schedule.next_after(slot)
     at_or_after = schedule.next_after(slot - ONE_US)
-    before = _slot_before(job, slot)
+    before = slot_before(job, slot)
     return at_or_after == slot, before, after
 
 
-def _slot_before(job: Job, slot: datetime) -> datetime | None:
+CRON_LOOKBACK = (
+    timedelta(minutes=2),
+    timedelta(hours=2),
+    timedelta(days=2),
+    timedelta(days=35),
+    timedelta(days=400),
+    timedelta(days=8 * 366),  # 29 February, skipping a non-leap century year
+)
+"""Windows searched, smallest first, for a cron job's slot before a time: cron times can
+only be walked forwards, so walk from ever earlier starts until one holds a slot."""
+
+
+def slot_before(job: Job, slot: datetime) -> datetime | None:
+    """The schedule's latest slot strictly before ``slot``, or None (none, or too far)."""
     schedule = job.schedule
     if isinstance(schedule, Interval) and schedule.anchor is not None:
         if slot <= schedule.anchor:
@@ -50,14 +64,28 @@ def _slot_before(job: Job, slot: datetime) -> datetime | None:
         k = ((slot - schedule.anchor) // ONE_US - 1) // step
         return schedule.anchor + timedelta(microseconds=k * step)
     if isinstance(schedule, Cron):
-        probe = slot - timedelta(days=1)
-        last = None
-        for fire in cron.iterate(schedule.expr, schedule.tz, probe):
-            if fire >= slot:
-                break
-            last = fire
-        return last
+        for window in CRON_LOOKBACK:
+            last = None
+            for fire in cron.iterate(schedule.expr, schedule.tz, slot - window):
+                if fire >= slot:
+                    break
+                last = fire
+            if last is not None:
+                return last
     return None
+
+
+def latest_slot(job: Job, now: datetime) -> datetime:
+    """The job's latest slot at or before ``now``; its first slot when none has fallen."""
+    schedule = job.schedule
+    if isinstance(schedule, Once):
+        return schedule.first_slot(job.created_at)
+    found = slot_before(job, now + ONE_US)
+    if found is not None and found > job.created_at:
+        return found
+    first = schedule.next_after(job.created_at)
+    assert first is not None  # recurring schedules never end
+    return first
 
 
 def explain_slot(
@@ -79,21 +107,32 @@ def explain_slot(
     if matches and skips:
         return f"{head} did not run at {when}: {_describe_skip(skips[0], job)}"
     if not matches:
-        around = ", ".join(
-            f"{label} {_fmt(t, job)}"
-            for label, t in (("the slot before is", before), ("the next is", after))
-            if t
-        )
-        return f"{head} has no slot at {when}: {around or 'it has no slots'}."
-    if slot < job.created_at and not isinstance(job.schedule, Once):
+        if isinstance(job.schedule, Once):
+            around = f"its one slot is {_fmt(after, job)}" if after else "it has no slot"
+        else:
+            around = ", ".join(
+                f"{label} {_fmt(t, job)}"
+                for label, t in (("the slot before is", before), ("the next is", after))
+                if t
+            )
+        return f"{head} has no slot at {when}: {around}."
+    if slot <= job.created_at and not isinstance(job.schedule, Once):
+        # A recurring job's first slot is the first one after it was created.
         return (
             f"{head} did not run at {when}: the job did not exist yet "
             f"(it was created at {_fmt(job.created_at, job)})."
         )
-    if job.state is JobState.CANCELLED and (job.next_run_at is None or slot >= job.updated_at):
+    if job.state is JobState.CANCELLED:
+        cancelled = _fmt(job.updated_at, job)
+        if slot >= job.updated_at:
+            return (
+                f"{head} did not run at {when}: the job was cancelled at {cancelled}, "
+                "so no slot after that is triggered."
+            )
         return (
-            f"{head} did not run at {when}: the job was cancelled at "
-            f"{_fmt(job.updated_at, job)}, so no slot after that is triggered."
+            f"{head} has no record of the slot {when}, which fell before the job was "
+            f"cancelled at {cancelled}: the slot was still untriggered when the job was "
+            "cancelled (no scheduler had reached it), or its run was pruned after it finished."
         )
     if slot > now:
         if job.state is JobState.PAUSED:
@@ -110,14 +149,21 @@ def explain_slot(
                 "skipped while paused."
             )
         lead = (
-            f"the leader is {leader.holder} (epoch {leader.epoch})"
+            f"the leader is {leader.holder} (epoch {leader.epoch}), which may be behind"
             if leader
             else "no scheduler holds the leader lease: start `tickwork scheduler` or `tickwork run`"
         )
+        grace = job.misfire_grace.total_seconds()
+        late = (
+            f"it is already later than the misfire grace ({grace:g} s), so when a scheduler "
+            f"reaches it the '{job.misfire}' misfire policy decides whether it runs"
+            if now - slot > job.misfire_grace
+            else f"it runs on time if a scheduler reaches it within the misfire grace "
+            f"({grace:g} s); after that the '{job.misfire}' misfire policy decides"
+        )
         return (
-            f"{head} is due at {when} but has not been triggered yet; {lead}. Slots "
-            f"later than the misfire grace ({job.misfire_grace.total_seconds():g} s) "
-            f"will follow the '{job.misfire}' misfire policy."
+            f"{head} is due at {when} but has not been triggered yet; {lead}. {late[0].upper()}"
+            f"{late[1:]}."
         )
     kept = f" (finished runs are kept for {_dur(retention)})" if retention else ""
     return (
