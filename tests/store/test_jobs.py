@@ -103,6 +103,7 @@ def test_submitted_job_is_durable_across_a_reopen(store_url: str, t0_real: datet
         job = first.submit(one_off(t0_real + timedelta(hours=1), args={"k": 1}), now=t0_real).job
     finally:
         first.close()
+    first.close()  # idempotent
     second = open_store(store_url)
     try:
         assert second.get_job(job.id) == job
