@@ -72,6 +72,11 @@ workers' retries are not notified."""
 LISTEN_WAIT = 0.1
 """Seconds the listener thread blocks per wait: it notices a stop this fast. (A wait is a
 select on the LISTEN socket, not a query; ten a second cost nothing.)"""
+DUE_CATCHUP = 1.0
+DUE_POLL = 0.01
+"""Without LISTEN/NOTIFY, for DUE_CATCHUP seconds after a job falls due the worker looks
+for its run every DUE_POLL seconds instead of every poll interval: runs start within
+milliseconds of their slot across processes on SQLite too."""
 CLAIM_ERROR_BACKOFF = (0.1, 5.0)
 """Seconds: first and longest wait before claiming again after the store failed."""
 REPORT_DRAIN_TIMEOUT = 10.0
@@ -267,24 +272,26 @@ class Worker(Service):
     def _idle_seconds(self) -> float:
         """How long to sleep when there was nothing (more) to claim."""
         poll = self.config.poll_interval.total_seconds()
-        cap = (
-            max(IDLE_RECHECK.total_seconds(), poll)
-            if LISTEN_NOTIFY in self.store.capabilities
-            else poll
-        )
+        notified = LISTEN_NOTIFY in self.store.capabilities
+        cap = max(IDLE_RECHECK.total_seconds(), poll) if notified else poll
         try:
-            next_at = self.store.next_claimable_at(queues=self.config.queues)
-            if next_at is None:
-                return cap
-            delay = (next_at - self.store.now()).total_seconds()
+            now = self.store.now()
+            next_run = self.store.next_claimable_at(queues=self.config.queues)
+            # Without notifications, a job's next trigger is the best hint of when a run
+            # will appear: be awake then rather than up to a poll interval later.
+            next_job = None if notified else self.store.next_due_at()
         except Exception as exc:
             log.warning("could not ask the store when to claim next: %s", exc)
             return cap
-        if delay <= 0:
+        delays = [(t - now).total_seconds() for t in (next_run, next_job) if t is not None]
+        if next_job is not None and -DUE_CATCHUP <= (next_job - now).total_seconds() <= 0:
+            return min(DUE_POLL, poll)  # due now: its run is being triggered
+        ahead = [d for d in delays if d > 0]
+        if not ahead:
             # Due but not claimed: taken by another worker meanwhile, or not claimable
-            # (a paused job). Look again after a poll interval rather than spin.
-            return poll
-        return min(delay, cap)
+            # (a paused job); or nothing at all. Look again after a poll interval.
+            return poll if delays else cap
+        return min(*ahead, cap)
 
     def _listen_main(self) -> None:
         assert self._listener is not None
