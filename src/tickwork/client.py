@@ -448,6 +448,10 @@ class Client:
         now = self.store.now()
         return Cluster(self.store.leader(now=now), self.store.list_nodes(now=now), now)
 
+    def schema_version(self) -> tuple[int, int]:
+        """(applied, latest) schema version of the store: behind means migrations pending."""
+        return self.store.schema_version()
+
     def run_stats(self, *, tenant: str | None = None) -> RunStats:
         """Runs by state, the due backlog and recent trigger lag."""
         return self.store.run_stats(tenant=tenant)
@@ -459,9 +463,9 @@ class Client:
     ) -> tuple[ApiKey, str]:
         """A new key for ``tenant`` (``admin``: every tenant): its record, and the key
         itself, which is shown this once and never stored (see :mod:`tickwork.auth`)."""
-        _check_label("tenant", tenant)
+        check_label("tenant", tenant)
         if label is not None:
-            _check_label("label", label)
+            check_label("label", label)
         if not isinstance(admin, bool):
             raise ValidationError(f"admin must be true or false, got {admin!r}", field="admin")
         key, prefix = auth.generate_key()
@@ -534,7 +538,7 @@ class Client:
         return runs
 
 
-def _check_label(what: str, value: object) -> None:
+def check_label(what: str, value: object) -> None:
     if not isinstance(value, str) or not value or len(value) > MAX_NAME_LENGTH:
         raise ValidationError(
             f"{what} must be a non-empty string of at most {MAX_NAME_LENGTH} characters",
