@@ -387,13 +387,13 @@ class Worker(Service):
         with self._held_lock:
             return [a.lease for a in self._held.values()]
 
-    def _on_status(self, statuses: dict[int, LeaseStatus]) -> None:
-        for run_id, status in statuses.items():
+    def _on_status(self, statuses: dict[tuple[int, int], LeaseStatus]) -> None:
+        for lease, status in statuses.items():
             if status is LeaseStatus.HELD:
                 continue
             with self._held_lock:
-                attempt = self._held.get(run_id)
-            if attempt is not None:
+                attempt = self._held.get(lease[0])
+            if attempt is not None and attempt.lease == lease:
                 self._abandon(attempt, status)
 
     def _abandon(self, attempt: Attempt, status: LeaseStatus) -> None:

@@ -36,7 +36,7 @@ class Heartbeat(Service):
         store: Store,
         *,
         leases: Callable[[], Sequence[tuple[int, int]]],
-        on_status: Callable[[dict[int, LeaseStatus]], None],
+        on_status: Callable[[dict[tuple[int, int], LeaseStatus]], None],
         interval: timedelta,
         lease: timedelta,
         clock: Clock,
@@ -60,10 +60,11 @@ class Heartbeat(Service):
             next_beat = max(next_beat + self.interval, self.clock.monotonic())
             self.beat()
 
-    def beat(self) -> dict[int, LeaseStatus]:
-        """Extend every lease now; returns what the store said (empty when it failed)."""
+    def beat(self) -> dict[tuple[int, int], LeaseStatus]:
+        """Extend every lease now; returns what the store said of each (run id, fencing
+        token) (empty when it failed)."""
         pairs = list(self._leases())
-        answered: dict[int, LeaseStatus] = {}
+        answered: dict[tuple[int, int], LeaseStatus] = {}
         if pairs:
             try:
                 statuses = self.store.heartbeat_many(pairs, lease=self.lease)
@@ -76,7 +77,9 @@ class Heartbeat(Service):
                 )
                 return {}
             # A run the store did not answer for is not held: treat it as lost.
-            answered = {run_id: statuses.get(run_id, LeaseStatus.LOST) for run_id, _ in pairs}
+            # Keyed by the token too: by the time the answer is read, the worker may hold the
+            # same run again under a newer token, which this answer says nothing about.
+            answered = {pair: statuses.get(pair[0], LeaseStatus.LOST) for pair in pairs}
             self._on_status(answered)
         if self.node_id is not None:
             try:
