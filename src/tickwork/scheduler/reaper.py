@@ -53,6 +53,9 @@ class Reaper(Service):
         self.election = election
         self.clock = clock
         self._wakeup = threading.Event()
+        self.rescued = 0
+        """Runs this reaper rescued since it was built (``tickwork_rescues_total`` when the
+        API is served in the same process, as in ``tickwork run``)."""
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -81,6 +84,7 @@ class Reaper(Service):
                     log.info("rescue run=%d to=dead", run_id)
                 count = len(result.requeued) + len(result.dead)
                 moved += count
+                self.rescued += count  # one writer (this loop); readers see an int
                 if count < DEFAULT_RESCUE_BATCH:
                     break
         except StoreError as exc:
