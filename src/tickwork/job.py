@@ -30,7 +30,7 @@ E = TypeVar("E", bound=StrEnum)
 
 class JobState(StrEnum):
     ACTIVE = "active"  # slots are triggered as they fall due
-    PAUSED = "paused"  # no slot is triggered and no queued run is claimed until resume
+    PAUSED = "paused"  # no slot is triggered until resume (runs already queued still run)
     CANCELLED = "cancelled"  # final: no more slots; queued runs were cancelled
     COMPLETED = "completed"  # final: a one-off job's run finished, or no slot remains
 

@@ -552,18 +552,19 @@ def test_resume_records_slots_that_fell_while_paused_and_does_not_run_them(
     assert result.runs == []
 
 
-def test_resume_records_a_one_off_slot_that_fell_while_paused_and_does_not_run_it(
+def test_resume_of_a_one_off_job_whose_time_fell_while_paused_still_runs_it(
     store: Store, t0: datetime
 ) -> None:
-    # The contract makes no exception for one-off jobs: their one slot fell while paused.
+    # A one-off job has no later slot to wait for: dropping its slot would lose the job.
     at = t0 + timedelta(seconds=30)
     job = store.submit(one_off(at), now=t0).job
     store.pause_job(job.id, now=t0 + timedelta(seconds=1))
-    resumed = store.resume_job(job.id, now=t0 + timedelta(minutes=5))
-    assert skip_rows(store.slot_skips(job.id)) == [(SlotFate.PAUSED, at, at, 1)]
-    assert resumed.next_run_at is None
-    assert resumed.state is JobState.COMPLETED
-    assert store.trigger(lead(store, t0), now=t0 + timedelta(minutes=6)).runs == []
+    resumed = store.resume_job(job.id, now=t0 + timedelta(seconds=40))
+    assert store.slot_skips(job.id) == []
+    assert resumed.state is JobState.ACTIVE
+    assert resumed.next_run_at == at
+    runs = store.trigger(lead(store, t0), now=t0 + timedelta(seconds=41)).runs
+    assert [(r.job_id, r.scheduled_for) for r in runs] == [(job.id, at)]
 
 
 def test_resume_before_any_slot_fell_records_nothing(store: Store, t0: datetime) -> None:

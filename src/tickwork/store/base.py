@@ -282,8 +282,11 @@ class Store(abc.ABC):
     def resume_job(
         self, job_id: int, *, tenant: str | None = None, now: datetime | None = None
     ) -> Job:
-        """paused -> active. Slots that fell while paused are recorded (fate ``paused``)
-        and not run; ``next_run_at`` becomes the first slot after now.
+        """paused -> active. For a recurring job, slots that fell while paused are recorded
+        (fate ``paused``) and not run, and ``next_run_at`` becomes the first slot after now.
+        A one-off job keeps its slot: if its time fell while paused it is due at once and
+        the trigger runs it late under its misfire policy (dropping the only slot of a job
+        would lose the job).
 
         Resuming an active job returns it unchanged; a cancelled or completed job raises
         InvalidTransition.

@@ -85,6 +85,9 @@ POOL_MAX_SIZE = 10
 CONNECT_TIMEOUT = 10.0
 """Seconds to wait for a pooled connection before StoreUnavailable."""
 
+UTC_SESSION = "-c TimeZone=UTC"
+"""Every session reads and writes times in UTC, whatever the server's default zone."""
+
 Conn = psycopg.Connection[DictRow]
 
 
@@ -98,7 +101,7 @@ class PostgresStore(Store):
                 url,
                 min_size=1,
                 max_size=pool_size,
-                kwargs={"autocommit": True, "row_factory": dict_row},
+                kwargs={"autocommit": True, "row_factory": dict_row, "options": UTC_SESSION},
                 timeout=CONNECT_TIMEOUT,
                 open=False,
                 name="tickwork",
@@ -227,8 +230,17 @@ class PostgresStore(Store):
                 Q["job_by_name_for_update"], {"tenant": spec.tenant, "name": spec.name}
             ).fetchone()
             if row is None:
-                submitted = self._insert_job(conn, spec, t)
-            else:
+                try:
+                    submitted = self._insert_job(conn, spec, t)
+                except ValidationError:
+                    # Another node created the name since our select: take the update path
+                    # on its row (the unique index decided the race; the lock orders us).
+                    row = conn.execute(
+                        Q["job_by_name_for_update"], {"tenant": spec.tenant, "name": spec.name}
+                    ).fetchone()
+                    if row is None:
+                        raise
+            if row is not None:
                 current = _job(row)
                 same_schedule = _same_schedule(current.schedule, spec.schedule)
                 resolved = current.schedule if same_schedule else spec.schedule.resolve(t)
@@ -861,7 +873,7 @@ class _PgListener(Listener):
 
     def __init__(self, url: str, channels: Sequence[str]) -> None:
         try:
-            self.conn = psycopg.connect(url, autocommit=True)
+            self.conn = psycopg.connect(url, autocommit=True, options=UTC_SESSION)
             for channel in channels:
                 self.conn.execute(cast(Any, f'LISTEN "{channel}"'))
         except psycopg.Error as exc:
