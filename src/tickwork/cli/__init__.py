@@ -30,6 +30,7 @@ from collections.abc import Sequence
 # The command modules, imported for the commands they register on `app`. Add yours here.
 from tickwork.cli import (  # noqa: F401
     all_in_one,
+    api,
     db,
     next,
     runs,

@@ -1,0 +1,231 @@
+"""``tickwork api``: serve the HTTP API, the dashboard and ``/metrics`` until SIGTERM.
+
+Run it on any number of hosts against one database, behind a load balancer (``/healthz``
+and ``/readyz`` are its checks). It executes nothing and triggers nothing: it reads the
+store and sends commands through the client, like the CLI.
+
+Keys: every endpoint but the health checks needs an API key (``tickwork keys create``).
+Bound to a loopback address (127.0.0.1, ::1, localhost) with no key defined, the API runs
+*open*: a caller without a key acts as an admin, with a warning in the log, until the first
+key is created. Bound to any other address it refuses to start without a key (exit 2), so
+a scheduler's data is never served to a network by accident.
+
+``tickwork run`` serves the same app beside its scheduler and worker (:class:`ApiServer`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Annotated
+
+import typer
+import uvicorn
+
+from tickwork.cli.output import (
+    DbOption,
+    LogFormatOption,
+    LogLevelOption,
+    app,
+    configure_logging,
+    echo,
+    redact,
+    serve_until_signal,
+)
+from tickwork.cli.worker import AppOption, app_and_db
+from tickwork.client import Client
+from tickwork.errors import TickworkError, ValidationError
+from tickwork.worker.registry import Registry
+
+log = logging.getLogger("tickwork.web")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+STARTUP_TIMEOUT = 15.0
+"""Seconds the server may take to start listening before the command gives up."""
+SHUTDOWN_TIMEOUT = 10
+"""Seconds open requests may take to finish once the server stops."""
+
+HostOption = Annotated[
+    str,
+    typer.Option(
+        "--host",
+        metavar="ADDRESS",
+        help="Address to listen on. A non-loopback address requires API keys.",
+    ),
+]
+PortOption = Annotated[
+    int,
+    typer.Option("--port", min=0, max=65535, help="Port to listen on (0: any free port)."),
+]
+
+
+@app.command("api")
+def api(
+    *,
+    db: DbOption = "",
+    host: HostOption = DEFAULT_HOST,
+    port: PortOption = DEFAULT_PORT,
+    app_module: AppOption = None,
+    log_level: LogLevelOption = "INFO",
+    log_format: LogFormatOption = "text",
+) -> None:
+    """Serve the HTTP API, the dashboard and /metrics (keys required off loopback)."""
+    configure_logging(log_level, log_format)
+    loaded, url = app_and_db(app_module, db)
+    try:
+        client = Client.open(url, loaded.registry if loaded is not None else Registry())
+        try:
+            open_access = check_access(client, host)
+            server = ApiServer(client, host, port, open_access=open_access)
+
+            def start() -> None:
+                server.start()
+                mode = "open access: no API key exists" if open_access else "API keys required"
+                echo(f"tickwork api: ready on {server.url} (db {redact(url)}; {mode})")
+
+            serve_until_signal(start, server.stop)
+        finally:
+            client.close()
+    finally:
+        if loaded is not None:
+            loaded.close()
+    log.info("tickwork api stopped")
+
+
+def check_access(client: Client, host: str) -> bool:
+    """Whether the API may run open on ``host``: only on loopback, only with no key.
+
+    Raises ValidationError (exit 2) for a non-loopback address with no key defined.
+    """
+    has_keys = any(key.revoked_at is None for key in client.list_api_keys())
+    if has_keys:
+        return False
+    if not is_loopback(host):
+        raise ValidationError(
+            f"refusing to serve on {host} without API keys: create one with "
+            "'tickwork keys create --tenant NAME --admin', or listen on 127.0.0.1",
+            field="host",
+        )
+    log.warning(
+        "open access on %s: no API key exists, so callers without a key act as admin "
+        "until one is created ('tickwork keys create')",
+        host,
+    )
+    return True
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address ``host`` names is a loopback address (no network reaches it)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    addresses = {str(info[4][0]) for info in infos}
+    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
+
+
+class ApiServer:
+    """The app on uvicorn, in a thread: bound at construction, serving from ``start()``.
+
+    Binding here rather than inside uvicorn turns a taken port into a clear error in the
+    caller's thread (uvicorn would exit its own thread quietly) and tells the real port
+    when 0 was asked for.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        host: str,
+        port: int,
+        *,
+        open_access: bool,
+        rescues: Callable[[], int] | None = None,
+    ) -> None:
+        from tickwork.web.app import create_app
+
+        self.socket = _bind(host, port)
+        bound = self.socket.getsockname()
+        self.host, self.port = str(bound[0]), int(bound[1])
+        self.app = create_app(client, open_access=open_access, rescues=rescues)
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                self.app,
+                host=self.host,
+                port=self.port,
+                log_config=None,
+                access_log=False,  # AccessLogMiddleware writes one line per request
+                lifespan="off",
+                server_header=False,
+                timeout_graceful_shutdown=SHUTDOWN_TIMEOUT,
+            )
+        )
+        self._thread = threading.Thread(target=self._serve, name="api", daemon=True)
+        self._failure: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def _serve(self) -> None:
+        try:
+            self.server.run(sockets=[self.socket])
+        except BaseException as exc:  # SystemExit from uvicorn's startup included
+            self._failure = exc
+            log.exception("the HTTP server stopped")
+
+    def start(self) -> None:
+        """Serve in a thread; return once it accepts connections."""
+        _route_uvicorn_logs()
+        self._thread.start()
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise TickworkError(f"the HTTP server on {self.url} did not start")
+            time.sleep(0.01)
+        log.info("serve url=%s", self.url)
+
+    def stop(self) -> None:
+        """Stop accepting, let open requests finish (up to SHUTDOWN_TIMEOUT s). Idempotent."""
+        self.server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(SHUTDOWN_TIMEOUT + 5)
+        self.socket.close()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        raise ValidationError(f"cannot listen on {host!r}: {exc}", field="host") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.set_inheritable(True)
+    except OSError as exc:
+        sock.close()
+        raise TickworkError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+def _route_uvicorn_logs() -> None:
+    """uvicorn's own lines (startup, protocol errors) go where tickwork's go."""
+    ours = logging.getLogger("tickwork")
+    theirs = logging.getLogger("uvicorn")
+    theirs.handlers[:] = ours.handlers
+    theirs.setLevel(max(ours.getEffectiveLevel(), logging.WARNING))
+    theirs.propagate = False

@@ -1,0 +1,531 @@
+"""The HTTP JSON API under ``/api/v1``: a thin adapter over :class:`~tickwork.client.Client`.
+
+Every endpoint authenticates the caller (:mod:`tickwork.web.auth`), passes its tenant to
+every client call (``None`` for an admin), and shapes records with
+:func:`tickwork.client.to_json` (times ISO-8601 UTC, durations in seconds), as the CLI's
+``--json`` does. Errors are the envelope of :mod:`tickwork.web.errors`; a 4xx writes
+nothing. The OpenAPI document is at ``/api/v1/openapi.json``, its browsable form at
+``/api/v1/docs``.
+
+Listings page by cursor: ``?limit=N`` (1 to 1000, default 100) returns the newest first and
+a ``next_cursor``; pass it as ``?after=`` for the next page (``null``: that was the last).
+
+Examples (with a key from ``tickwork keys create --tenant acme``)::
+
+    curl -H "Authorization: Bearer $KEY" -H 'content-type: application/json' \\
+         -d '{"task": "http", "args": {"url": "https://example.com"}, "schedule": {"delay": 10}}' \\
+         http://127.0.0.1:8765/api/v1/jobs
+    curl -H "Authorization: Bearer $KEY" 'http://127.0.0.1:8765/api/v1/runs?state=dead&limit=20'
+    curl -H "Authorization: Bearer $KEY" -X POST http://127.0.0.1:8765/api/v1/runs/42/retry
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query, Response, status
+from pydantic import BaseModel, ConfigDict, Field
+
+from tickwork.client import Client, to_json
+from tickwork.job import MAX_NAME_LENGTH, JobState, MisfirePolicy, OverlapPolicy, Run, RunState
+from tickwork.store.base import DEFAULT_PAGE, MAX_PAGE, Page
+from tickwork.web.auth import Principal, get_admin, get_client, get_principal
+from tickwork.web.errors import Forbidden, error_body
+
+PREFIX = "/api/v1"
+SHELL_TASK = "shell"
+"""The built-in task that runs a command on a worker: only an admin key may submit it."""
+MAX_ID = 2**63 - 1
+"""Ids are 64-bit; a larger number in a path or cursor is refused as bad input (422)."""
+MAX_SECONDS = 100 * 366 * 86_400
+"""Durations above a century are refused: a time that far out would overflow datetimes."""
+MAX_TEXT = 1000
+"""Longest free-text query value (an ISO time, a filter)."""
+PLAIN_TEXT = r"^[^\x00-\x1f\x7f]*$"
+"""Query text without control characters (PostgreSQL text cannot hold NUL)."""
+
+ClientDep = Annotated[Client, Depends(get_client)]
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+AdminDep = Annotated[Principal, Depends(get_admin)]
+JobId = Annotated[int, Path(ge=1, le=MAX_ID, description="A job id.")]
+RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="A run id.")]
+After = Annotated[
+    int | None,
+    Query(ge=0, le=MAX_ID, description="A cursor: the `next_cursor` of the previous page."),
+]
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Items per page, newest first.")]
+Seconds = Annotated[float | None, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
+Text = Annotated[str | None, Field(max_length=MAX_TEXT)]
+Label = Annotated[str | None, Field(max_length=MAX_NAME_LENGTH)]
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {
+            "application/json": {
+                "example": error_body("code", "what went wrong", "the offending field")
+            }
+        },
+    }
+
+
+COMMON_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: _error("No key, or a wrong, malformed or revoked one."),
+    422: _error("The request does not fit the schema (the field is named)."),
+}
+ID_ERRORS: dict[int | str, dict[str, Any]] = {
+    **COMMON_ERRORS,
+    404: _error("No such id, or one of another tenant (the same answer)."),
+}
+COMMAND_ERRORS: dict[int | str, dict[str, Any]] = {
+    **ID_ERRORS,
+    409: _error("The current state does not allow this change."),
+}
+
+router = APIRouter(prefix=PREFIX, responses=COMMON_ERRORS)
+
+
+# -- request and response shapes ------------------------------------------------------------
+
+
+class ScheduleIn(BaseModel):
+    """At most one of ``at``, ``delay``, ``cron`` (with ``tz``) or ``every`` (with
+    ``anchor``); none (or no schedule at all) means now."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    at: Text = Field(None, description="ISO-8601 time with an offset: run once then.")
+    delay: Seconds = Field(None, description="Seconds from now: run once then.")
+    cron: Text = Field(None, description="A 5-field (or 6, with seconds) cron expression.")
+    tz: Text = Field(None, description="IANA time zone of the cron expression (default UTC).")
+    every: Seconds = Field(None, description="Seconds between slots (at least 1).")
+    anchor: Text = Field(None, description="ISO-8601 time the interval counts from.")
+
+
+class JobIn(BaseModel):
+    """A job to submit. Unknown fields are refused (422), so a typo cannot be ignored."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "task": "http",
+                    "args": {"url": "https://example.com/hook", "method": "POST"},
+                    "schedule": {"cron": "*/5 * * * *", "tz": "Europe/Berlin"},
+                    "name": "hook",
+                    "max_attempts": 5,
+                }
+            ]
+        },
+    )
+
+    task: str = Field(max_length=MAX_NAME_LENGTH, description="A registered task name.")
+    args: dict[str, Any] | None = Field(None, description="JSON object (256 KiB at most).")
+    name: Label = Field(None, description="Unique per tenant.")
+    schedule: ScheduleIn | None = None
+    tenant: Label = Field(None, description="Admin keys only: the tenant that owns the job.")
+    queue: Label = None
+    priority: int | None = Field(None, ge=-1000, le=1000)
+    max_attempts: int | None = Field(None, ge=1, le=1000)
+    timeout: Seconds = Field(None, description="Seconds an attempt may take.")
+    misfire: MisfirePolicy | None = None
+    misfire_grace: Seconds = None
+    overlap: OverlapPolicy | None = None
+    idempotency_key: Label = Field(
+        None, description="A repeated submit with the same key returns the same job (200)."
+    )
+
+
+class RetryOut(BaseModel):
+    max_attempts: int
+    backoff_base: float
+    backoff_cap: float
+
+
+class JobOut(BaseModel):
+    """A job. Times are ISO-8601 UTC; durations are seconds."""
+
+    id: int
+    tenant: str
+    name: str | None
+    task: str
+    args: dict[str, Any]
+    schedule: dict[str, Any]
+    state: JobState
+    next_run_at: str | None
+    queue: str
+    priority: int
+    retry: RetryOut
+    timeout: float | None
+    misfire: MisfirePolicy
+    misfire_grace: float
+    overlap: OverlapPolicy
+    idempotency_key: str | None
+    created_at: str
+    updated_at: str
+
+
+class JobDetailOut(JobOut):
+    """A job, its schedule in plain English and its next fire times."""
+
+    schedule_description: str
+    next_fire_times: list[str]
+
+
+class RunOut(BaseModel):
+    """A run: one slot of a job, with its current attempt."""
+
+    id: int
+    job_id: int
+    tenant: str
+    task: str
+    args: dict[str, Any]
+    queue: str
+    priority: int
+    scheduled_for: str
+    run_at: str
+    state: RunState
+    attempt: int
+    max_attempts: int
+    fencing_token: int
+    worker: str | None
+    lease_expires_at: str | None
+    started_at: str | None
+    finished_at: str | None
+    error: str | None
+    result: dict[str, Any] | None
+    timeout: float | None
+    created_at: str
+
+
+class JobPage(BaseModel):
+    items: list[JobOut]
+    next_cursor: int | None = Field(description="Pass as `after` for the next page.")
+
+
+class RunPage(BaseModel):
+    items: list[RunOut]
+    next_cursor: int | None = Field(description="Pass as `after` for the next page.")
+
+
+class SlotSkipOut(BaseModel):
+    """Consecutive slots of a job that share a fate (misfire, coalesced, overlap ...)."""
+
+    job_id: int
+    first_slot: str
+    last_slot: str
+    count: int
+    fate: str
+    run_id: int | None
+    more: bool
+    recorded_at: str | None
+
+
+class LedgerOut(BaseModel):
+    items: list[SlotSkipOut]
+
+
+class ExplainOut(BaseModel):
+    job_id: int
+    at: str | None = Field(description="The slot asked about (null: the latest).")
+    explanation: str
+
+
+class StatsOut(BaseModel):
+    by_state: dict[str, int]
+    due_backlog: int
+    oldest_due_at: str | None
+    recent_lag_ms: list[float]
+    now: str
+
+
+class LeaseOut(BaseModel):
+    holder: str
+    epoch: int
+    expires_at: str
+
+
+class NodeOut(BaseModel):
+    id: str
+    kind: str
+    host: str
+    pid: int
+    started_at: str
+    last_seen_at: str
+    running: int
+    info: dict[str, Any]
+
+
+class ClusterOut(BaseModel):
+    leader: LeaseOut | None
+    nodes: list[NodeOut]
+    now: str
+
+
+# -- jobs -------------------------------------------------------------------------------------
+
+
+@router.post(
+    "/jobs",
+    status_code=status.HTTP_201_CREATED,
+    response_model=JobOut,
+    summary="Submit a job",
+    responses={
+        200: {"description": "The idempotency key matched: the existing job.", "model": JobOut},
+        400: _error("Invalid cron, unknown time zone or task, bad args ... (field named)."),
+        403: _error("A tenant key submitted a shell task or named another tenant."),
+        413: _error("The body is larger than 512 KiB."),
+    },
+)
+def submit_job(
+    body: JobIn, response: Response, principal: PrincipalDep, client: ClientDep
+) -> dict[str, Any]:
+    if body.task == SHELL_TASK and not principal.admin:
+        raise Forbidden("shell tasks run commands on workers: submitting one needs an admin key",
+                        field="task")  # fmt: skip
+    if body.tenant is not None and not principal.admin and body.tenant != principal.tenant:
+        raise Forbidden("a tenant key submits jobs to its own tenant only", field="tenant")
+    schedule = body.schedule.model_dump(exclude_none=True) if body.schedule else {}
+    submitted = client.submit(
+        body.task,
+        args=body.args,
+        name=body.name,
+        tenant=body.tenant if principal.admin and body.tenant else principal.home,
+        queue=body.queue,
+        priority=body.priority,
+        max_attempts=body.max_attempts,
+        timeout=body.timeout,
+        misfire=body.misfire,
+        misfire_grace=body.misfire_grace,
+        overlap=body.overlap,
+        idempotency_key=body.idempotency_key,
+        **schedule,
+    )
+    job = submitted.job
+    response.headers["Location"] = f"{PREFIX}/jobs/{job.id}"
+    if not submitted.created:
+        response.status_code = status.HTTP_200_OK
+    return to_json(job)
+
+
+@router.get("/jobs", response_model=JobPage, summary="List jobs, newest first")
+def list_jobs(
+    *,
+    principal: PrincipalDep,
+    client: ClientDep,
+    state: JobState | None = None,
+    task: Annotated[str | None, Query(max_length=MAX_NAME_LENGTH, pattern=PLAIN_TEXT)] = None,
+    tenant: Annotated[
+        str | None,
+        Query(max_length=MAX_NAME_LENGTH, pattern=PLAIN_TEXT, description="Admin keys only."),
+    ] = None,
+    after: After = None,
+    limit: Limit = DEFAULT_PAGE,
+) -> dict[str, Any]:
+    page = client.list_jobs(
+        tenant=_scope(principal, tenant), state=state, task=task, after=after, limit=limit
+    )
+    return _page(page)
+
+
+@router.get(
+    "/jobs/{job_id}",
+    response_model=JobDetailOut,
+    summary="A job, its schedule explained and its next fire times",
+    responses=ID_ERRORS,
+)
+def get_job(
+    job_id: JobId,
+    principal: PrincipalDep,
+    client: ClientDep,
+    n: Annotated[int, Query(ge=1, le=100, description="How many fire times.")] = 5,
+) -> dict[str, Any]:
+    job = client.get_job(job_id, tenant=principal.tenant)
+    return {
+        **to_json(job),
+        "schedule_description": job.schedule.describe(),
+        "next_fire_times": [t.isoformat() for t in client.next_fire_times(job, n)],
+    }
+
+
+@router.post(
+    "/jobs/{job_id}/cancel",
+    response_model=JobOut,
+    summary="Cancel a job: no more slots; its waiting runs are cancelled",
+    responses=COMMAND_ERRORS,
+)
+def cancel_job(job_id: JobId, principal: PrincipalDep, client: ClientDep) -> dict[str, Any]:
+    return to_json(client.cancel_job(job_id, tenant=principal.tenant))
+
+
+@router.post(
+    "/jobs/{job_id}/pause",
+    response_model=JobOut,
+    summary="Pause a job: no slot is triggered until it is resumed",
+    responses=COMMAND_ERRORS,
+)
+def pause_job(job_id: JobId, principal: PrincipalDep, client: ClientDep) -> dict[str, Any]:
+    return to_json(client.pause_job(job_id, tenant=principal.tenant))
+
+
+@router.post(
+    "/jobs/{job_id}/resume",
+    response_model=JobOut,
+    summary="Resume a paused job (slots that fell while paused are skipped)",
+    responses=COMMAND_ERRORS,
+)
+def resume_job(job_id: JobId, principal: PrincipalDep, client: ClientDep) -> dict[str, Any]:
+    return to_json(client.resume_job(job_id, tenant=principal.tenant))
+
+
+@router.post(
+    "/jobs/{job_id}/trigger",
+    status_code=status.HTTP_201_CREATED,
+    response_model=RunOut,
+    summary="Run a job now, once, besides its schedule",
+    responses=COMMAND_ERRORS,
+)
+def trigger_job(
+    job_id: JobId, response: Response, principal: PrincipalDep, client: ClientDep
+) -> dict[str, Any]:
+    run = client.trigger_job(job_id, tenant=principal.tenant)
+    response.headers["Location"] = f"{PREFIX}/runs/{run.id}"
+    return to_json(run)
+
+
+@router.get(
+    "/jobs/{job_id}/explain",
+    response_model=ExplainOut,
+    summary="Why the job did or did not run at a slot",
+    responses={**ID_ERRORS, 400: _error("`at` is not an ISO-8601 time.")},
+)
+def explain_job(
+    job_id: JobId,
+    principal: PrincipalDep,
+    client: ClientDep,
+    at: Annotated[
+        str | None,
+        Query(
+            max_length=100,
+            pattern=PLAIN_TEXT,
+            description="ISO-8601 slot; without an offset it is read in the job's cron time "
+            "zone (UTC otherwise). Default: the job's latest slot.",
+        ),
+    ] = None,
+) -> dict[str, Any]:
+    text = client.explain(job_id, at, tenant=principal.tenant)
+    return {"job_id": job_id, "at": at, "explanation": text}
+
+
+@router.get(
+    "/jobs/{job_id}/ledger",
+    response_model=LedgerOut,
+    summary="The job's skipped slots, newest first",
+    responses=ID_ERRORS,
+)
+def job_ledger(
+    job_id: JobId, principal: PrincipalDep, client: ClientDep, limit: Limit = DEFAULT_PAGE
+) -> dict[str, Any]:
+    skips = client.slot_ledger(job_id, tenant=principal.tenant, limit=limit)
+    return {"items": [to_json(skip) for skip in skips]}
+
+
+# -- runs -------------------------------------------------------------------------------------
+
+
+@router.get("/runs", response_model=RunPage, summary="List runs, newest first")
+def list_runs(
+    *,
+    principal: PrincipalDep,
+    client: ClientDep,
+    job: Annotated[int | None, Query(ge=1, le=MAX_ID, description="Runs of this job.")] = None,
+    state: RunState | None = None,
+    after: After = None,
+    limit: Limit = DEFAULT_PAGE,
+) -> dict[str, Any]:
+    # One more than asked for tells whether another page exists, so the last page says so.
+    runs = client.list_runs(
+        job_id=job, state=state, tenant=principal.tenant, after=after, limit=limit + 1
+    )
+    return _runs_page(runs, limit)
+
+
+@router.get("/runs/{run_id}", response_model=RunOut, summary="A run", responses=ID_ERRORS)
+def get_run(run_id: RunId, principal: PrincipalDep, client: ClientDep) -> dict[str, Any]:
+    return to_json(client.get_run(run_id, tenant=principal.tenant))
+
+
+@router.post(
+    "/runs/{run_id}/retry",
+    response_model=RunOut,
+    summary="Queue a dead or failed run again, with a fresh allowance of attempts",
+    responses=COMMAND_ERRORS,
+)
+def retry_run(run_id: RunId, principal: PrincipalDep, client: ClientDep) -> dict[str, Any]:
+    return to_json(client.retry_run(run_id, tenant=principal.tenant))
+
+
+@router.post(
+    "/runs/{run_id}/cancel",
+    response_model=RunOut,
+    summary="Cancel a queued, failed or running run",
+    responses=COMMAND_ERRORS,
+)
+def cancel_run(run_id: RunId, principal: PrincipalDep, client: ClientDep) -> dict[str, Any]:
+    return to_json(client.cancel_run(run_id, tenant=principal.tenant))
+
+
+@router.get("/dead", response_model=RunPage, summary="The dead-letter list, newest first")
+def dead_runs(
+    principal: PrincipalDep, client: ClientDep, after: After = None, limit: Limit = DEFAULT_PAGE
+) -> dict[str, Any]:
+    return _page(client.dead_runs(tenant=principal.tenant, after=after, limit=limit))
+
+
+# -- the cluster ------------------------------------------------------------------------------
+
+
+@router.get(
+    "/stats",
+    response_model=StatsOut,
+    summary="Runs by state, the due backlog and recent trigger lag (the caller's tenant)",
+)
+def run_stats(principal: PrincipalDep, client: ClientDep) -> dict[str, Any]:
+    return to_json(client.run_stats(tenant=principal.tenant))
+
+
+@router.get(
+    "/cluster",
+    response_model=ClusterOut,
+    summary="The leader and every scheduler and worker (admin keys only)",
+    responses={403: _error("A tenant key: the cluster view is for admins.")},
+)
+def cluster(principal: AdminDep, client: ClientDep) -> dict[str, Any]:
+    return to_json(client.cluster())
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _scope(principal: Principal, tenant: str | None) -> str | None:
+    """The tenant a listing covers: the key's own; an admin's choice (None: all)."""
+    if principal.admin:
+        return tenant
+    if tenant is not None and tenant != principal.tenant:
+        raise Forbidden("a tenant key sees its own tenant only", field="tenant")
+    return principal.tenant
+
+
+def _page(page: Page[Any]) -> dict[str, Any]:
+    return {"items": [to_json(item) for item in page.items], "next_cursor": page.next_cursor}
+
+
+def _runs_page(runs: list[Run], limit: int) -> dict[str, Any]:
+    more = len(runs) > limit
+    items = runs[:limit]
+    return {
+        "items": [to_json(run) for run in items],
+        "next_cursor": items[-1].id if more and items else None,
+    }

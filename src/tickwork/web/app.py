@@ -1,0 +1,167 @@
+"""The HTTP application: the JSON API, the dashboard, metrics and health, on one client.
+
+::
+
+    /api/v1/...          the JSON API (tickwork.web.api); OpenAPI at /api/v1/openapi.json,
+                         browsable at /api/v1/docs
+    /                    the dashboard (tickwork.web.dashboard)
+    /metrics             Prometheus metrics (tickwork.web.metrics); admin key, unless open
+    /healthz             200 while the process serves requests (liveness)
+    /readyz              200 when the store answers and its schema is current, else 503
+
+Served by ``tickwork api`` and by ``tickwork run`` (see :mod:`tickwork.cli.api`). Handlers
+are plain functions: FastAPI runs them on its thread pool, since the client blocks on the
+database.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import Depends, FastAPI, Response
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tickwork.client import Client
+from tickwork.errors import TickworkError
+from tickwork.web import api, dashboard, errors
+from tickwork.web.auth import Gate, Principal, get_admin, get_client
+from tickwork.web.metrics import CONTENT_TYPE, Metrics
+
+log = logging.getLogger("tickwork.web")
+
+TITLE = "tickwork"
+DESCRIPTION = """\
+Submit jobs, watch their runs and act on them. Every endpoint but the health checks needs an
+API key (`Authorization: Bearer <key>`; create one with `tickwork keys create --tenant T`).
+A tenant key sees its own tenant's jobs only; an admin key (`--admin`) sees all.
+
+Errors are `{"error": {"code", "message", "field"?}}` with status 400 (bad input), 401 (no
+or wrong key), 403 (not allowed for this key), 404 (no such id), 409 (not in this state),
+413 (body over 512 KiB) or 422 (the body does not fit the schema). A 4xx changes nothing.
+"""
+
+
+def create_app(
+    client: Client,
+    *,
+    open_access: bool,
+    rescues: Callable[[], int] | None = None,
+) -> FastAPI:
+    """The app over ``client``.
+
+    ``open_access``: callers without a key act as an admin while no API key exists (the
+    CLI allows it only on a loopback address). ``rescues``: the count of lease expirations
+    rescued in this process, when a reaper runs here (``tickwork run``), for ``/metrics``.
+    """
+    app = FastAPI(
+        title=TITLE,
+        description=DESCRIPTION,
+        version=_version(),
+        openapi_url=f"{api.PREFIX}/openapi.json",
+        docs_url=f"{api.PREFIX}/docs",
+        redoc_url=None,
+    )
+    app.state.client = client
+    app.state.gate = Gate(client, open_access=open_access)
+    app.state.open_access = open_access
+    metrics = Metrics(client, rescues)
+
+    errors.install(app)
+    # Outermost first: the access log sees every answer, the error net catches every bug,
+    # the body limit runs before anything reads the body.
+    app.add_middleware(errors.BodyLimitMiddleware)
+    app.add_middleware(errors.InternalErrorMiddleware)
+    app.add_middleware(AccessLogMiddleware)
+
+    app.include_router(api.router)
+
+    @app.get("/healthz", include_in_schema=False)
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", include_in_schema=False)
+    def readyz(client: Client = Depends(get_client)) -> Response:  # noqa: B008
+        try:
+            applied, latest = client.schema_version()
+        except TickworkError as exc:
+            log.warning("readyz: the store does not answer: %s", exc)
+            return errors.error_response(503, "store_unavailable", "the store does not answer")
+        schema = {"applied": applied, "latest": latest}
+        if applied < latest:
+            return JSONResponse(
+                {
+                    **errors.error_body(
+                        "migrations_pending",
+                        f"the schema is at version {applied} of {latest}: "
+                        "run 'tickwork db migrate'",
+                    ),
+                    "schema": schema,
+                },
+                status_code=503,
+            )
+        return JSONResponse({"status": "ready", "schema": schema})
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics_endpoint(principal: Principal = Depends(get_admin)) -> Response:  # noqa: B008
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    app.include_router(dashboard.router)
+    return app
+
+
+class AccessLogMiddleware:
+    """One ``request`` line per answer: method, path, status, milliseconds, key prefix.
+
+    INFO for commands and errors; DEBUG for successful reads (the dashboard polls).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        began = time.perf_counter()
+        answered: list[int] = []
+
+        async def tracking_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                answered.append(int(message["status"]))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        finally:
+            status = answered[0] if answered else 500
+            method = scope.get("method", "?")
+            level = logging.DEBUG if method in ("GET", "HEAD") and status < 400 else logging.INFO
+            if log.isEnabledFor(level):
+                principal = _principal(scope)
+                log.log(
+                    level,
+                    "request method=%s path=%s status=%d ms=%.1f key=%s",
+                    method,
+                    scope.get("path", "?"),
+                    status,
+                    (time.perf_counter() - began) * 1000,
+                    (principal.key or "open") if principal else "-",
+                )
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("tickwork")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        return "0+unknown"
+
+
+def _principal(scope: Scope) -> Principal | None:
+    state: Any = scope.get("state") or {}
+    principal = state.get("principal") if isinstance(state, dict) else None
+    return principal if isinstance(principal, Principal) else None

@@ -1,0 +1,134 @@
+"""Who is calling: API keys, tenants, and the open API on a loopback address.
+
+A request names its key in ``Authorization: Bearer tw_...`` or in the ``tickwork_key``
+cookie (the dashboard's sign-in form sets it: http-only, ``SameSite=Lax``, so a cross-site
+form cannot post with it). The key becomes a :class:`Principal`:
+
+- a **tenant key** sees and acts on its own tenant's jobs and runs only. Every client call
+  passes ``tenant=principal.tenant``; an id of another tenant is answered 404 exactly like
+  a missing one, so ids do not leak. Jobs it submits are its tenant's.
+- an **admin key** sees every tenant (``tenant=None``), may name a tenant when it submits,
+  may submit ``shell`` tasks and read the cluster view and the metrics.
+
+No key, or a wrong, malformed or revoked one: 401. The one exception is the **open API**
+(``open_access``): ``tickwork api`` on a loopback address with no key defined lets a
+caller without a key act as an admin, so a laptop needs no setup. It stays open only while
+no key exists: the first ``tickwork keys create`` closes it (checked at most every
+:data:`OPEN_RECHECK_SECONDS`), and a wrong key is refused even while it is open.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from tickwork.client import Client
+from tickwork.job import DEFAULT_TENANT
+from tickwork.web.errors import Forbidden, Unauthorized
+
+log = logging.getLogger("tickwork.web")
+
+COOKIE_NAME = "tickwork_key"
+"""The cookie the dashboard's sign-in form sets (http-only, SameSite=Lax)."""
+OPEN_RECHECK_SECONDS = 1.0
+"""How stale the open API's "no key exists yet" may be: a new key closes it this fast."""
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The caller: which tenant it may see (None: every tenant) and whether it is an admin."""
+
+    tenant: str | None
+    admin: bool
+    home: str = DEFAULT_TENANT
+    """The tenant a job goes to when the caller names none (the key's tenant)."""
+    key: str | None = None
+    """The key's prefix (for logs); None for the open API's anonymous admin."""
+
+
+class Gate:
+    """Turns a request's credentials into a Principal (or a 401) for one app."""
+
+    def __init__(self, client: Client, *, open_access: bool) -> None:
+        self.client = client
+        self.open_access = open_access
+        self._lock = threading.Lock()
+        self._checked_at = -float("inf")
+        self._has_keys = False
+
+    def principal(self, secret: str | None) -> Principal:
+        """The principal for ``secret`` (None: no credential given), or Unauthorized."""
+        if secret is None:
+            if self.open_access and not self._keys_exist():
+                return Principal(tenant=None, admin=True)
+            raise Unauthorized(
+                "an API key is required: send 'Authorization: Bearer <key>' "
+                "(create one with 'tickwork keys create --tenant NAME')"
+            )
+        key = self.client.authenticate(secret)
+        if key is None:
+            raise Unauthorized("the API key is wrong, malformed or revoked")
+        return Principal(
+            tenant=None if key.admin else key.tenant,
+            admin=key.admin,
+            home=key.tenant,
+            key=key.prefix,
+        )
+
+    def _keys_exist(self) -> bool:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._checked_at >= OPEN_RECHECK_SECONDS:
+                self._has_keys = any(k.revoked_at is None for k in self.client.list_api_keys())
+                self._checked_at = now
+                if self._has_keys:
+                    log.warning("an API key exists now: the open API requires keys from here on")
+                    self.open_access = False
+            return self._has_keys
+
+
+def credential(request: Request) -> str | None:
+    """The key the request carries: its bearer token, else its cookie, else None.
+
+    An ``Authorization`` header of another scheme (``Basic ...``) counts as a wrong key,
+    not as no key: the caller meant to authenticate.
+    """
+    header = request.headers.get("authorization")
+    if header is not None:
+        scheme, _, token = header.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return ""
+        return token.strip()
+    cookie = request.cookies.get(COOKIE_NAME)
+    return cookie if cookie else None
+
+
+def get_client(request: Request) -> Client:
+    """The app's client (a dependency)."""
+    client: Client = request.app.state.client
+    return client
+
+
+def get_principal(request: Request) -> Principal:
+    """The caller, or 401 (a dependency for every endpoint behind the keys)."""
+    gate: Gate = request.app.state.gate
+    principal = gate.principal(credential(request))
+    request.state.principal = principal
+    return principal
+
+
+def require_admin(principal: Principal) -> None:
+    """403 unless ``principal`` is an admin."""
+    if not principal.admin:
+        raise Forbidden("this needs an admin key")
+
+
+def get_admin(request: Request) -> Principal:
+    """The caller if it is an admin; 401 without a key, 403 for a tenant key."""
+    principal = get_principal(request)
+    require_admin(principal)
+    return principal

@@ -1,0 +1,316 @@
+"""Errors over HTTP: one JSON envelope for every failure, and the body-size limit.
+
+Every error response, whatever raised it, has the body::
+
+    {"error": {"code": "invalid_cron", "message": "invalid cron expression ...", "field": "cron"}}
+
+``field`` is present when one input is to blame. The status says what kind of failure it is:
+
+====  ==========================  ===========================================================
+400   ``ValidationError``         bad input the domain rejected (``code`` from its class:
+                                  ``invalid_cron``, ``invalid_timezone``, ``unknown_task``,
+                                  ``invalid_args``, ``invalid_schedule``, ``validation_error``)
+      ``invalid_json``            the body is not JSON
+401   ``unauthorized``            no key, or a wrong, malformed or revoked one
+403   ``forbidden``               a valid key that may not do this (a tenant key on an
+                                  admin-only endpoint, a ``shell`` task, another tenant)
+404   ``*_not_found``             no such job or run, *or one of another tenant* (the same
+                                  answer, so ids do not leak across tenants); unknown path
+405   ``method_not_allowed``
+409   ``invalid_transition``      the row exists but its state forbids the change
+413   ``body_too_large``          more than :data:`MAX_BODY_BYTES`
+422   ``unprocessable``           the JSON does not fit the request's schema (FastAPI's
+                                  validation: a wrong type, a missing or unknown field)
+500   ``internal_error``          a bug: logged in full with its traceback, answered
+                                  generically (the message could hold a password or a query)
+503   ``store_unavailable``       the database cannot be reached: retry later
+====  ==========================  ===========================================================
+
+Nothing is written by a request that gets a 4xx: every check happens before the store is
+called (see :mod:`tickwork.client`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tickwork.errors import (
+    InvalidTransition,
+    NotFound,
+    StoreError,
+    StoreUnavailable,
+    TickworkError,
+    ValidationError,
+)
+from tickwork.job import MAX_ARGS_BYTES
+
+log = logging.getLogger("tickwork.web")
+
+MAX_BODY_BYTES = 2 * MAX_ARGS_BYTES
+"""512 KiB: a request body may hold args at their 256 KiB limit, JSON-escaped, and the rest."""
+
+_STATUS_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    413: "body_too_large",
+    415: "unsupported_media_type",
+    422: "unprocessable",
+    500: "internal_error",
+    503: "unavailable",
+}
+
+
+class ApiError(Exception):
+    """An HTTP failure raised by the web layer itself (auth, permissions, limits)."""
+
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class Unauthorized(ApiError):
+    status = 401
+    code = "unauthorized"
+
+
+class Forbidden(ApiError):
+    status = 403
+    code = "forbidden"
+
+
+def error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
+    """The envelope every error response carries."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if field is not None:
+        error["field"] = field
+    return {"error": error}
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    field: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    return JSONResponse(error_body(code, message, field), status_code=status, headers=headers)
+
+
+def error_code(exc: TickworkError) -> str:
+    """``InvalidCron`` -> ``invalid_cron``: the class names the failure precisely."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(exc).__name__).lower()
+
+
+def status_of(exc: TickworkError) -> int:
+    """The HTTP status for a TickworkError (see the table above)."""
+    if isinstance(exc, ValidationError):
+        return 400
+    if isinstance(exc, NotFound):
+        return 404
+    if isinstance(exc, InvalidTransition):
+        return 409
+    if isinstance(exc, StoreUnavailable):
+        return 503
+    return 500
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn every failure into the envelope."""
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(TickworkError, _tickwork_error)
+    app.add_exception_handler(RequestValidationError, _request_validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_exception)
+
+
+async def _api_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
+    return error_response(exc.status, exc.code, exc.message, exc.field, headers)
+
+
+async def _tickwork_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, TickworkError)
+    status = status_of(exc)
+    if status == 503:
+        log.warning("%s %s: store unavailable: %s", request.method, request.url.path, exc)
+        return error_response(
+            503, "store_unavailable", "the database is unavailable; try again shortly"
+        )
+    if status == 500:
+        # A store failure or a fencing error is not the caller's doing: log it whole,
+        # answer without details (a driver message can hold a host name or a query).
+        kind = "store error" if isinstance(exc, StoreError) else "unexpected error"
+        log.error("%s %s: %s", request.method, request.url.path, kind, exc_info=exc)
+        return error_response(500, "internal_error", "internal error; see the server log")
+    field = exc.field if isinstance(exc, ValidationError) else None
+    return error_response(status, error_code(exc), str(exc), field)
+
+
+async def _request_validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    if not errors:
+        return error_response(422, "unprocessable", "the request does not fit its schema")
+    first = errors[0]
+    kind = str(first.get("type", ""))
+    field = field_name(first.get("loc", ()))
+    if kind == "json_invalid":
+        detail = (first.get("ctx") or {}).get("error", "")
+        message = f"the body is not valid JSON{': ' + str(detail) if detail else ''}"
+        return error_response(400, "invalid_json", message, "body")
+    message = str(first.get("msg", "invalid value"))
+    if kind == "missing" and field:
+        message = f"{field} is required"
+    elif kind == "extra_forbidden" and field:
+        message = f"{field} is not a known field"
+    elif field:
+        message = f"{field}: {message}"
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return error_response(422, "unprocessable", message, field or None)
+
+
+def field_name(loc: Sequence[Any]) -> str:
+    """``("body", "schedule", "cron")`` -> ``"schedule.cron"``; ``("query", "limit")`` ->
+    ``"limit"``; the whole body -> ``"body"``."""
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
+        where, rest = parts[0], parts[1:]
+        if not rest:
+            return where
+        return ".".join(rest)
+    return ".".join(parts)
+
+
+async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _STATUS_CODES.get(exc.status_code, "error")
+    detail = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
+    if exc.status_code == 404 and detail == "Not Found":
+        detail = f"no such endpoint: {request.method} {request.url.path}"
+    elif exc.status_code == 405:
+        detail = f"{request.method} is not allowed on {request.url.path}"
+    return error_response(exc.status_code, code, detail, headers=exc.headers)
+
+
+class BodyLimitMiddleware:
+    """Refuse a request body over ``limit`` bytes with 413, before the app parses it.
+
+    A declared ``Content-Length`` over the limit is refused without reading a byte. Other
+    bodies (chunked, or an honest length) are read here, up to the limit, and replayed to
+    the app: a chunked body is refused as soon as it passes the limit, and the app never
+    holds more than ``limit`` bytes of one request.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.limit:
+            await self._refuse(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                await self.app(scope, _replay([message], receive), send)
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await self._refuse(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body: Message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        await self.app(scope, _replay([body], receive), send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = error_response(
+            413,
+            "body_too_large",
+            f"the request body is larger than {self.limit} bytes "
+            f"(job args are limited to {MAX_ARGS_BYTES} bytes)",
+            "body",
+            headers={"Connection": "close"},
+        )
+        await response(scope, receive, send)
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """A ``receive`` that hands out ``messages`` (the body read already), then the rest."""
+    pending = list(messages)
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replay
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+class InternalErrorMiddleware:
+    """The last resort: a bug becomes a logged traceback and a generic 500 envelope.
+
+    Starlette's own error middleware re-raises after answering (so servers log the error
+    twice and test clients raise); this one answers and stops there.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            log.exception("%s %s: unexpected error", scope.get("method"), scope.get("path"))
+            if started:
+                raise
+            response = error_response(500, "internal_error", "internal error; see the server log")
+            await response(scope, receive, send)

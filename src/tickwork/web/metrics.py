@@ -1,0 +1,212 @@
+"""Prometheus metrics at ``/metrics``, read from the store at scrape time.
+
+The API process executes nothing, so it counts nothing as it happens: every scrape asks
+the client for :meth:`~tickwork.client.Client.run_stats` and
+:meth:`~tickwork.client.Client.cluster` and reports what the store holds then. The series
+(all of them cluster-wide, over every tenant; ``/metrics`` needs an admin key unless the
+API is open):
+
+``tickwork_runs{state}`` (gauge)
+    Runs in each state now: queued, running, succeeded, failed, dead, cancelled.
+``tickwork_runs_total{state}`` (counter; succeeded, dead, cancelled)
+    Runs that reached that final state, as far as the store can tell: it keeps finished
+    runs only for the retention (7 days by default), so this process adds up the *growth*
+    of the retained count from one scrape to the next. It never decreases (``rate()`` is
+    sound) and restarts from the retained count when the API restarts (a counter reset).
+    It under-counts by the runs the pruner deleted between two scrapes in which runs also
+    finished. With several API replicas, aggregate with ``max``, not ``sum``.
+``tickwork_due_backlog`` (gauge)
+    Queued or failed runs whose time has come: waiting for a worker now.
+``tickwork_oldest_due_age_seconds`` (gauge)
+    How long the oldest of those has waited (0 with no backlog).
+``tickwork_trigger_lag_seconds`` (histogram)
+    Start minus scheduled time of the first attempts of the latest started runs (up to
+    1000): *the recent sample*, recomputed at each scrape, not a cumulative histogram. Read
+    it with ``histogram_quantile(0.99, tickwork_trigger_lag_seconds_bucket)`` directly;
+    ``rate()`` over it means nothing.
+``tickwork_rescues_total`` (counter)
+    Lease expirations rescued by the reaper running *in this process*: only when the API
+    is served by ``tickwork run``, whose scheduler rescues. A standalone ``tickwork api``
+    has no reaper and does not export it (the scheduler logs one ``rescue`` line per run).
+``tickwork_leader`` (gauge), ``tickwork_leader_epoch`` (gauge), ``tickwork_leader_info{holder}``
+    1 while a scheduler holds an unexpired leader lease (else 0), its fencing epoch, and
+    its node id as a label.
+``tickwork_node_last_seen_seconds{node, kind}`` (gauge), ``tickwork_node_running{node, kind}``
+    Seconds since each registered node (scheduler, worker, run) was last seen (its
+    heartbeat; workers beat every few seconds), and the runs it is executing.
+``tickwork_dead_letter_size`` (gauge)
+    Runs in the dead-letter list (state dead).
+``tickwork_scrape_error`` (gauge)
+    1 when the store could not be read at this scrape (the other series are then absent).
+
+Times are by the store's clock, so node clocks do not skew the ages.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from tickwork.client import Client
+from tickwork.errors import TickworkError
+from tickwork.job import FINISHED_RUN_STATES, RunState
+
+log = logging.getLogger("tickwork.web")
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+"""Seconds: the trigger lag histogram's upper bounds (5 ms to 5 min, then +Inf)."""
+FINAL_STATES = tuple(s for s in RunState if s in FINISHED_RUN_STATES)
+
+
+class StoreCollector(Collector):
+    """Reads the store at every scrape (see the module docstring for the series)."""
+
+    def __init__(self, client: Client, rescues: Callable[[], int] | None = None) -> None:
+        self.client = client
+        self.rescues = rescues
+        self._lock = threading.Lock()
+        self._retained: dict[str, int] | None = None
+        self._totals: dict[str, int] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            stats = self.client.run_stats()
+            cluster = self.client.cluster()
+        except TickworkError as exc:
+            log.warning("metrics: cannot read the store: %s", exc)
+            yield _gauge("tickwork_scrape_error", "1 when the store could not be read.", 1)
+            return
+        yield _gauge("tickwork_scrape_error", "1 when the store could not be read.", 0)
+
+        runs = GaugeMetricFamily("tickwork_runs", "Runs in each state now.", labels=["state"])
+        for state in RunState:
+            runs.add_metric([state.value], stats.by_state.get(state.value, 0))
+        yield runs
+
+        totals = CounterMetricFamily(
+            "tickwork_runs",
+            "Runs that reached a final state (growth of the retained count; see the docs).",
+            labels=["state"],
+        )
+        for name, total in self._count_finished(stats.by_state).items():
+            totals.add_metric([name], total)
+        yield totals
+
+        yield _gauge(
+            "tickwork_due_backlog",
+            "Queued or failed runs whose time has come (waiting for a worker).",
+            stats.due_backlog,
+        )
+        oldest = (
+            max(0.0, (stats.now - stats.oldest_due_at).total_seconds())
+            if stats.oldest_due_at is not None
+            else 0.0
+        )
+        yield _gauge(
+            "tickwork_oldest_due_age_seconds",
+            "How long the oldest due run has waited for a worker.",
+            oldest,
+        )
+        yield _lag_histogram(stats.recent_lag_ms)
+        yield _gauge(
+            "tickwork_dead_letter_size",
+            "Runs in the dead-letter list (state dead).",
+            stats.by_state.get(RunState.DEAD.value, 0),
+        )
+
+        if self.rescues is not None:
+            rescues = CounterMetricFamily(
+                "tickwork_rescues",
+                "Runs whose lease expired, rescued by this process's reaper.",
+            )
+            rescues.add_metric([], self.rescues())
+            yield rescues
+
+        leader = cluster.leader
+        yield _gauge(
+            "tickwork_leader",
+            "1 while a scheduler holds an unexpired leader lease.",
+            1 if leader else 0,
+        )
+        if leader is not None:
+            yield _gauge("tickwork_leader_epoch", "The leader's fencing epoch.", leader.epoch)
+            info = GaugeMetricFamily(
+                "tickwork_leader_info", "The leader's node id.", labels=["holder"]
+            )
+            info.add_metric([leader.holder], 1)
+            yield info
+
+        seen = GaugeMetricFamily(
+            "tickwork_node_last_seen_seconds",
+            "Seconds since each node's last heartbeat (store clock).",
+            labels=["node", "kind"],
+        )
+        running = GaugeMetricFamily(
+            "tickwork_node_running", "Runs each node executes now.", labels=["node", "kind"]
+        )
+        for node in cluster.nodes:
+            age = max(0.0, (cluster.now - node.last_seen_at).total_seconds())
+            seen.add_metric([node.id, node.kind], age)
+            running.add_metric([node.id, node.kind], node.running)
+        yield seen
+        yield running
+
+    def _count_finished(self, by_state: dict[str, int]) -> dict[str, int]:
+        """Monotonic totals from the retained counts of final states (see the docstring)."""
+        with self._lock:
+            current = {s.value: by_state.get(s.value, 0) for s in FINAL_STATES}
+            if self._retained is None:
+                self._totals = dict(current)
+            else:
+                for state, count in current.items():
+                    self._totals[state] += max(0, count - self._retained.get(state, 0))
+            self._retained = current
+            return dict(self._totals)
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+def _lag_histogram(sample_ms: list[float]) -> HistogramMetricFamily:
+    seconds = sorted(max(0.0, ms / 1000) for ms in sample_ms)
+    buckets: list[tuple[str, float]] = []
+    i = 0
+    for bound in LAG_BUCKETS:
+        while i < len(seconds) and seconds[i] <= bound:
+            i += 1
+        buckets.append((_bound(bound), i))
+    buckets.append(("+Inf", len(seconds)))
+    return HistogramMetricFamily(
+        "tickwork_trigger_lag_seconds",
+        "Start minus scheduled time of the latest first attempts (a recent sample, "
+        "recomputed at each scrape).",
+        buckets=buckets,
+        sum_value=sum(seconds),
+    )
+
+
+def _bound(value: float) -> str:
+    return f"{value:g}" if value < 1 else f"{value:.1f}"
+
+
+class Metrics:
+    """One app's metrics: its own registry (never the global one, so apps do not collide)."""
+
+    def __init__(self, client: Client, rescues: Callable[[], int] | None = None) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(StoreCollector(client, rescues))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
