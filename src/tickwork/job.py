@@ -127,7 +127,8 @@ class JobSpec:
 
 
 def check_args(args: object, limit: int = MAX_ARGS_BYTES) -> None:
-    """Args must be a JSON object of at most ``limit`` bytes, or InvalidArgs."""
+    """Args must be a JSON object of at most ``limit`` bytes that every store can hold, or
+    InvalidArgs."""
     if not isinstance(args, dict):
         raise InvalidArgs(f"args must be a JSON object, got {type(args).__name__}")
     try:
@@ -136,6 +137,29 @@ def check_args(args: object, limit: int = MAX_ARGS_BYTES) -> None:
         raise InvalidArgs(f"args are not JSON-serialisable: {exc}") from None
     if len(encoded) > limit:
         raise InvalidArgs(f"args are {len(encoded)} bytes encoded; the limit is {limit} bytes")
+    problem = _unstorable_text(args)
+    if problem is not None:
+        raise InvalidArgs(f"args contain {problem}")
+
+
+def _unstorable_text(value: object) -> str | None:
+    """Why a JSON value's text cannot be stored (valid JSON that a database refuses)."""
+    pending = [value]
+    while pending:  # a loop, not recursion: args nest as deep as the JSON parser allows
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return "a NUL character (\\u0000), which PostgreSQL cannot store"
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return "an unpaired surrogate (\\ud800 to \\udfff), which is not valid text"
+    return None
 
 
 def parse_args(text: str, limit: int = MAX_ARGS_BYTES) -> dict[str, Any]:
