@@ -1,0 +1,578 @@
+"""The dashboard in process (FastAPI's TestClient on a real store): pages render on the
+server, sign-in and keys guard them, tenants see their own data only, and the retry form
+works without JavaScript. The browser tests are in ``test_dashboard_browser.py``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+from importlib import resources
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tickwork.client import Client
+from tickwork.job import JobState, RunState
+from tickwork.store import Store
+from tickwork.web.app import create_app
+from tickwork.web.auth import COOKIE_NAME
+
+ORIGIN = {"Origin": "http://testserver"}
+"""What a browser sends with a form posted from one of the dashboard's own pages."""
+
+
+@pytest.fixture
+def client(store: Store) -> Client:
+    return Client(store)
+
+
+@pytest.fixture
+def admin_key(client: Client) -> str:
+    return client.create_api_key(tenant="ops", admin=True)[1]
+
+
+@pytest.fixture
+def acme_key(client: Client) -> str:
+    return client.create_api_key(tenant="acme")[1]
+
+
+@pytest.fixture
+def web(client: Client, admin_key: str) -> Iterator[TestClient]:
+    """A browser-like client, not signed in, on an app that requires keys."""
+    with TestClient(create_app(client, open_access=False)) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def open_web(client: Client) -> Iterator[TestClient]:
+    """The app as ``tickwork api`` serves it on a loopback address with no key defined."""
+    with TestClient(create_app(client, open_access=True)) as test_client:
+        yield test_client
+
+
+def sign_in(web: TestClient, key: str) -> None:
+    answer = web.post("/login", data={"key": key}, headers=ORIGIN, follow_redirects=False)
+    assert answer.status_code == 303, answer.text
+
+
+def dead_run(client: Client, *, tenant: str = "default", error: str = "boom", **result: Any) -> int:
+    """A run in the dead letter, made the way a worker makes one: a job due now with one
+    attempt, claimed, failed."""
+    submitted = client.submit(
+        "http", args={"url": "https://example.com/"}, tenant=tenant, max_attempts=1
+    )
+    assert submitted.run is not None
+    (claimed,) = client.store.claim("test-worker", limit=1)
+    assert claimed.id == submitted.run.id
+    client.store.fail(claimed.id, claimed.fencing_token, error, result=result or None)
+    assert client.get_run(claimed.id).state is RunState.DEAD
+    return claimed.id
+
+
+def text_of(html: str) -> str:
+    """The page's text with tags dropped and blanks collapsed, for readable assertions."""
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)).strip()
+
+
+# -- signing in ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/", "/jobs", "/jobs/1", "/dead", "/cluster"])
+def test_a_page_without_a_key_redirects_to_the_sign_in_form(web: TestClient, path: str) -> None:
+    answer = web.get(path, follow_redirects=False)
+
+    assert answer.status_code == 303
+    expected = "/login" if path == "/" else f"/login?next={path.replace('/', '%2F')}"
+    assert answer.headers["location"] == expected
+
+
+def test_the_sign_in_form_is_a_plain_html_form(web: TestClient) -> None:
+    page = web.get("/login?next=/dead")
+
+    assert page.status_code == 200
+    assert '<form class="login" method="post" action="/login">' in page.text
+    assert 'type="password"' in page.text
+    assert 'name="next" value="/dead"' in page.text
+
+
+def test_signing_in_sets_an_http_only_lax_cookie_and_returns_to_the_page(
+    web: TestClient, acme_key: str
+) -> None:
+    answer = web.post(
+        "/login", data={"key": acme_key, "next": "/dead"}, headers=ORIGIN, follow_redirects=False
+    )
+
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/dead"
+    cookie = answer.headers["set-cookie"]
+    assert cookie.startswith(f"{COOKIE_NAME}={acme_key};")
+    assert "HttpOnly" in cookie
+    assert "SameSite=lax" in cookie
+    assert "Path=/" in cookie
+    assert web.get("/dead").status_code == 200
+
+
+def test_sign_in_never_redirects_to_another_site(web: TestClient, acme_key: str) -> None:
+    for target in ("https://evil.example/", "//evil.example/", "/\\evil.example", "javascript:x"):
+        answer = web.post(
+            "/login", data={"key": acme_key, "next": target}, headers=ORIGIN, follow_redirects=False
+        )
+        assert answer.headers["location"] == "/", target
+
+
+def test_a_wrong_key_is_refused_at_sign_in_and_sets_no_cookie(web: TestClient) -> None:
+    answer = web.post("/login", data={"key": "tw_aaaaaaaa_" + "x" * 43}, headers=ORIGIN)
+
+    assert answer.status_code == 401
+    assert "That key is wrong, malformed or revoked." in answer.text
+    assert "set-cookie" not in answer.headers
+    assert web.get("/", follow_redirects=False).status_code == 303
+
+
+def test_a_revoked_key_in_the_cookie_sends_the_browser_back_to_sign_in(
+    web: TestClient, client: Client, acme_key: str
+) -> None:
+    sign_in(web, acme_key)
+    client.revoke_api_key(acme_key)
+
+    answer = web.get("/jobs", follow_redirects=False)
+
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/login?next=%2Fjobs"
+    assert f'{COOKIE_NAME}=""' in answer.headers["set-cookie"]  # the stale cookie is dropped
+
+
+def test_signing_out_drops_the_cookie(web: TestClient, acme_key: str) -> None:
+    sign_in(web, acme_key)
+
+    answer = web.post("/logout", headers=ORIGIN, follow_redirects=False)
+
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/login"
+    assert web.get("/", follow_redirects=False).status_code == 303
+
+
+def test_a_bearer_header_works_without_a_cookie(web: TestClient, acme_key: str) -> None:
+    page = web.get("/", headers={"Authorization": f"Bearer {acme_key}"})
+
+    assert page.status_code == 200
+    assert "tenant acme" in page.text
+
+
+def test_a_wrong_bearer_header_gets_a_401_page_not_a_redirect(web: TestClient) -> None:
+    page = web.get("/", headers={"Authorization": "Bearer nope"}, follow_redirects=False)
+
+    assert page.status_code == 401
+    assert "wrong, malformed or revoked" in page.text
+
+
+def test_a_fragment_without_a_key_sends_htmx_to_the_sign_in_form(web: TestClient) -> None:
+    answer = web.get("/fragments/overview", headers={"HX-Request": "true"})
+
+    assert answer.status_code == 401
+    assert answer.headers["hx-redirect"] == "/login?next=%2Ffragments%2Foverview"
+
+
+def test_the_open_api_needs_no_sign_in(open_web: TestClient) -> None:
+    page = open_web.get("/")
+
+    assert page.status_code == 200
+    assert "open access" in page.text
+    assert "Sign out" not in page.text
+    assert open_web.get("/login", follow_redirects=False).headers["location"] == "/"
+
+
+# -- pages ---------------------------------------------------------------------------------
+
+
+def test_the_overview_shows_runs_by_state_backlog_lag_and_leader(
+    web: TestClient, client: Client, admin_key: str
+) -> None:
+    dead_run(client)
+    client.submit("http", args={"url": "https://example.com/"})  # queued and due: backlog
+    lease = client.store.acquire_leadership("scheduler-a", timedelta(minutes=5))
+    assert lease is not None
+    sign_in(web, admin_key)
+
+    page = web.get("/")
+
+    assert page.status_code == 200
+    text = text_of(page.text)
+    assert "queued 1 running 0 succeeded 0 failed 0 dead 1 cancelled 0" in text
+    assert re.search(r"Due backlog 1 oldest due (just now|\d+ s ago)", text), text
+    assert re.search(r"Trigger lag p50 / p99 \d+ ms / \d+ ms", text), text
+    assert f"epoch {lease.epoch} scheduler-a" in text
+    assert 'hx-get="/fragments/overview"' in page.text
+    fragment = web.get("/fragments/overview", headers={"HX-Request": "true"})
+    assert fragment.status_code == 200
+    assert "<html" not in fragment.text
+    assert "Due backlog" in fragment.text
+
+
+def test_the_overview_says_when_no_scheduler_leads(web: TestClient, admin_key: str) -> None:
+    sign_in(web, admin_key)
+
+    text = text_of(web.get("/").text)
+
+    assert "Leader none no scheduler holds the lease" in text
+    assert "Trigger lag p50 / p99 – / –" in text
+
+
+def test_jobs_are_filtered_by_state_and_task_and_paged_by_cursor(
+    web: TestClient, client: Client, admin_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tickwork.web.dashboard.JOBS_PER_PAGE", 2)
+    ids = [
+        client.schedule("http", name=f"poll-{i}", every=60, args={"url": "https://e.x/"}).job.id
+        for i in range(3)
+    ]
+    client.pause_job(ids[0])
+    shell = client.submit("shell", args={"argv": ["true"]}, delay=3600).job.id
+    sign_in(web, admin_key)
+
+    first = web.get("/jobs")
+    assert [int(i) for i in re.findall(r'data-job-id="(\d+)"', first.text)] == [shell, ids[2]]
+    next_url = re.search(r'href="(/jobs\?after=\d+)" rel="next"', first.text)
+    assert next_url is not None
+    second = web.get(next_url.group(1))
+    assert [int(i) for i in re.findall(r'data-job-id="(\d+)"', second.text)] == [ids[1], ids[0]]
+    last = re.search(r'href="(/jobs\?after=\d+)" rel="next"', second.text)
+    if last is not None:  # a full page may be the last one: the page after it is empty
+        assert "No jobs." in web.get(last.group(1)).text
+
+    paused = web.get("/jobs?state=paused")
+    assert re.findall(r'data-job-id="(\d+)"', paused.text) == [str(ids[0])]
+    assert '<option value="paused" selected>' in paused.text
+    by_task = web.get("/jobs?task=shell")
+    assert re.findall(r'data-job-id="(\d+)"', by_task.text) == [str(shell)]
+    assert 'hx-get="/fragments/jobs?task=shell"' in by_task.text
+    assert web.get("/jobs?state=bogus").status_code == 400
+
+
+def test_a_job_page_shows_schedule_fire_times_runs_errors_tails_and_ledger(
+    web: TestClient, client: Client, store: Store, admin_key: str
+) -> None:
+    job = client.schedule(
+        "http",
+        name="hourly",
+        every=3600,
+        anchor="2020-01-01T00:00:00+00:00",
+        misfire="skip",
+        args={"url": "https://example.com/"},
+    ).job
+    assert job.next_run_at is not None
+    # A scheduler that was down for three hours: the missed slots are skipped (ledger).
+    later = job.next_run_at + timedelta(hours=3, minutes=30)
+    lease = store.acquire_leadership("s1", timedelta(days=1), now=later)
+    assert lease is not None
+    triggered = store.trigger(lease.epoch, now=later)
+    assert triggered.skipped
+    run_now = client.trigger_job(job.id)
+    (claimed,) = store.claim("w1", limit=1)
+    assert claimed.id == run_now.id
+    store.fail(
+        claimed.id,
+        claimed.fencing_token,
+        "command exited with code 3: disk full",
+        result={"exit_code": 3, "stdout": "".join(f"line {i}\n" for i in range(100)), "stderr": ""},
+    )
+    sign_in(web, admin_key)
+
+    page = web.get(f"/jobs/{job.id}")
+
+    assert page.status_code == 200
+    text = text_of(page.text)
+    assert f"Job {job.id}: hourly" in text
+    assert "Every 1 hour from 2020-01-01T00:00:00+00:00." in text
+    assert len(re.findall(r"<li><time", page.text)) == 5  # next fire times
+    assert f'data-run-id="{claimed.id}"' in page.text
+    assert "failed" in text
+    assert "2/3" in text  # the next attempt of three
+    assert "command exited with code 3: disk full" in text
+    assert '{"exit_code": 3}' in text_of(page.text.replace("&#34;", '"'))
+    assert "line 99" in text
+    assert "line 69" not in text  # a tail, not the whole output
+    assert "misfire" in text
+    assert f"{len(triggered.skipped) and triggered.skipped[0].count} " in text
+
+
+def test_a_job_page_explains_a_slot_and_says_why_a_bad_one_is_wrong(
+    web: TestClient, client: Client, admin_key: str
+) -> None:
+    job = client.schedule("http", name="daily", cron="0 9 * * *", args={"url": "https://e.x/"})
+    sign_in(web, admin_key)
+
+    answer = web.get(f"/jobs/{job.job.id}?at=2020-01-01T09:00")
+    assert "did not run at 2020-01-01T09:00:00+00:00: the job did not exist yet" in answer.text
+    wrong = web.get(f"/jobs/{job.job.id}?at=yesterday")
+    assert wrong.status_code == 200
+    assert 'class="note error" role="alert"' in wrong.text
+
+
+def test_the_cluster_page_lists_the_leader_and_nodes_for_an_admin(
+    web: TestClient, store: Store, admin_key: str, acme_key: str
+) -> None:
+    store.register_node("worker-1", "worker", "host-a", 4242)
+    lease = store.acquire_leadership("scheduler-9", timedelta(minutes=1))
+    assert lease is not None
+    sign_in(web, admin_key)
+
+    text = text_of(web.get("/cluster").text)
+
+    assert f"Holder scheduler-9 Epoch {lease.epoch}" in text
+    assert "worker-1 worker host-a 4242" in text
+
+
+def test_a_tenant_key_gets_a_403_page_on_the_cluster_page(web: TestClient, acme_key: str) -> None:
+    sign_in(web, acme_key)
+
+    page = web.get("/cluster")
+
+    assert page.status_code == 403
+    assert "This page needs an admin key." in page.text
+    assert 'href="/cluster"' not in page.text  # not offered in the navigation either
+    assert web.get("/fragments/cluster").status_code == 403
+
+
+@pytest.mark.parametrize("path", ["/jobs/999999", "/jobs/abc", "/jobs/99999999999999999999"])
+def test_an_unknown_job_is_a_404_page(web: TestClient, admin_key: str, path: str) -> None:
+    sign_in(web, admin_key)
+
+    page = web.get(path)
+
+    assert page.status_code == 404
+    assert "<h1>Not found</h1>" in page.text
+
+
+# -- tenants -------------------------------------------------------------------------------
+
+
+def test_a_tenant_key_sees_its_own_tenant_only(
+    web: TestClient, client: Client, acme_key: str
+) -> None:
+    mine = dead_run(client, tenant="acme", error="acme failed")
+    theirs = dead_run(client, tenant="globex", error="globex failed")
+    sign_in(web, acme_key)
+
+    dead = web.get("/dead").text
+    assert f'data-run-id="{mine}"' in dead
+    assert f'data-run-id="{theirs}"' not in dead
+    jobs = web.get("/jobs").text
+    assert "globex" not in jobs
+    assert "dead 1" in text_of(web.get("/").text)
+
+
+def test_another_tenants_ids_are_404_pages_and_change_nothing(
+    web: TestClient, client: Client, acme_key: str
+) -> None:
+    theirs = dead_run(client, tenant="globex")
+    job_id = client.get_run(theirs).job_id
+    sign_in(web, acme_key)
+
+    assert web.get(f"/jobs/{job_id}").status_code == 404
+    assert web.get(f"/fragments/jobs/{job_id}").status_code == 404
+    assert web.post(f"/runs/{theirs}/retry", headers=ORIGIN).status_code == 404
+    htmx = web.post(f"/runs/{theirs}/retry", headers={**ORIGIN, "HX-Request": "true"})
+    assert htmx.status_code == 404
+    assert "run" in htmx.text
+    assert "not found" in htmx.text
+    assert web.post(f"/jobs/{job_id}/cancel", headers=ORIGIN).status_code == 404
+    assert client.get_run(theirs).state is RunState.DEAD
+    assert client.get_job(job_id).state is JobState.COMPLETED
+
+
+# -- acting --------------------------------------------------------------------------------
+
+
+def test_the_retry_form_works_without_javascript(
+    web: TestClient, client: Client, admin_key: str
+) -> None:
+    run_id = dead_run(client)
+    sign_in(web, admin_key)
+    page = web.get("/dead")
+    form = f'<form class="inline" method="post" action="/runs/{run_id}/retry"'
+    assert form in page.text
+    assert '<input type="hidden" name="next" value="/dead">' in page.text
+
+    answer = web.post(
+        f"/runs/{run_id}/retry", data={"next": "/dead"}, headers=ORIGIN, follow_redirects=False
+    )
+
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/dead"
+    assert client.get_run(run_id).state is RunState.QUEUED
+    assert f'data-run-id="{run_id}"' not in web.get("/dead").text
+
+
+def test_a_retry_from_htmx_answers_the_row_in_its_new_state(
+    web: TestClient, client: Client, admin_key: str
+) -> None:
+    run_id = dead_run(client)
+    sign_in(web, admin_key)
+
+    answer = web.post(f"/runs/{run_id}/retry", headers={**ORIGIN, "HX-Request": "true"})
+
+    assert answer.status_code == 200
+    assert answer.text.lstrip().startswith(f'<tr id="run-{run_id}"')
+    assert "Retried:" in answer.text
+    assert '<span class="state state-queued">queued</span>' in answer.text
+    assert "<form" not in answer.text
+
+
+def test_retrying_a_run_that_is_no_longer_dead_says_why(
+    web: TestClient, client: Client, admin_key: str
+) -> None:
+    run_id = dead_run(client)
+    client.retry_run(run_id)  # another operator was first
+    sign_in(web, admin_key)
+
+    htmx = web.post(f"/runs/{run_id}/retry", headers={**ORIGIN, "HX-Request": "true"})
+    assert htmx.status_code == 409
+    assert "Not retried: it is queued." in htmx.text
+    plain = web.post(f"/runs/{run_id}/retry", headers=ORIGIN)
+    assert plain.status_code == 409
+    assert "Cannot retry run" in plain.text
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},
+        {"Referer": "https://evil.example/page"},
+        {"Origin": "http://testserver.evil.example"},
+    ],
+    ids=["no-origin", "foreign-origin", "null-origin", "foreign-referer", "lookalike-host"],
+)
+def test_a_cross_site_post_is_refused_and_changes_nothing(
+    web: TestClient, client: Client, admin_key: str, headers: dict[str, str]
+) -> None:
+    run_id = dead_run(client)
+    sign_in(web, admin_key)
+
+    answer = web.post(f"/runs/{run_id}/retry", headers=headers)
+
+    assert answer.status_code == 403
+    assert "did not come from a dashboard page" in answer.text
+    assert client.get_run(run_id).state is RunState.DEAD
+
+
+def test_a_cross_site_post_is_refused_on_the_open_api_too(
+    open_web: TestClient, client: Client
+) -> None:
+    run_id = dead_run(client)
+
+    answer = open_web.post(f"/runs/{run_id}/retry", headers={"Origin": "https://evil.example"})
+
+    assert answer.status_code == 403
+    assert client.get_run(run_id).state is RunState.DEAD
+
+
+def test_a_post_from_the_same_origin_by_referer_or_a_bearer_client_is_accepted(
+    web: TestClient, client: Client, admin_key: str
+) -> None:
+    by_referer, by_bearer = dead_run(client), dead_run(client)
+    sign_in(web, admin_key)
+
+    referer = web.post(
+        f"/runs/{by_referer}/retry",
+        headers={"Referer": "http://testserver/dead"},
+        follow_redirects=False,
+    )
+    web.cookies.clear()
+    bearer = web.post(
+        f"/runs/{by_bearer}/retry",
+        headers={"Authorization": f"Bearer {admin_key}"},
+        follow_redirects=False,
+    )
+
+    assert (referer.status_code, bearer.status_code) == (303, 303)
+    assert client.get_run(by_referer).state is RunState.QUEUED
+    assert client.get_run(by_bearer).state is RunState.QUEUED
+
+
+def test_job_commands_act_and_return_to_the_job(
+    web: TestClient, client: Client, admin_key: str
+) -> None:
+    job_id = client.schedule("http", name="poll", every=60, args={"url": "https://e.x/"}).job.id
+    sign_in(web, admin_key)
+
+    def act(action: str) -> None:
+        answer = web.post(f"/jobs/{job_id}/{action}", headers=ORIGIN, follow_redirects=False)
+        assert answer.status_code == 303
+        assert answer.headers["location"] == f"/jobs/{job_id}"
+
+    act("pause")
+    assert client.get_job(job_id).state is JobState.PAUSED
+    assert f'action="/jobs/{job_id}/resume"' in web.get(f"/jobs/{job_id}").text
+    act("resume")
+    assert client.get_job(job_id).state is JobState.ACTIVE
+    act("trigger")
+    assert len(client.list_runs(job_id=job_id)) == 1
+    act("cancel")
+    assert client.get_job(job_id).state is JobState.CANCELLED
+    assert web.post(f"/jobs/{job_id}/pause", headers=ORIGIN).status_code == 409
+    assert web.post(f"/jobs/{job_id}/explode", headers=ORIGIN).status_code == 404
+
+
+# -- safety --------------------------------------------------------------------------------
+
+
+def test_everything_users_supplied_is_escaped(
+    web: TestClient, client: Client, admin_key: str
+) -> None:
+    evil = "<script>alert(1)</script>"
+    job_id = client.schedule(
+        "http", name=f"x{evil}", every=60, args={"url": f"https://e.x/?q={evil}"}
+    ).job.id
+    dead_run(client, error=f"failed {evil}", stdout=evil)
+    sign_in(web, admin_key)
+
+    for path in ("/jobs", f"/jobs/{job_id}", "/dead", f"/jobs?task={evil}", "/jobs/1"):
+        page = web.get(path)
+        assert evil not in page.text, path
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in web.get(f"/jobs/{job_id}").text
+
+
+def test_pages_allow_only_their_own_scripts_and_forbid_framing(
+    web: TestClient, admin_key: str
+) -> None:
+    sign_in(web, admin_key)
+
+    page = web.get("/")
+
+    csp = page.headers["content-security-policy"]
+    assert "script-src 'self'" in csp
+    assert "frame-ancestors 'none'" in csp
+    assert page.headers["x-frame-options"] == "DENY"
+    assert page.headers["cache-control"] == "no-store"
+    assert "<script>" not in page.text  # no inline script for the CSP to allow
+    assert "https://" not in page.text  # no CDN: every asset is served from here
+
+
+def test_htmx_and_the_stylesheet_are_vendored_and_served(web: TestClient) -> None:
+    page = web.get("/login").text
+    scripts = re.findall(r'<script src="([^"]+)"', page)
+    styles = re.findall(r'<link rel="stylesheet" href="([^"]+)"', page)
+
+    assert len(scripts) == 1
+    assert scripts[0].startswith("/static/htmx.min.js?v=")
+    htmx = web.get(scripts[0])
+    assert htmx.status_code == 200
+    assert htmx.headers["content-type"].startswith("text/javascript")
+    assert htmx.text.startswith("/*! htmx.org 2.")
+    assert "htmx" in htmx.text[-2000:]
+    assert web.get(styles[0]).headers["content-type"].startswith("text/css")
+    assert web.get("/static/../app.py").status_code == 404
+    assert web.get("/static/nope.js").status_code == 404
+
+
+def test_templates_and_static_files_ship_inside_the_package() -> None:
+    package = resources.files("tickwork.web")
+    for name in ("htmx.min.js", "htmx.LICENSE", "dashboard.css"):
+        assert (package / "static" / name).is_file(), name
+    for name in ("base.html", "overview.html", "jobs.html", "job.html", "dead.html"):
+        assert (package / "templates" / name).is_file(), name
