@@ -13,7 +13,6 @@ Logs go to stderr, one line per event, with the transition word first: ``lead``,
 from __future__ import annotations
 
 import logging
-import signal
 from typing import Annotated
 
 import typer
@@ -34,9 +33,6 @@ from tickwork.scheduler import Scheduler
 from tickwork.store import open_store
 
 log = logging.getLogger("tickwork.scheduler")
-
-LOG_FORMATS = ("text", "json")
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 @app.command("scheduler")
