@@ -403,12 +403,14 @@ class Store(abc.ABC):
         Attempts left (and not ``discard``): running -> failed, ``attempt + 1``,
         ``run_at = now + retry_after`` (default: the job's backoff with full jitter).
         Last attempt, or ``discard``: running -> dead, ``finished_at = now``.
+        No notification: a retry is due later, and waiting workers sleep until
+        :meth:`next_claimable_at`.
         """
 
     @abc.abstractmethod
     def release(self, run_id: int, fencing_token: int, *, now: datetime | None = None) -> Run:
         """running -> queued without spending an attempt (a worker stopping gracefully).
-        ``run_at = now``. Fenced (LeaseLost)."""
+        ``run_at = now``. Fenced (LeaseLost). Notifies CHANNEL_RUNS."""
 
     @abc.abstractmethod
     def rescue(
@@ -419,6 +421,7 @@ class Store(abc.ABC):
 
         The holder's token stays invalid afterwards: the next claim issues a new one, and
         until then the run is not running. Concurrent rescuers never rescue a run twice.
+        Notifies CHANNEL_RUNS when runs were requeued.
         """
 
     @abc.abstractmethod
@@ -449,7 +452,7 @@ class Store(abc.ABC):
         self, run_id: int, *, tenant: str | None = None, now: datetime | None = None
     ) -> Run:
         """dead|failed -> queued now, with a fresh allowance of attempts (attempt 1 of
-        max_attempts). Other states raise InvalidTransition."""
+        max_attempts). Other states raise InvalidTransition. Notifies CHANNEL_RUNS."""
 
     @abc.abstractmethod
     def prune(
