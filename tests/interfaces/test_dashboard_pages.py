@@ -169,10 +169,13 @@ def test_a_wrong_bearer_header_gets_a_401_page_not_a_redirect(web: TestClient) -
 
 
 def test_a_fragment_without_a_key_sends_htmx_to_the_sign_in_form(web: TestClient) -> None:
-    answer = web.get("/fragments/overview", headers={"HX-Request": "true"})
+    answer = web.get(
+        "/fragments/jobs?state=active",
+        headers={"HX-Request": "true", "HX-Current-URL": "http://testserver/jobs?state=active"},
+    )
 
     assert answer.status_code == 401
-    assert answer.headers["hx-redirect"] == "/login?next=%2Ffragments%2Foverview"
+    assert answer.headers["hx-redirect"] == "/login?next=%2Fjobs%3Fstate%3Dactive"
 
 
 def test_the_open_api_needs_no_sign_in(open_web: TestClient) -> None:
@@ -204,6 +207,9 @@ def test_the_overview_shows_runs_by_state_backlog_lag_and_leader(
     assert re.search(r"Due backlog 1 oldest due (just now|\d+ s ago)", text), text
     assert re.search(r"Trigger lag p50 / p99 \d+ ms / \d+ ms", text), text
     assert f"epoch {lease.epoch} scheduler-a" in text
+    latest = re.findall(r'<tr data-run-id="(\d+)"', page.text)  # latest runs, newest first
+    assert latest == sorted(latest, key=int, reverse=True)
+    assert len(latest) == 2
     assert 'hx-get="/fragments/overview"' in page.text
     fragment = web.get("/fragments/overview", headers={"HX-Request": "true"})
     assert fragment.status_code == 200
@@ -285,7 +291,7 @@ def test_a_job_page_shows_schedule_fire_times_runs_errors_tails_and_ledger(
     assert page.status_code == 200
     text = text_of(page.text)
     assert f"Job {job.id}: hourly" in text
-    assert "Every 1 hour from 2020-01-01T00:00:00+00:00." in text
+    assert "Every 1 hour from 2020-01-01T00:00:00+00:00: task http" in text
     assert len(re.findall(r"<li><time", page.text)) == 5  # next fire times
     assert f'data-run-id="{claimed.id}"' in page.text
     assert "failed" in text

@@ -99,6 +99,8 @@ TAIL_CHARS = 4000
 """An output tail shows at most this many of the last lines and characters of a value."""
 ERROR_LINES = 6
 """The dead-letter list shows this many last lines of each error."""
+LATEST_RUNS = 10
+"""Runs the overview lists, newest first."""
 
 JOB_ACTIONS = ("pause", "resume", "trigger", "cancel")
 FATE_HELP = {
@@ -122,6 +124,7 @@ SECURITY_HEADERS = {
 STATIC_FILES = {
     "htmx.min.js": "text/javascript; charset=utf-8",
     "dashboard.css": "text/css; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
 }
 """The only files ``/static/`` serves (no path from the request reaches the file system)."""
 STATIC_MAX_AGE = 86_400
@@ -252,7 +255,7 @@ def _environment() -> Environment:
         capitalize_first=_capitalize_first,
         tojson_pretty=lambda v: json.dumps(v, indent=2, sort_keys=True, ensure_ascii=False),
     )
-    env.globals.update(static=static_url, refresh_seconds=REFRESH_SECONDS)
+    env.globals.update(static=static_url, refresh_seconds=REFRESH_SECONDS, error_lines=ERROR_LINES)
     return env
 
 
@@ -359,9 +362,14 @@ def _sign_in_first(request: Request) -> Response:
     if request.headers.get("authorization") is not None:
         # A bearer client is not a browser that can fill in a form: tell it plainly.
         return _error_page(request, None, 401, "The API key is wrong, malformed or revoked.")
-    target = request.url.path
-    if request.method == "GET" and request.url.query:
-        target += "?" + request.url.query
+    if _is_htmx(request):
+        # Back to the page the fragment was for, not to the fragment.
+        shown = urlsplit(request.headers.get("hx-current-url", ""))
+        target = _local_path(shown.path + (f"?{shown.query}" if shown.query else ""), "/")
+    else:
+        target = request.url.path
+        if request.method == "GET" and request.url.query:
+            target += "?" + request.url.query
     login = "/login?" + urlencode({"next": target}) if target != "/" else "/login"
     if _is_htmx(request):
         response: Response = Response(status_code=401, headers={"HX-Redirect": login})
@@ -497,7 +505,13 @@ def _overview_context(client: Client, viewer: Viewer) -> dict[str, Any]:
         "p99": _percentile(stats.recent_lag_ms, 0.99),
         "samples": len(stats.recent_lag_ms),
     }
-    return {"stats": stats, "lag": lag, "leader": client.cluster().leader, "scope": viewer.tenant}
+    return {
+        "stats": stats,
+        "lag": lag,
+        "leader": client.cluster().leader,
+        "latest": client.list_runs(tenant=viewer.tenant, limit=LATEST_RUNS),
+        "scope": viewer.tenant,
+    }
 
 
 @router.get("/", response_model=None)
