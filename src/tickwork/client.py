@@ -448,6 +448,12 @@ class Client:
         now = self.store.now()
         return Cluster(self.store.leader(now=now), self.store.list_nodes(now=now), now)
 
+    def leader(self) -> Lease | None:
+        """The scheduler leader lease, or None when no scheduler leads. A read only, unlike
+        :meth:`cluster`, whose node listing also forgets stale nodes (a write): for views
+        polled every few seconds, such as the dashboard's overview."""
+        return self.store.leader()
+
     def schema_version(self) -> tuple[int, int]:
         """(applied, latest) schema version of the store: behind means migrations pending."""
         return self.store.schema_version()
