@@ -146,6 +146,7 @@ def test_a_revoked_key_in_the_cookie_sends_the_browser_back_to_sign_in(
 
 def test_signing_out_drops_the_cookie(web: TestClient, acme_key: str) -> None:
     sign_in(web, acme_key)
+    assert '<form class="login" method="post" action="/logout">' in web.get("/logout").text
 
     answer = web.post("/logout", headers=ORIGIN, follow_redirects=False)
 

@@ -61,7 +61,6 @@ import json
 import logging
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from importlib import resources
 from typing import Annotated, Any
@@ -102,7 +101,8 @@ ERROR_LINES = 6
 LATEST_RUNS = 10
 """Runs the overview lists, newest first."""
 
-JOB_ACTIONS = ("pause", "resume", "trigger", "cancel")
+MAX_NEXT = 2000
+"""The longest ``next`` (where a form returns to) that is followed; longer ones go home."""
 FATE_HELP = {
     SlotFate.MISFIRE: "missed by more than the misfire grace; the misfire policy skipped it",
     SlotFate.COALESCED: "missed, and folded into one run by misfire policy 'once'",
@@ -262,33 +262,17 @@ def _environment() -> Environment:
 _ENV = _environment()
 
 
-@dataclass(frozen=True, slots=True)
-class Viewer:
-    """Who is looking, and whether the dashboard runs open (no sign-in)."""
-
-    principal: Principal
-    open_access: bool
-
-    @property
-    def tenant(self) -> str | None:
-        return self.principal.tenant
-
-    @property
-    def admin(self) -> bool:
-        return self.principal.admin
-
-
 def _render(
     request: Request,
     template: str,
-    viewer: Viewer | None,
+    viewer: Principal | None,
     status_code: int = 200,
     **context: Any,
 ) -> HTMLResponse:
     section = "/" + request.url.path.strip("/").split("/")[0]
     body = _ENV.get_template(template).render(
-        viewer=viewer.principal if viewer else None,
-        open_access=viewer.open_access if viewer else False,
+        viewer=viewer,
+        open_access=viewer is not None and _is_open(viewer),
         section="/" if section == "/fragments" else section,
         show_tenant=viewer is not None and viewer.tenant is None,
         **context,
@@ -297,7 +281,7 @@ def _render(
 
 
 def _error_page(
-    request: Request, viewer: Viewer | None, status: int, message: str, back: str | None = None
+    request: Request, viewer: Principal | None, status: int, message: str, back: str | None = None
 ) -> HTMLResponse:
     headings = {
         400: "Bad request",
@@ -319,7 +303,7 @@ def _error_page(
     )
 
 
-def _failure(request: Request, viewer: Viewer, exc: TickworkError, back: str = "/") -> Response:
+def _failure(request: Request, viewer: Principal, exc: TickworkError, back: str = "/") -> Response:
     """The page for a failed client call: the message for the caller's mistakes (400, 404,
     409), a generic one for the store's (logged in full)."""
     status = status_of(exc)
@@ -342,15 +326,20 @@ def _client(request: Request) -> Client:
     return client
 
 
-def _viewer(request: Request) -> Viewer | None:
+def _viewer(request: Request) -> Principal | None:
     """The signed-in viewer, or None (no key, or a wrong, malformed or revoked one)."""
     gate: Gate = request.app.state.gate
     try:
         principal = gate.principal(credential(request))
     except Unauthorized:
         return None
-    request.state.principal = principal
-    return Viewer(principal, open_access=principal.key is None)
+    request.state.principal = principal  # for the access log
+    return principal
+
+
+def _is_open(viewer: Principal) -> bool:
+    """Whether the viewer came in without a key (the open API: nobody to sign out)."""
+    return viewer.key is None
 
 
 def _is_htmx(request: Request) -> bool:
@@ -394,7 +383,7 @@ def _same_origin(request: Request) -> bool:
     return bool(sent_from) and sent_from in {h.strip().lower() for h in hosts if h}
 
 
-def _cross_site(request: Request, viewer: Viewer | None) -> HTMLResponse:
+def _cross_site(request: Request, viewer: Principal | None) -> HTMLResponse:
     log.warning(
         "refused a cross-site %s %s (Origin %r, Referer %r)",
         request.method,
@@ -414,7 +403,9 @@ def _cross_site(request: Request, viewer: Viewer | None) -> HTMLResponse:
 def _local_path(value: str | None, default: str) -> str:
     """``value`` if it is a path on this site (``/jobs?state=dead``), else ``default``:
     a redirect target from a form must not send the browser elsewhere."""
-    if not value or not value.startswith("/") or value.startswith(("//", "/\\")):
+    if not value or len(value) > MAX_NEXT or not value.startswith("/"):
+        return default
+    if value.startswith(("//", "/\\")):
         return default
     parts = urlsplit(value)
     if parts.scheme or parts.netloc or any(ch in value for ch in "\r\n\t\\"):
@@ -440,8 +431,8 @@ def login_form(request: Request, next: str = "/") -> Response:
 @router.post("/login", response_model=None)
 def login(
     request: Request,
-    key: Annotated[str, Form(max_length=1000)] = "",
-    next: Annotated[str, Form(max_length=2000)] = "/",
+    key: Annotated[str, Form()] = "",
+    next: Annotated[str, Form()] = "/",
 ) -> Response:
     target = _local_path(next, "/")
     if not _same_origin(request):
@@ -473,9 +464,9 @@ def login(
 @router.get("/logout", response_model=None)
 def logout_form(request: Request) -> Response:
     viewer = _viewer(request)
-    if viewer is None or viewer.open_access:
+    if viewer is None or _is_open(viewer):
         return RedirectResponse("/login" if viewer is None else "/", status_code=303)
-    return _error_page(request, viewer, 200, "Sign out with the button at the top right.")
+    return _render(request, "logout.html", viewer)
 
 
 @router.post("/logout", response_model=None)
@@ -498,7 +489,7 @@ def _percentile(values: list[float], q: float) -> float | None:
     return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
 
 
-def _overview_context(client: Client, viewer: Viewer) -> dict[str, Any]:
+def _overview_context(client: Client, viewer: Principal) -> dict[str, Any]:
     stats = client.run_stats(tenant=viewer.tenant)
     lag = {
         "p50": _percentile(stats.recent_lag_ms, 0.50),
@@ -508,7 +499,7 @@ def _overview_context(client: Client, viewer: Viewer) -> dict[str, Any]:
     return {
         "stats": stats,
         "lag": lag,
-        "leader": client.cluster().leader,
+        "leader": client.leader(),
         "latest": client.list_runs(tenant=viewer.tenant, limit=LATEST_RUNS),
         "scope": viewer.tenant,
     }
@@ -549,7 +540,7 @@ def _page(
 # -- jobs ----------------------------------------------------------------------------------
 
 
-def _jobs_context(client: Client, viewer: Viewer, query: Mapping[str, str]) -> dict[str, Any]:
+def _jobs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -> dict[str, Any]:
     state = query.get("state") or None
     task = (query.get("task") or "").strip() or None
     after_text = query.get("after") or None
@@ -599,7 +590,7 @@ def _job_id(text: str) -> int:
     return ident
 
 
-def _job_live_context(client: Client, viewer: Viewer, job_id: str) -> dict[str, Any]:
+def _job_live_context(client: Client, viewer: Principal, job_id: str) -> dict[str, Any]:
     job = client.get_job(_job_id(job_id), tenant=viewer.tenant)
     runs = client.list_runs(job_id=job.id, tenant=viewer.tenant, limit=RUNS_PER_JOB)
     return {
@@ -611,7 +602,7 @@ def _job_live_context(client: Client, viewer: Viewer, job_id: str) -> dict[str, 
     }
 
 
-def _job_context(client: Client, viewer: Viewer, job_id: str, at: str | None) -> dict[str, Any]:
+def _job_context(client: Client, viewer: Principal, job_id: str, at: str | None) -> dict[str, Any]:
     values = _job_live_context(client, viewer, job_id)
     job: Job = values["job"]
     explanation = explain_error = None
@@ -664,14 +655,14 @@ def job_action(request: Request, job_id: str, action: str) -> Response:
         command(_job_id(job_id), tenant=viewer.tenant)
     except TickworkError as exc:
         return _failure(request, viewer, exc, back)
-    log.info("dashboard: %s job %s (key %s)", action, job_id, viewer.principal.key or "open")
+    log.info("dashboard: %s job %s (key %s)", action, job_id, viewer.key or "open")
     return RedirectResponse(back, status_code=303)
 
 
 # -- dead letter ---------------------------------------------------------------------------
 
 
-def _dead_context(client: Client, viewer: Viewer, after_text: str | None) -> dict[str, Any]:
+def _dead_context(client: Client, viewer: Principal, after_text: str | None) -> dict[str, Any]:
     after = _parse_id(after_text) if after_text else None
     if after_text and after is None:
         raise ValidationError(f"after must be a run id, got {after_text!r}", field="after")
@@ -695,9 +686,7 @@ def dead_fragment(request: Request, after: str | None = None) -> Response:
 
 
 @router.post("/runs/{run_id}/retry", response_model=None)
-def retry_run(
-    request: Request, run_id: str, next: Annotated[str, Form(max_length=2000)] = "/dead"
-) -> Response:
+def retry_run(request: Request, run_id: str, next: Annotated[str, Form()] = "/dead") -> Response:
     """Put a dead or failed run back in the queue.
 
     A plain form post is answered 303 to the page it came from (``next``). From htmx
@@ -721,14 +710,14 @@ def retry_run(
         if not _is_htmx(request) or ident is None or status_of(exc) >= 500:
             return _failure(request, viewer, exc, back)
         return _retry_refused(request, viewer, client, ident, exc)
-    log.info("dashboard: retry run %d (key %s)", run.id, viewer.principal.key or "open")
+    log.info("dashboard: retry run %d (key %s)", run.id, viewer.key or "open")
     if _is_htmx(request):
         return _render(request, "_dead_row.html", viewer, run=run, notice="Retried:")
     return RedirectResponse(back, status_code=303)
 
 
 def _retry_refused(
-    request: Request, viewer: Viewer, client: Client, run_id: int, exc: TickworkError
+    request: Request, viewer: Principal, client: Client, run_id: int, exc: TickworkError
 ) -> Response:
     status = status_of(exc)
     if status == 404:
@@ -744,7 +733,7 @@ def _retry_refused(
 # -- cluster -------------------------------------------------------------------------------
 
 
-def _cluster_context(client: Client, viewer: Viewer) -> dict[str, Any]:
+def _cluster_context(client: Client, viewer: Principal) -> dict[str, Any]:
     return {"cluster": client.cluster()}
 
 
