@@ -232,14 +232,21 @@ def test_a_paused_leader_resumed_after_losing_its_lease_triggers_nothing_twice(
     assert "resign epoch=" in zombie.log()
 
 
-OUTAGE = timedelta(seconds=4)
-GRACE = timedelta(seconds=1)
+OUTAGE = timedelta(seconds=6)
+GRACE = timedelta(seconds=2)
+"""Misfire grace of the outage tests: wide enough that a slow process start or a loaded
+box does not make a slot misfire outside the outage."""
 
 
-def run_with_outage(store: Store, nodes: Callable[[str], Node], job_id: int) -> datetime:
-    """Schedule with one node, stop it, stay down for OUTAGE, then schedule again with
-    another until a few slots passed, and stop it. Returns when the second one started."""
+def run_with_outage(
+    store: Store, nodes: Callable[[str], Node], spec: JobSpec
+) -> tuple[int, datetime]:
+    """Submit ``spec`` once a scheduler leads; stop that scheduler after a few slots, stay
+    down for OUTAGE, then schedule again with another until a few slots passed, and stop
+    it. Returns the job id and when the second scheduler started."""
     before = nodes("before")
+    eventually(lambda: store.leader() is not None)
+    job_id = store.submit(spec).job.id
     eventually(lambda: len(runs_of(store, job_id)) >= 2 or store.slot_skips(job_id))
     before.terminate()
     stopped_at = store.now()
@@ -249,7 +256,7 @@ def run_with_outage(store: Store, nodes: Callable[[str], Node], job_id: int) -> 
     after = nodes("after")
     eventually(lambda: due_after(store, job_id, restarted_at + 2 * SECOND))
     after.terminate()
-    return restarted_at
+    return job_id, restarted_at
 
 
 def due_after(store: Store, job_id: int, at: datetime) -> bool:
@@ -266,12 +273,12 @@ def late(runs: Sequence[Run]) -> list[Run]:
 def test_misfire_policy_decides_the_slots_missed_during_a_scheduler_outage(
     store: Store, nodes: Callable[[str], Node], policy: MisfirePolicy
 ) -> None:
-    job = store.submit(per_second(misfire=policy, misfire_grace=GRACE)).job
+    spec = per_second(misfire=policy, misfire_grace=GRACE)
 
-    restarted_at = run_with_outage(store, nodes, job.id)
+    job_id, restarted_at = run_with_outage(store, nodes, spec)
 
-    runs = runs_of(store, job.id)
-    skips = store.slot_skips(job.id)
+    runs = runs_of(store, job_id)
+    skips = store.slot_skips(job_id)
     assert_each_slot_once(accounted(runs, skips))
     if policy is MisfirePolicy.SKIP:
         (skip,) = skips
@@ -295,13 +302,13 @@ def test_misfire_policy_decides_the_slots_missed_during_a_scheduler_outage(
 def test_overlap_forbid_skips_slots_while_the_previous_run_is_unfinished_across_an_outage(
     store: Store, nodes: Callable[[str], Node]
 ) -> None:
-    job = store.submit(per_second(overlap=OverlapPolicy.FORBID, misfire_grace=GRACE)).job
+    spec = per_second(overlap=OverlapPolicy.FORBID, misfire_grace=GRACE)
 
-    restarted_at = run_with_outage(store, nodes, job.id)
+    job_id, restarted_at = run_with_outage(store, nodes, spec)
 
-    (first,) = runs_of(store, job.id)  # nobody works it: it stays queued, the rest skip
+    (first,) = runs_of(store, job_id)  # nobody works it: it stays queued, the rest skip
     assert first.state is RunState.QUEUED
-    skips = store.slot_skips(job.id)
+    skips = store.slot_skips(job_id)
     assert {s.fate for s in skips} <= {SlotFate.OVERLAP, SlotFate.COALESCED}
     assert any(s.fate is SlotFate.OVERLAP and s.last_slot >= restarted_at for s in skips)
     assert_each_slot_once(accounted([first], skips))
@@ -310,7 +317,7 @@ def test_overlap_forbid_skips_slots_while_the_previous_run_is_unfinished_across_
     (claimed,) = store.claim("tests", limit=1)
     store.complete(claimed.id, claimed.fencing_token)
     again = nodes("again")
-    eventually(lambda: len(runs_of(store, job.id)) == 2)
+    eventually(lambda: len(runs_of(store, job_id)) == 2)
     again.terminate()
-    runs = runs_of(store, job.id)
-    assert_each_slot_once(accounted(runs, store.slot_skips(job.id)))
+    runs = runs_of(store, job_id)
+    assert_each_slot_once(accounted(runs, store.slot_skips(job_id)))
