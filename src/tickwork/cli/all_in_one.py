@@ -1,10 +1,14 @@
-"""``tickwork run``: a scheduler and a worker in one process, the first thing to run.
+"""``tickwork run``: a scheduler, a worker and the HTTP API in one process, the first thing
+to run.
 
 On the embedded SQLite default (``./tickwork.db``) it needs no server: the file is created
 and migrated on first use. It runs the built-in ``http`` task, ``shell`` with
-``--allow-shell``, and the tasks of ``--app MODULE``. SIGTERM or SIGINT stops it the way
-``tickwork worker`` stops (running handlers finish within the grace, the rest is released)
-and resigns leadership; it exits 0.
+``--allow-shell``, and the tasks of ``--app MODULE``. It serves the HTTP API, the dashboard
+and ``/metrics`` on ``--host``/``--port`` (127.0.0.1:8765; ``--no-api`` to skip), under the
+rules of ``tickwork api``: open on loopback while no API key exists, refused elsewhere
+without one. SIGTERM or SIGINT stops the server, then the worker the way ``tickwork
+worker`` stops (running handlers finish within the grace, the rest is released), and
+resigns leadership; it exits 0.
 """
 
 from __future__ import annotations
@@ -14,6 +18,14 @@ from typing import Annotated
 
 import typer
 
+from tickwork.cli.api import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    ApiServer,
+    HostOption,
+    PortOption,
+    check_access,
+)
 from tickwork.cli.output import (
     DbOption,
     LogFormatOption,
@@ -25,8 +37,10 @@ from tickwork.cli.output import (
     serve_until_signal,
 )
 from tickwork.cli.worker import AppOption, app_and_db
+from tickwork.client import Client
 from tickwork.config import WORKER_CONCURRENCY, Config
 from tickwork.node import Node
+from tickwork.store import open_store
 from tickwork.worker.registry import Registry
 
 log = logging.getLogger("tickwork")
@@ -54,30 +68,64 @@ def run(
             help=f"Runs executed at once. Default {WORKER_CONCURRENCY}; env TICKWORK_CONCURRENCY.",
         ),
     ] = None,
+    host: HostOption = DEFAULT_HOST,
+    port: PortOption = DEFAULT_PORT,
+    no_api: Annotated[
+        bool, typer.Option("--no-api", help="Serve no HTTP API, dashboard or metrics.")
+    ] = False,
     log_level: LogLevelOption = "INFO",
     log_format: LogFormatOption = "text",
 ) -> None:
-    """Run a scheduler and a worker in this process (SQLite ./tickwork.db by default)."""
+    """Run a scheduler, a worker and the HTTP API in this process (./tickwork.db by default)."""
     configure_logging(log_level, log_format)
     loaded, url = app_and_db(app_module, db)
     config = Config.from_env(
         db_url=url, concurrency=concurrency, allow_shell=True if allow_shell else None
     )
     registry = loaded.registry if loaded is not None else Registry()
-    node = Node(config, registry)
     tasks = ", ".join(n for n in registry.names() if n != "shell" or config.allow_shell)
-
-    def start() -> None:
-        node.start()
-        echo(
-            f"tickwork run: ready on {redact(config.db_url)} "
-            f"(scheduler + worker, concurrency {config.concurrency}; tasks: {tasks})"
-        )
-        echo("try: tickwork submit --in 5s http https://example.com   (then: tickwork runs)")
-
+    store = open_store(config.db_url)
+    server: ApiServer | None = None
     try:
-        serve_until_signal(start, node.stop, hurry=node.hurry)
+        node = Node(config, registry, store=store)
+        if not no_api:
+            client = Client(store, registry)
+            reaper = node.scheduler.reaper if node.scheduler is not None else None
+            server = ApiServer(
+                client,
+                host,
+                port,
+                open_access=check_access(client, host),
+                rescues=(lambda: reaper.rescued) if reaper is not None else None,
+            )
+
+        def start() -> None:
+            node.start()
+            if server is not None:
+                try:
+                    server.start()
+                except BaseException:
+                    node.stop()
+                    raise
+            served = f"; API and dashboard at {server.url}" if server is not None else ""
+            echo(
+                f"tickwork run: ready on {redact(config.db_url)} (scheduler + worker, "
+                f"concurrency {config.concurrency}; tasks: {tasks}{served})"
+            )
+            echo("try: tickwork submit --in 5s http https://example.com   (then: tickwork runs)")
+
+        def stop() -> None:
+            try:
+                if server is not None:
+                    server.stop()
+            finally:
+                node.stop()
+
+        serve_until_signal(start, stop, hurry=node.hurry)
     finally:
+        if server is not None:
+            server.stop()  # idempotent; closes the socket even if it never served
+        store.close()
         if loaded is not None:
             loaded.close()
     log.info("tickwork run stopped")

@@ -88,7 +88,10 @@ def api(
                 mode = "open access: no API key exists" if open_access else "API keys required"
                 echo(f"tickwork api: ready on {server.url} (db {redact(url)}; {mode})")
 
-            serve_until_signal(start, server.stop)
+            try:
+                serve_until_signal(start, server.stop)
+            finally:
+                server.stop()  # idempotent; closes the socket even if it never served
         finally:
             client.close()
     finally:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Response, status
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from tickwork.client import Client, to_json
 from tickwork.job import MAX_NAME_LENGTH, JobState, MisfirePolicy, OverlapPolicy, Run, RunState
@@ -54,7 +54,9 @@ After = Annotated[
     Query(ge=0, le=MAX_ID, description="A cursor: the `next_cursor` of the previous page."),
 ]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Items per page, newest first.")]
-Seconds = Annotated[float | None, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
+# Numbers are strict: true is not 1, "5" is not 5, 1.5 is not an integer.
+Seconds = Annotated[float | None, Strict(), Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
+Integer = Annotated[int | None, Strict()]
 Text = Annotated[str | None, Field(max_length=MAX_TEXT)]
 Label = Annotated[str | None, Field(max_length=MAX_NAME_LENGTH)]
 
@@ -127,8 +129,8 @@ class JobIn(BaseModel):
     schedule: ScheduleIn | None = None
     tenant: Label = Field(None, description="Admin keys only: the tenant that owns the job.")
     queue: Label = None
-    priority: int | None = Field(None, ge=-1000, le=1000)
-    max_attempts: int | None = Field(None, ge=1, le=1000)
+    priority: Integer = Field(None, ge=-1000, le=1000)
+    max_attempts: Integer = Field(None, ge=1, le=1000)
     timeout: Seconds = Field(None, description="Seconds an attempt may take.")
     misfire: MisfirePolicy | None = None
     misfire_grace: Seconds = None

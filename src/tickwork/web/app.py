@@ -58,7 +58,8 @@ def create_app(
     CLI allows it only on a loopback address). ``rescues``: the count of lease expirations
     rescued in this process, when a reaper runs here (``tickwork run``), for ``/metrics``.
     """
-    app = FastAPI(
+    app = TickworkAPI(
+        client.registry.names(),
         title=TITLE,
         description=DESCRIPTION,
         version=_version(),
@@ -112,6 +113,23 @@ def create_app(
 
     app.include_router(dashboard.router)
     return app
+
+
+class TickworkAPI(FastAPI):
+    """FastAPI whose OpenAPI document names the tasks this API accepts (its registry's:
+    the built-ins and the ``--app`` module's), as an enum of ``JobIn.task``."""
+
+    def __init__(self, tasks: list[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.tasks = tasks
+
+    def openapi(self) -> dict[str, Any]:
+        if self.openapi_schema is None:
+            document = super().openapi()
+            task = document["components"]["schemas"]["JobIn"]["properties"]["task"]
+            task["enum"] = list(self.tasks)
+            self.openapi_schema = document
+        return self.openapi_schema
 
 
 class AccessLogMiddleware:

@@ -23,8 +23,10 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
+from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 
 from tickwork.client import Client
 from tickwork.job import DEFAULT_TENANT
@@ -113,7 +115,18 @@ def get_client(request: Request) -> Client:
     return client
 
 
-def get_principal(request: Request) -> Principal:
+# Declared for the OpenAPI document (its "Authorize" button); `credential` reads both.
+BEARER = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer tw_...`.")
+COOKIE = APIKeyCookie(
+    name=COOKIE_NAME, auto_error=False, description="The dashboard's sign-in cookie."
+)
+
+
+def get_principal(
+    request: Request,
+    _bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)] = None,
+    _cookie: Annotated[str | None, Depends(COOKIE)] = None,
+) -> Principal:
     """The caller, or 401 (a dependency for every endpoint behind the keys)."""
     gate: Gate = request.app.state.gate
     principal = gate.principal(credential(request))
@@ -127,8 +140,7 @@ def require_admin(principal: Principal) -> None:
         raise Forbidden("this needs an admin key")
 
 
-def get_admin(request: Request) -> Principal:
+def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
     """The caller if it is an admin; 401 without a key, 403 for a tenant key."""
-    principal = get_principal(request)
     require_admin(principal)
     return principal

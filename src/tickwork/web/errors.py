@@ -19,6 +19,7 @@ Every error response, whatever raised it, has the body::
 405   ``method_not_allowed``
 409   ``invalid_transition``      the row exists but its state forbids the change
 413   ``body_too_large``          more than :data:`MAX_BODY_BYTES`
+415   ``unsupported_media_type``  a body without ``Content-Type: application/json``
 422   ``unprocessable``           the JSON does not fit the request's schema (FastAPI's
                                   validation: a wrong type, a missing or unknown field)
 500   ``internal_error``          a bug: logged in full with its traceback, answered
@@ -58,6 +59,8 @@ log = logging.getLogger("tickwork.web")
 MAX_BODY_BYTES = 2 * MAX_ARGS_BYTES
 """512 KiB: a request body may hold args at their 256 KiB limit, JSON-escaped, and the rest."""
 
+JSON_API_PATHS = "/api/"
+"""Where request bodies are JSON (the dashboard's forms post form data elsewhere)."""
 _STATUS_CODES = {
     400: "bad_request",
     401: "unauthorized",
@@ -171,13 +174,29 @@ async def _request_validation_error(request: Request, exc: Exception) -> JSONRes
         return error_response(422, "unprocessable", "the request does not fit its schema")
     first = errors[0]
     kind = str(first.get("type", ""))
-    field = field_name(first.get("loc", ()))
+    loc = tuple(first.get("loc", ()))
+    field = field_name(loc)
+    if (
+        loc[:1] == ("body",)
+        and request.url.path.startswith(JSON_API_PATHS)
+        and not _is_json(request.headers.get("content-type"))
+    ):
+        # FastAPI reads a body as JSON only when it says so: a form cannot post JSON from
+        # another site (CSRF) when the content type has to be application/json.
+        return error_response(
+            415,
+            "unsupported_media_type",
+            "send the body as JSON, with the header Content-Type: application/json",
+            "body",
+        )
     if kind == "json_invalid":
         detail = (first.get("ctx") or {}).get("error", "")
         message = f"the body is not valid JSON{': ' + str(detail) if detail else ''}"
         return error_response(400, "invalid_json", message, "body")
     message = str(first.get("msg", "invalid value"))
-    if kind == "missing" and field:
+    if loc == ("body",) and kind in ("model_attributes_type", "dict_type"):
+        message = "the body must be a JSON object"
+    elif kind == "missing" and field:
         message = f"{field} is required"
     elif kind == "extra_forbidden" and field:
         message = f"{field} is not a known field"
@@ -186,6 +205,13 @@ async def _request_validation_error(request: Request, exc: Exception) -> JSONRes
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
     return error_response(422, "unprocessable", message, field or None)
+
+
+def _is_json(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
 
 
 def field_name(loc: Sequence[Any]) -> str:
@@ -204,6 +230,11 @@ async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _STATUS_CODES.get(exc.status_code, "error")
     detail = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
+    if exc.status_code == 400 and detail == "There was an error parsing the body":
+        # FastAPI's answer when the JSON parser itself fails (nesting too deep ...).
+        return error_response(
+            400, "invalid_json", "the body could not be parsed as JSON (nested too deeply?)", "body"
+        )
     if exc.status_code == 404 and detail == "Not Found":
         detail = f"no such endpoint: {request.method} {request.url.path}"
     elif exc.status_code == 405:

@@ -1,0 +1,187 @@
+"""The real ``tickwork api`` (and ``tickwork run``) process over HTTP: keys, tenant
+isolation, the open mode on loopback, the refusal to serve a network without keys, and a
+clean stop on SIGTERM."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from api_support import dead_run, error_of, run_tickwork, serving
+
+from tickwork.client import Client
+from tickwork.job import JobState, RunState
+from tickwork.store import open_store
+
+pytestmark = pytest.mark.slow
+
+HTTP_ARGS = {"url": "https://example.com/hook"}
+
+
+@pytest.fixture
+def client(store_url: str) -> Iterator[Client]:
+    """The test's own client on the database the child serves."""
+    with Client(open_store(store_url)) as opened:
+        yield opened
+
+
+def api_argv(store_url: str, *extra: str) -> list[str]:
+    return ["api", "--db", store_url, "--port", "0", *extra]
+
+
+def test_one_tenants_key_cannot_read_or_act_on_another_tenants_jobs_and_runs(
+    store_url: str, client: Client
+) -> None:
+    _, key_a = client.create_api_key(tenant="tenant-a")
+    _, key_b = client.create_api_key(tenant="tenant-b")
+    job_b = client.submit("http", args=HTTP_ARGS, cron="*/5 * * * *", tenant="tenant-b").job
+    run_b = dead_run(client, tenant="tenant-b")
+
+    with serving(api_argv(store_url)) as server, server.http(key_a) as a, server.http(key_b) as b:
+        answers = {
+            "read job": a.get(f"/api/v1/jobs/{job_b.id}"),
+            "cancel job": a.post(f"/api/v1/jobs/{job_b.id}/cancel"),
+            "pause job": a.post(f"/api/v1/jobs/{job_b.id}/pause"),
+            "trigger job": a.post(f"/api/v1/jobs/{job_b.id}/trigger"),
+            "explain job": a.get(f"/api/v1/jobs/{job_b.id}/explain"),
+            "read run": a.get(f"/api/v1/runs/{run_b}"),
+            "retry run": a.post(f"/api/v1/runs/{run_b}/retry"),
+            "cancel run": a.post(f"/api/v1/runs/{run_b}/cancel"),
+        }
+        listed_jobs = a.get("/api/v1/jobs").json()["items"]
+        listed_runs = a.get("/api/v1/runs").json()["items"]
+        listed_dead = a.get("/api/v1/dead").json()["items"]
+        own = b.get(f"/api/v1/jobs/{job_b.id}")
+
+    assert {what: r.status_code for what, r in answers.items()} == dict.fromkeys(answers, 404)
+    assert error_of(answers["read job"])["message"] == f"job {job_b.id} not found"
+    assert error_of(answers["retry run"])["message"] == f"run {run_b} not found"
+    assert (listed_jobs, listed_runs, listed_dead) == ([], [], [])
+    assert own.status_code == 200
+    assert client.get_job(job_b.id).state is JobState.ACTIVE
+    assert client.get_run(run_b).state is RunState.DEAD
+    assert client.list_runs(job_id=job_b.id) == []
+
+
+def test_keys_are_checked_and_tenant_keys_are_limited(store_url: str, client: Client) -> None:
+    _, tenant_key = client.create_api_key(tenant="acme")
+    _, admin_key = client.create_api_key(tenant="ops", admin=True)
+    shell = {"task": "shell", "args": {"argv": ["true"]}, "schedule": {"delay": 60}}
+
+    with serving(api_argv(store_url)) as server:
+        with server.http() as anonymous:
+            no_key = anonymous.get("/api/v1/jobs")
+            health = anonymous.get("/healthz")
+            ready = anonymous.get("/readyz")
+        with server.http("tw_abcdefgh_" + "x" * 43) as wrong:
+            wrong_key = wrong.get("/api/v1/jobs")
+        with server.http(tenant_key) as tenant:
+            cluster = tenant.get("/api/v1/cluster")
+            metrics = tenant.get("/metrics")
+            tenant_shell = tenant.post("/api/v1/jobs", json=shell)
+        with server.http(admin_key) as admin:
+            admin_cluster = admin.get("/api/v1/cluster")
+            admin_shell = admin.post("/api/v1/jobs", json=shell)
+        ready_line = "".join(server.out)
+
+    assert (no_key.status_code, wrong_key.status_code) == (401, 401)
+    assert error_of(wrong_key)["code"] == "unauthorized"
+    assert (health.status_code, ready.status_code) == (200, 200)
+    assert ready.json()["status"] == "ready"
+    assert (cluster.status_code, metrics.status_code) == (403, 403)
+    assert tenant_shell.status_code == 403
+    assert error_of(tenant_shell)["field"] == "task"
+    assert admin_cluster.status_code == 200
+    assert admin_shell.status_code == 201
+    assert [job.task for job in client.list_jobs().items] == ["shell"]
+    assert "API keys required" in ready_line
+
+
+def test_on_loopback_without_keys_the_api_runs_open_with_a_warning(store_url: str) -> None:
+    with serving(api_argv(store_url, "--host", "127.0.0.1")) as server, server.http() as anyone:
+        submitted = anyone.post(
+            "/api/v1/jobs", json={"task": "http", "args": HTTP_ARGS, "schedule": {"delay": 60}}
+        )
+        cluster = anyone.get("/api/v1/cluster")
+        url = server.url
+
+    assert url.startswith("http://127.0.0.1:")
+    assert submitted.status_code == 201
+    assert cluster.status_code == 200
+    assert "open access" in "".join(server.out)
+    assert "WARNING" in "".join(server.err)
+
+
+def test_off_loopback_without_keys_the_api_refuses_to_start(store_url: str) -> None:
+    done = run_tickwork(*api_argv(store_url, "--host", "0.0.0.0"))
+
+    assert done.returncode == 2
+    assert done.stdout == ""
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("tickwork: error: refusing to serve on 0.0.0.0 without API keys")
+
+
+def test_off_loopback_with_a_key_the_api_serves(store_url: str, client: Client) -> None:
+    _, key = client.create_api_key(tenant="acme")
+
+    with serving(api_argv(store_url, "--host", "0.0.0.0")) as server:
+        port = server.url.rsplit(":", 1)[1]
+        server.url = f"http://127.0.0.1:{port}"
+        with server.http() as anonymous, server.http(key) as acme:
+            assert anonymous.get("/api/v1/jobs").status_code == 401
+            assert acme.get("/api/v1/jobs").status_code == 200
+
+
+def test_a_port_in_use_is_a_one_line_error(store_url: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+
+        done = run_tickwork("api", "--db", store_url, "--port", str(port))
+
+    assert done.returncode == 1
+    (line,) = done.stderr.strip().splitlines()[-1:]
+    assert line.startswith(f"tickwork: error: cannot listen on 127.0.0.1:{port}")
+
+
+def test_tickwork_run_serves_the_api_beside_its_scheduler_and_worker(
+    store_url: str, client: Client
+) -> None:
+    argv = ["run", "--db", store_url, "--port", "0", "--concurrency", "2"]
+    with serving(argv) as server, server.http() as web:
+        answer = web.post(
+            "/api/v1/jobs",
+            json={"task": "http", "args": {"url": "http://127.0.0.1:1/"}, "max_attempts": 1},
+        )
+        job_id = answer.json()["id"]
+        dead_runs = _wait_for_dead(web, job_id)
+        metrics = web.get("/metrics").text
+        ready_line = "".join(server.out)
+
+    assert answer.status_code == 201
+    assert [run["job_id"] for run in dead_runs] == [job_id]
+    assert ready_line.startswith("tickwork run: ready on ")
+    assert f"API and dashboard at {server.url}" in ready_line
+    assert "tickwork_rescues_total 0.0" in metrics
+    assert "tickwork_leader 1.0" in metrics
+
+
+def test_tickwork_run_without_the_api_serves_nothing(store_url: str) -> None:
+    with serving(["run", "--db", store_url, "--no-api"]) as server:
+        pass
+
+    assert "API and dashboard" not in "".join(server.out)
+
+
+def _wait_for_dead(web: httpx.Client, job_id: int) -> list[dict[str, object]]:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        dead = web.get("/api/v1/dead").json()["items"]
+        if dead:
+            return list(dead)
+        time.sleep(0.05)
+    pytest.fail(f"job {job_id}'s run never reached the dead letter")
