@@ -14,7 +14,7 @@ The arithmetic is cronsim's, which follows Debian cron across DST changes:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import MAXYEAR, UTC, datetime, timedelta, timezone
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -108,13 +108,88 @@ def next_after(expr: str, tz: str, after: datetime) -> datetime:
 def iterate(expr: str, tz: str, after: datetime) -> Iterator[datetime]:
     """Fire times strictly after ``after``, in UTC, ascending."""
     start = after.astimezone(UTC)
-    sim = CronSim(expr, start.astimezone(zone(tz)))
+    fires: Iterator[datetime]
+    if _reads_wall_clock(expr):
+        fires = (fire.astimezone(UTC) for fire in CronSim(expr, start.astimezone(zone(tz))))
+    else:
+        fires = _elapsed_fires(expr, tz, start)
     last = start
-    for fire in sim:
-        fire_utc = fire.astimezone(UTC)
+    for fire_utc in fires:
         if fire_utc > last:
             last = fire_utc
             yield fire_utc
+
+
+def _reads_wall_clock(expr: str) -> bool:
+    """Debian cron's wall-clock reading applies: 5 fields, minute and hour not wildcards."""
+    parts = expr.split()
+    return len(parts) == 5 and not parts[0].startswith("*") and not parts[1].startswith("*")
+
+
+def _elapsed_fires(expr: str, tz: str, start: datetime) -> Iterator[datetime]:
+    """Fire times on elapsed time: cronsim run on one fixed UTC offset at a time, from one
+    offset change of the zone to the next.
+
+    Hazard: cronsim on a zone-aware time moves by wall-clock ``replace()``, which in a
+    repeated hour that does not start on the hour (Pacific/Chatham falls back from 03:45 to
+    02:45) jumps back before the change and cycles forever. A fixed offset has no repeated
+    or missing times, so nothing can jump.
+    """
+    tzinfo = zone(tz)
+    begin, after = start, start
+    while True:
+        end = _next_offset_change(tz, begin)
+        offset = begin.astimezone(tzinfo).utcoffset()
+        assert offset is not None
+        for fire in CronSim(expr, after.astimezone(timezone(offset))):
+            fire_utc = fire.astimezone(UTC)
+            if fire_utc >= end:
+                break
+            yield fire_utc
+        else:
+            return  # cronsim found no fire within 50 years
+        # cronsim drops the microseconds and starts one second later: from `end` itself.
+        begin, after = end, end - timedelta(microseconds=1)
+
+
+OFFSET_SCAN_STEP = 6 * 3600
+"""Seconds between the samples that find a zone's offset changes (none is that short)."""
+
+
+def _next_offset_change(tz: str, t: datetime) -> datetime:
+    """The first instant after ``t`` at which the zone's UTC offset changes, or a year
+    boundary at most two years on when there is none (a harmless extra segment)."""
+    for year in range(t.year, min(t.year + 2, MAXYEAR + 1)):
+        for change in _offset_changes(tz, year):
+            if change > t:
+                return change
+    return datetime(t.year + 2, 1, 1, tzinfo=UTC) if t.year + 2 <= MAXYEAR else _END_OF_TIME
+
+
+@lru_cache(maxsize=1024)
+def _offset_changes(tz: str, year: int) -> tuple[datetime, ...]:
+    """The instants of ``year`` (UTC) at which the zone's UTC offset changes, ascending."""
+    tzinfo = zone(tz)
+    start = datetime(year, 1, 1, tzinfo=UTC)
+    stop = datetime(year + 1, 1, 1, tzinfo=UTC) if year < MAXYEAR else _END_OF_TIME
+    span = int((stop - start).total_seconds())
+
+    def offset(seconds: int) -> timedelta | None:
+        return (start + timedelta(seconds=seconds)).astimezone(tzinfo).utcoffset()
+
+    changes: list[datetime] = []
+    for sample in range(0, span, OFFSET_SCAN_STEP):
+        lo, hi = sample, min(sample + OFFSET_SCAN_STEP, span)
+        if offset(lo) == offset(hi):
+            continue
+        while hi - lo > 1:  # offsets change on whole seconds
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if offset(mid) == offset(lo) else (lo, mid)
+        changes.append(start + timedelta(seconds=hi))
+    return tuple(changes)
+
+
+_END_OF_TIME = datetime.max.replace(tzinfo=UTC)
 
 
 def explain(expr: str) -> str:
