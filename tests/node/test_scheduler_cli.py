@@ -63,6 +63,8 @@ def test_a_signal_stops_the_scheduler_which_resigns_and_exits_0(
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         eventually(lambda: (lease := store.leader()) is not None and lease.holder == "cli-node")
+        (node,) = store.list_nodes()
+        assert (node.id, node.kind) == ("cli-node", "scheduler")
 
         proc.send_signal(sig)
 
@@ -72,6 +74,7 @@ def test_a_signal_stops_the_scheduler_which_resigns_and_exits_0(
             proc.kill()
             proc.wait()
     assert store.leader() is None  # resigned: no standby has to wait out the lease
+    assert store.list_nodes() == []  # and left the cluster view
     lines = log_path.read_text().splitlines()
     assert any(
         "scheduler node=cli-node" in line and "lease=3s renew=0.5s" in line for line in lines

@@ -198,3 +198,17 @@ def test_a_healthy_leader_renews_and_keeps_its_epoch(
         assert (lease.holder, lease.epoch) == ("a", epoch)
         time.sleep(0.05)
     assert a.epoch == epoch
+
+
+def test_a_registered_scheduler_shows_in_the_cluster_view_until_it_stops(store: Store) -> None:
+    node = Scheduler(store, fast(store, "a"), register=True)
+    node.start()
+    try:
+        eventually(lambda: [n.id for n in store.list_nodes()] == ["a"])
+        (row,) = store.list_nodes()
+        assert row.kind == "scheduler"
+        seen = row.last_seen_at
+        eventually(lambda: store.list_nodes()[0].last_seen_at > seen)  # marked seen each beat
+    finally:
+        node.stop()
+    assert store.list_nodes() == []

@@ -111,7 +111,7 @@ def scheduler(
 
     store = open_store(config.db_url)
     try:
-        node = Scheduler(store, config)
+        node = Scheduler(store, config, register=True)
 
         def start() -> None:
             log.info(

@@ -31,12 +31,23 @@ class Scheduler:
 
     ``epoch`` is the leader epoch this node may act at right now, or None while it does
     not lead (a standby, or a leader whose lease may have lapsed by its monotonic clock).
+    ``register``: show this node in the cluster view as a ``scheduler`` (see
+    :class:`~tickwork.scheduler.election.Election`).
     """
 
-    def __init__(self, store: Store, config: Config, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        clock: Clock = SYSTEM_CLOCK,
+        *,
+        register: bool = False,
+    ) -> None:
         self.store = store
         self.config = config
-        self.election = Election(store, config, clock, on_change=self._leadership_changed)
+        self.election = Election(
+            store, config, clock, on_change=self._leadership_changed, register=register
+        )
         self.trigger = Trigger(store, config, self.election, clock)
         self.reaper = Reaper(store, config, self.election, clock)
         self.pruner = Pruner(store, config, self.election, clock)

@@ -45,6 +45,8 @@ within 10 + 2 = 12 s of the last renewal: "a dead leader is replaced within abou
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -72,6 +74,11 @@ class Election(Service):
     Every ``leader_renew``: renew when leading, else try to acquire. On every node.
     ``on_change(epoch or None)`` is called from the election thread when this node starts
     or stops leading, so leader-only services can wake up at once.
+
+    With ``register``, the node also shows in the cluster view (``tickwork cluster``): it
+    registers as a ``scheduler`` node on start, is marked seen at every beat, and removes
+    its row on stop. Off by default: a process that also runs a worker under the same node
+    id (``tickwork run``) lets the worker own that row.
     """
 
     name = "election"
@@ -82,6 +89,8 @@ class Election(Service):
         config: Config,
         clock: Clock = SYSTEM_CLOCK,
         on_change: Callable[[int | None], None] | None = None,
+        *,
+        register: bool = False,
     ) -> None:
         super().__init__()
         self.store = store
@@ -89,6 +98,7 @@ class Election(Service):
         self.clock = clock
         self.node_id = config.node_id
         self.on_change = on_change
+        self.register = register
         self._leadership: Leadership | None = None
         self._state_lock = threading.Lock()
 
@@ -114,12 +124,19 @@ class Election(Service):
 
     def run(self) -> None:
         self.started.set()
+        registered = self.register and self._register()
         period = self.config.leader_renew.total_seconds()
-        while not self.stopping.is_set():
-            began = self.clock.monotonic()
-            self.beat()
-            self.stopping.wait(max(0.0, began + period - self.clock.monotonic()))
-        self._resign()
+        try:
+            while not self.stopping.is_set():
+                began = self.clock.monotonic()
+                self.beat()
+                if registered:
+                    self._seen()
+                self.stopping.wait(max(0.0, began + period - self.clock.monotonic()))
+        finally:
+            self._resign()
+            if registered:
+                self._deregister()
 
     def beat(self) -> None:
         """One attempt now: renew when leading, else try to acquire. The loop calls it every
@@ -196,3 +213,31 @@ class Election(Service):
     def _notify(self, epoch: int | None) -> None:
         if self.on_change is not None:
             self.on_change(epoch)
+
+    # -- the cluster view (a failure here changes nothing about leadership) ----------------
+
+    def _register(self) -> bool:
+        info = {
+            "leader_lease": self.config.leader_lease.total_seconds(),
+            "leader_renew": self.config.leader_renew.total_seconds(),
+        }
+        try:
+            self.store.register_node(
+                self.node_id, "scheduler", socket.gethostname(), os.getpid(), info
+            )
+        except Exception as exc:
+            log.warning("could not register node %s: %s", self.node_id, exc)
+            return False
+        return True
+
+    def _seen(self) -> None:
+        try:
+            self.store.node_heartbeat(self.node_id)
+        except Exception as exc:
+            log.debug("node heartbeat of %s failed: %s", self.node_id, exc)
+
+    def _deregister(self) -> None:
+        try:
+            self.store.deregister_node(self.node_id)
+        except Exception as exc:
+            log.debug("could not deregister node %s: %s", self.node_id, exc)
