@@ -96,15 +96,16 @@ def exit_code(exc: TickworkError) -> int:
     return EXIT_USAGE if isinstance(exc, ValidationError) else EXIT_FAILURE
 
 
-def run(argv: Sequence[str] | None = None) -> int:
-    """Run ``app`` on ``argv`` (default ``sys.argv[1:]``) and map errors to exit codes.
+def run(argv: Sequence[str] | None = None, *, cli: typer.Typer = app) -> int:
+    """Run ``cli`` (the ``tickwork`` app) on ``argv`` (default ``sys.argv[1:]``) and map
+    errors to exit codes.
 
     The only place errors become exit codes: command modules raise TickworkError (or call
     :func:`fail`) and return nothing. Test a command in-process with ``run([...])`` (or
     :func:`tickwork.cli.main`); typer's ``CliRunner`` would bypass this mapping.
     """
     try:
-        result = app(
+        result = cli(
             args=list(argv) if argv is not None else None,
             prog_name=PROG,
             standalone_mode=False,
