@@ -73,6 +73,8 @@ LEAD_MIN = 1.0
 """Seconds: the first lag-phase run is due at least this long after enqueueing starts."""
 WORKER_GRACE = 60.0
 """Seconds a worker process may take beyond the expected time before it is killed."""
+SLOWEST = 25.0
+"""Runs/s below which a drain is given up (the worker is killed, the sample noted)."""
 READY = "READY"
 
 
@@ -447,7 +449,7 @@ async def measure(system: str, server: str, runs: int, rate: float, lag_seconds:
 
         worker = WorkerProcess(system, url, "drain", runs)
         worker.wait_ready()
-        drained = worker.result(timeout=WORKER_GRACE + runs / 100)
+        drained = worker.result(timeout=WORKER_GRACE + runs / SLOWEST)
         if drained["handled"] != runs:
             sample.notes.append(f"drain handled {drained['handled']} of {runs}")
         sample.runs_per_s = drained["handled"] / drained["seconds"]
@@ -465,7 +467,7 @@ async def measure(system: str, server: str, runs: int, rate: float, lag_seconds:
             late = time.time() - dues[0]
             if late > 0:
                 sample.notes.append(f"lag enqueue ended {late * 1000:.0f} ms after first due")
-            lagged = worker.result(timeout=WORKER_GRACE + lead + lag_seconds)
+            lagged = worker.result(timeout=WORKER_GRACE + lead + dues_count / SLOWEST)
             sample.lag_p50_ms = lagged["lag_p50_ms"]
             sample.lag_p99_ms = lagged["lag_p99_ms"]
             sample.lag_max_ms = lagged["lag_max_ms"]
@@ -515,9 +517,9 @@ def summarise(samples: list[Sample], systems: Sequence[str]) -> dict[str, Sample
             median([s.lag_p50_ms for s in mine]),
             median([s.lag_p99_ms for s in mine]),
             median([s.lag_max_ms for s in mine]),
-            mine[0].engine,
+            next((s.engine for s in mine if s.engine), ""),
             [n for s in mine for n in s.notes],
-            {k: median([s.parts.get(k, math.nan) for s in mine]) for k in mine[0].parts},
+            {k: median([s.parts.get(k, math.nan) for s in mine]) for s in mine for k in s.parts},
         )
     return out
 
@@ -609,7 +611,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         order = systems[k % len(systems) :] + systems[: k % len(systems)]
         for system in order:
             t = time.perf_counter()
-            sample = asyncio.run(measure(system, args.pg, args.runs, args.rate, args.lag_seconds))
+            try:
+                sample = asyncio.run(
+                    measure(system, args.pg, args.runs, args.rate, args.lag_seconds)
+                )
+            except RuntimeError as exc:  # a worker that failed or stalled: note it, go on
+                sample = Sample(system, notes=[f"repeat {k + 1} failed: {exc}"])
             samples.append(sample)
             print(
                 f"  [{k + 1}/{args.repeat}] {system}: {fmt(sample.runs_per_s)} runs/s, "

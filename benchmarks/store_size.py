@@ -9,7 +9,9 @@ that pruning has not reached yet), plus ``--running`` runs held by other workers
 ``--batches`` times: ``claim(limit=100)`` and ``complete_many`` of what it returned,
 each call timed. Printed per size: p50 and p99 of each call and of the pair (ms), runs/s
 of the loop, and the pair's p50 relative to the smallest size (the target: within 1.5x
-from 10^4 to 10^6), and the plan PostgreSQL chose for each query at that size.
+from 10^4 to 10^6); then, per size, each hot query (claim, heartbeat of 100 leases,
+complete) once under EXPLAIN ANALYZE: its plan, execution time and buffers touched, the
+figure that does not move with the machine's load.
 """
 
 from __future__ import annotations
@@ -66,33 +68,50 @@ def hold_running(url: str, n: int) -> None:
 
 
 def plans(url: str) -> list[str]:
-    """The top scan of each hot query, as EXPLAIN shows it (rolled back, nothing applied)."""
+    """Each hot query once more under EXPLAIN (ANALYZE, BUFFERS), rolled back: its scans,
+    execution time and buffers touched. Buffers do not depend on the machine's load: flat
+    buffers from 10^4 to 10^6 runs mean the work per call does not grow with the store."""
     out = []
     with psycopg.connect(url) as conn:
         params = {"worker": "x", "now": None, "limit": CLAIM_LIMIT, "lease": timedelta(seconds=15)}
-        rows = conn.execute("EXPLAIN (COSTS OFF) " + Q["claim"], params).fetchall()  # type: ignore[operator]
-        out.append("claim: " + _scans(r[0] for r in rows))
-        running = conn.execute(
-            "SELECT array_agg(id), array_agg(fencing_token) FROM "
-            "(SELECT id, fencing_token FROM tickwork_runs WHERE state = 'running' LIMIT 100) s"
-        ).fetchone()
-        assert running is not None
-        ids = running[0] or [0]
-        params2 = {"ids": ids, "tokens": running[1] or [0], "results": [None] * len(ids)}
-        params2["now"] = None
-        rows = conn.execute("EXPLAIN (COSTS OFF) " + Q["complete"], params2).fetchall()  # type: ignore[operator]
-        out.append("complete: " + _scans(r[0] for r in rows))
+        claimed = conn.execute(Q["claim"], params).fetchall()  # to complete below
+        held = conn.execute(
+            "SELECT id, fencing_token FROM tickwork_runs WHERE worker = 'x' ORDER BY id"
+        ).fetchall()
+        if len(claimed) != len(held):
+            raise RuntimeError("claimed rows vanished")
+        ids = [r[0] for r in held]
+        tokens = [r[1] for r in held]
+        completion = {"ids": ids, "tokens": tokens, "results": [None] * len(ids), "now": None}
+        beat = {"ids": ids, "tokens": tokens, "lease": timedelta(seconds=15), "now": None}
+        for name, query, args in (
+            ("claim", Q["claim"], params),
+            ("heartbeat", Q["heartbeat"], beat),
+            ("complete", Q["complete"], completion),
+        ):
+            explain = "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + query
+            rows = conn.execute(explain, args).fetchall()  # type: ignore[arg-type]
+            out.append(f"{name}: {_summary([str(r[0]) for r in rows])}")
         conn.rollback()
     return out
 
 
-def _scans(lines: object) -> str:
-    found = []
-    for line in lines:  # type: ignore[attr-defined]
-        text = str(line).strip().removeprefix("->").strip()
-        if "Scan" in text or "Join" in text or "Nested Loop" in text:
-            found.append(text)
-    return "; ".join(found)
+def _summary(lines: list[str]) -> str:
+    scans = []
+    buffers = "?"
+    executed = "?"
+    for line in lines:
+        text = line.strip().removeprefix("->").strip()
+        if ("Scan" in text or "Join" in text or "Nested Loop" in text) and "(actual" in text:
+            node, _, actual = text.partition(" (actual")
+            rows = actual.split("rows=")[1].split()[0]
+            loops = actual.split("loops=")[1].rstrip(")")
+            scans.append(f"{node} [rows {rows} x{loops}]")
+        elif text.startswith("Buffers:") and buffers == "?":
+            buffers = text.removeprefix("Buffers:").strip()
+        elif text.startswith("Execution Time:"):
+            executed = text.removeprefix("Execution Time:").strip()
+    return f"exec {executed}, buffers {buffers}; " + "; ".join(scans)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -153,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"ms; queue {args.queue:,}, running {args.running:,}"
     )
     print(table(header, rows))
-    print("\nplans:")
+    print("\nplans (EXPLAIN ANALYZE, one call each, rolled back):")
     print("\n".join(explained))
     return 0
 
