@@ -24,6 +24,9 @@ from tickwork.job import RunState
 STARTUP_TIMEOUT = 30.0
 """Seconds a child server may take to print its ready line (a loaded CI box)."""
 STOP_TIMEOUT = 20.0
+LOCAL = "http://127.0.0.1:8765"
+"""A base URL addressed to loopback, as the open API requires (TestClient's default host is
+``testserver``)."""
 DEAD_QUEUE = "test-dead"
 """The queue of the runs :func:`dead_run` kills, so it claims none of a test's other runs."""
 URL = re.compile(r"http://[^\s)]+")

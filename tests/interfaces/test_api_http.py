@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from api_support import bearer, counts, dead_run, error_of
+from api_support import LOCAL, bearer, counts, dead_run, error_of
 from fastapi.testclient import TestClient
 
 from tickwork.client import Client
@@ -572,7 +572,7 @@ def test_the_cluster_view_is_for_admins_only(web: TestClient, acme_key: str) -> 
 
 
 def test_the_open_api_lets_callers_without_a_key_act_as_admin(client: Client) -> None:
-    with TestClient(create_app(client, open_access=True)) as web:
+    with TestClient(create_app(client, open_access=True), base_url=LOCAL) as web:
         job = submit(web, schedule={"delay": 60})
         cluster = web.get("/api/v1/cluster")
         wrong = web.get("/api/v1/jobs", headers=bearer("tw_aaaaaaaa_" + "A" * 43))
@@ -586,12 +586,60 @@ def test_the_open_api_closes_once_a_key_exists(
     client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(auth, "OPEN_RECHECK_SECONDS", 0.0)
-    with TestClient(create_app(client, open_access=True)) as web:
+    with TestClient(create_app(client, open_access=True), base_url=LOCAL) as web:
         assert web.get("/api/v1/jobs").status_code == 200
         _, key = client.create_api_key(tenant="acme")
 
         assert web.get("/api/v1/jobs").status_code == 401
         assert web.get("/api/v1/jobs", headers=bearer(key)).status_code == 200
+
+
+def test_the_open_api_refuses_requests_addressed_to_another_host(client: Client) -> None:
+    """DNS rebinding: a page of evil.example resolved to 127.0.0.1 says so in its Host."""
+    with TestClient(create_app(client, open_access=True), base_url="http://evil.example") as web:
+        read = web.get("/api/v1/jobs")
+        submitted = web.post("/api/v1/jobs", json={"task": "http", "args": HTTP_ARGS})
+
+    assert (read.status_code, submitted.status_code) == (401, 401)
+    assert "loopback" in error_of(read)["message"]
+    assert client.list_jobs().items == []
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},
+        {"Referer": "https://evil.example/page.html"},
+    ],
+)
+def test_a_command_from_another_sites_page_is_refused(
+    client: Client, headers: dict[str, str]
+) -> None:
+    run_id = dead_run(client)
+    with TestClient(create_app(client, open_access=True), base_url=LOCAL) as web:
+        answer = web.post(f"/api/v1/runs/{run_id}/retry", headers=headers)
+        read = web.get(f"/api/v1/runs/{run_id}", headers=headers)
+
+    assert answer.status_code == 403
+    assert "another site" in error_of(answer)["message"]
+    assert client.get_run(run_id).state is RunState.DEAD
+    assert read.status_code == 200  # a read changes nothing (and CORS hides the answer)
+
+
+def test_a_command_from_this_sites_page_or_with_a_bearer_key_is_accepted(
+    web: TestClient, client: Client, admin_key: str
+) -> None:
+    first, second = dead_run(client), dead_run(client)
+    web.cookies.set(auth.COOKIE_NAME, admin_key)
+
+    same_site = web.post(f"/api/v1/runs/{first}/retry", headers={"Origin": "http://testserver"})
+    with_bearer = web.post(
+        f"/api/v1/runs/{second}/retry",
+        headers={"Origin": "https://elsewhere.example", **bearer(admin_key)},
+    )
+
+    assert (same_site.status_code, with_bearer.status_code) == (200, 200)
 
 
 # -- the documents ---------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from api_support import bearer, dead_run, error_of
+from api_support import LOCAL, bearer, dead_run, error_of
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
@@ -131,7 +131,7 @@ def test_rescues_come_from_the_reaper_in_this_process(web: TestClient) -> None:
 
 
 def test_without_a_reaper_in_process_there_is_no_rescue_series(client: Client) -> None:
-    with TestClient(create_app(client, open_access=True)) as web:
+    with TestClient(create_app(client, open_access=True), base_url=LOCAL) as web:
         samples = scrape(web)
 
     assert not [name for name, _ in samples if name.startswith("tickwork_rescues")]

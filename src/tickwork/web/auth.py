@@ -15,15 +15,34 @@ No key, or a wrong, malformed or revoked one: 401. The one exception is the **op
 caller without a key act as an admin, so a laptop needs no setup. It stays open only while
 no key exists: the first ``tickwork keys create`` closes it (checked at most every
 :data:`OPEN_RECHECK_SECONDS`), and a wrong key is refused even while it is open.
+
+Browsers
+--------
+A web page the operator happens to visit must not be able to act through the operator's
+browser. Two checks in :meth:`Gate.for_request` see to it:
+
+- **Commands from another site** (a POST whose ``Origin``, or ``Referer``, names another
+  host than the one addressed) are refused with 403 unless they carry a bearer header,
+  which a browser never adds on its own. The ``SameSite=Lax`` cookie already keeps other
+  sites out, but not sibling hosts of the same site, and the open API has no cookie at
+  all: without this, any page could ``fetch("http://127.0.0.1:8765/api/v1/runs/1/retry",
+  {method: "POST"})`` (a simple request, sent without a CORS preflight). Scripts and
+  ``curl`` send no ``Origin`` and are not affected.
+- **DNS rebinding**: the open API lets an anonymous caller in only when the request is
+  addressed to a loopback host (``Host: 127.0.0.1:8765``, ``localhost``, ``[::1]``). A page
+  of ``evil.example`` whose name is made to resolve to 127.0.0.1 sends ``Host:
+  evil.example`` and is refused, so it can neither read the jobs nor submit one.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import threading
 import time
 from dataclasses import dataclass
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from fastapi import Depends, Request
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
@@ -38,6 +57,8 @@ COOKIE_NAME = "tickwork_key"
 """The cookie the dashboard's sign-in form sets (http-only, SameSite=Lax)."""
 OPEN_RECHECK_SECONDS = 1.0
 """How stale the open API's "no key exists yet" may be: a new key closes it this fast."""
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""Methods that change nothing: no cross-site check."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +83,42 @@ class Gate:
         self._checked_at = -float("inf")
         self._has_keys = False
 
-    def principal(self, secret: str | None) -> Principal:
-        """The principal for ``secret`` (None: no credential given), or Unauthorized."""
+    def for_request(self, request: Request) -> Principal:
+        """The principal of ``request``: its credential, checked against the browser
+        attacks of the module docstring. Unauthorized or Forbidden otherwise."""
+        principal = self.principal(credential(request), loopback=addressed_to_loopback(request))
+        if (
+            request.method not in SAFE_METHODS
+            and request.headers.get("authorization") is None
+            and from_another_site(request)
+        ):
+            log.warning(
+                "refused a cross-site %s %s (Origin %r, Referer %r)",
+                request.method,
+                request.url.path,
+                request.headers.get("origin"),
+                request.headers.get("referer"),
+            )
+            raise Forbidden(
+                "a command sent from another site's page is refused; "
+                "send the key in an Authorization header"
+            )
+        return principal
+
+    def principal(self, secret: str | None, *, loopback: bool = True) -> Principal:
+        """The principal for ``secret`` (None: no credential given), or Unauthorized.
+
+        ``loopback``: whether the request was addressed to a loopback host; the open API
+        admits an anonymous caller only then.
+        """
         if secret is None:
             if self.open_access and not self._keys_exist():
-                return Principal(tenant=None, admin=True)
+                if loopback:
+                    return Principal(tenant=None, admin=True)
+                raise Unauthorized(
+                    "without a key this API answers only requests addressed to a loopback "
+                    "host (127.0.0.1, localhost, [::1])"
+                )
             raise Unauthorized(
                 "an API key is required: send 'Authorization: Bearer <key>' "
                 "(create one with 'tickwork keys create --tenant NAME')"
@@ -109,6 +161,34 @@ def credential(request: Request) -> str | None:
     return cookie if cookie else None
 
 
+def addressed_to_loopback(request: Request) -> bool:
+    """Whether the request's ``Host`` is a loopback name or address."""
+    name = urlsplit("//" + request.headers.get("host", "")).hostname
+    if not name:
+        return False
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def from_another_site(request: Request) -> bool:
+    """Whether a browser sent the request from a page of another host than the one it
+    addressed (by ``Origin``, else ``Referer``); False when it names no page (a script)."""
+    source = request.headers.get("origin")
+    if source == "null":  # a sandboxed frame or a file: page
+        return True
+    if not source:
+        source = request.headers.get("referer")
+    if not source:
+        return False
+    sent_from = urlsplit(source).netloc.lower()
+    hosts = {request.headers.get("host"), request.headers.get("x-forwarded-host")}
+    return sent_from not in {h.strip().lower() for h in hosts if h}
+
+
 def get_client(request: Request) -> Client:
     """The app's client (a dependency)."""
     client: Client = request.app.state.client
@@ -129,7 +209,7 @@ def get_principal(
 ) -> Principal:
     """The caller, or 401 (a dependency for every endpoint behind the keys)."""
     gate: Gate = request.app.state.gate
-    principal = gate.principal(credential(request))
+    principal = gate.for_request(request)
     request.state.principal = principal
     return principal
 
