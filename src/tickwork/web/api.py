@@ -127,7 +127,9 @@ class JobIn(BaseModel):
     args: dict[str, Any] | None = Field(None, description="JSON object (256 KiB at most).")
     name: Label = Field(None, description="Unique per tenant.")
     schedule: ScheduleIn | None = None
-    tenant: Label = Field(None, description="Admin keys only: the tenant that owns the job.")
+    tenant: Label = Field(
+        None, description="The tenant that owns the job (admin keys; default: the key's)."
+    )
     queue: Label = None
     priority: Integer = Field(None, ge=-1000, le=1000)
     max_attempts: Integer = Field(None, ge=1, le=1000)

@@ -39,7 +39,9 @@ API is open):
 ``tickwork_scrape_error`` (gauge)
     1 when the store could not be read at this scrape (the other series are then absent).
 
-Times are by the store's clock, so node clocks do not skew the ages.
+Times are by the store's clock, so node clocks do not skew the ages. The answer is the
+classic text format (0.0.4), where ``tickwork_runs`` (gauge) and ``tickwork_runs_total``
+(counter) are two families; OpenMetrics would fold them into one name.
 """
 
 from __future__ import annotations
