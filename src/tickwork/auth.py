@@ -36,7 +36,7 @@ SECRET_BYTES = 32
 """Random bytes in a key's secret: 256 bits, 43 characters of URL-safe base64."""
 SECRET_LENGTH = 43
 KEY_LENGTH = len(KEY_SCHEME) + 1 + PREFIX_LENGTH + 1 + SECRET_LENGTH
-"""56 characters."""
+"""55 characters."""
 
 _KEY = re.compile(
     rf"{KEY_SCHEME}_(?P<prefix>[a-z0-9]{{{PREFIX_LENGTH}}})_[A-Za-z0-9_-]{{{SECRET_LENGTH}}}"

@@ -31,7 +31,12 @@ from collections.abc import Sequence
 from tickwork.cli import (  # noqa: F401
     all_in_one,
     api,
+    cluster,
+    commands,
     db,
+    explain,
+    jobs,
+    keys,
     next,
     runs,
     scheduler,

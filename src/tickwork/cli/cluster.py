@@ -1,0 +1,64 @@
+"""``tickwork cluster``: who leads, and which schedulers and workers are alive.
+
+::
+
+    leader: sched-a-4711-1f2e3d, epoch 7, lease expires 2026-12-01 09:00:12 (in 8.1 s)
+    NODE                KIND       HOST    PID   STARTED              LAST SEEN  RUNNING
+    worker-b-812-a1b2c3 worker     host-b  812   2026-12-01 08:10:02  1 s ago    4
+
+Times are the store's clock, so an "ago" is never skewed by this host's clock. A node
+that stopped cleanly removed its row; one that crashed stays until unseen for a day.
+``--json``: ``{"leader": {"holder", "epoch", "expires_at"} | null, "nodes": [...], "now"}``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from tickwork.cli.listing import JsonOption, print_table, when
+from tickwork.cli.output import DbOption, app, echo, echo_json
+from tickwork.client import Client, to_json
+
+
+@app.command("cluster")
+def cluster(*, db: DbOption = "", as_json: JsonOption = False) -> None:
+    """Show the leader (epoch, lease expiry) and the nodes with their last heartbeat."""
+    with Client.open(db) as client:
+        view = client.cluster()
+    if as_json:
+        echo_json(to_json(view))
+        return
+    lease = view.leader
+    if lease is None:
+        echo("leader: none (no scheduler holds the leader lease; start `tickwork scheduler`)")
+    else:
+        echo(
+            f"leader: {lease.holder}, epoch {lease.epoch}, lease expires "
+            f"{when(lease.expires_at)} (in {_seconds(lease.expires_at - view.now)})"
+        )
+    if not view.nodes:
+        echo("nodes: none registered")
+        return
+    header = ("NODE", "KIND", "HOST", "PID", "STARTED", "LAST SEEN", "RUNNING")
+    rows = [
+        (
+            node.id,
+            node.kind + (" (leader)" if lease is not None and node.id == lease.holder else ""),
+            node.host,
+            str(node.pid),
+            when(node.started_at),
+            f"{_seconds(view.now - node.last_seen_at)} ago",
+            str(node.running),
+        )
+        for node in view.nodes
+    ]
+    print_table(header, rows)
+
+
+def _seconds(span: timedelta) -> str:
+    seconds = max(span.total_seconds(), 0.0)
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,139 @@
+"""Acting on jobs and runs: ``cancel``, ``pause``, ``resume``, ``trigger``, ``retry``, and
+``dead``, the dead-letter list that ``retry`` empties.
+
+::
+
+    tickwork pause 12            # no slot of job 12 is triggered until resume
+    tickwork resume 12           # slots that fell while paused are recorded as skipped
+    tickwork trigger 12          # one extra run now; prints the run id on its last line
+    tickwork cancel 12           # no more slots; waiting runs are cancelled
+    tickwork cancel --run 40     # cancel one run (a running handler stops at its heartbeat)
+    tickwork dead                # runs that exhausted their attempts
+    tickwork retry 40            # a dead or failed run back to queued, attempts afresh
+
+Each prints one line saying what the job or run is now (``--json``: the job or run as a
+JSON object). An unknown id, or a state that forbids the change (pausing a cancelled job,
+retrying a succeeded run), exits 1 with one line on stderr and changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tickwork.cli.jobs import JobIdArgument
+from tickwork.cli.listing import (
+    DEFAULT_LIMIT,
+    AfterOption,
+    JsonOption,
+    LimitOption,
+    TenantOption,
+    collect,
+    print_page,
+)
+from tickwork.cli.output import DbOption, app, echo, echo_json
+from tickwork.cli.runs import RUN_HEADER, run_rows
+from tickwork.client import Client, check_id, to_json
+from tickwork.job import Job, Run
+
+RunIdArgument = Annotated[int, typer.Argument(metavar="RUN_ID", show_default=False)]
+
+
+@app.command("cancel")
+def cancel(
+    ident: Annotated[
+        int,
+        typer.Argument(
+            metavar="JOB_ID", show_default=False, help="The job's id (with --run: a run's)."
+        ),
+    ],
+    *,
+    run: Annotated[
+        bool, typer.Option("--run", help="The id is a run's: cancel that run only.")
+    ] = False,
+    db: DbOption = "",
+    as_json: JsonOption = False,
+) -> None:
+    """Cancel a job: no more slots, its waiting runs cancelled (a running one finishes)."""
+    check_id(ident, "run" if run else "job")
+    with Client.open(db) as client:
+        if run:
+            _say_run(client.cancel_run(ident), as_json)
+        else:
+            _say_job(client.cancel_job(ident), as_json)
+
+
+@app.command("pause")
+def pause(job_id: JobIdArgument, *, db: DbOption = "", as_json: JsonOption = False) -> None:
+    """Pause a job: no slot is triggered until it is resumed."""
+    check_id(job_id, "job")
+    with Client.open(db) as client:
+        _say_job(client.pause_job(job_id), as_json)
+
+
+@app.command("resume")
+def resume(job_id: JobIdArgument, *, db: DbOption = "", as_json: JsonOption = False) -> None:
+    """Resume a paused job from its next slot (slots missed while paused are skipped)."""
+    check_id(job_id, "job")
+    with Client.open(db) as client:
+        _say_job(client.resume_job(job_id), as_json)
+
+
+@app.command("trigger")
+def trigger(job_id: JobIdArgument, *, db: DbOption = "", as_json: JsonOption = False) -> None:
+    """Run a job now, once, besides its schedule; print the run id on the last line."""
+    check_id(job_id, "job")
+    with Client.open(db) as client:
+        run = client.trigger_job(job_id)
+    if as_json:
+        echo_json(to_json(run))
+        return
+    echo(f"triggered job {run.job_id}: run {run.id} is {run.state}")
+    echo(str(run.id))
+
+
+@app.command("retry")
+def retry(run_id: RunIdArgument, *, db: DbOption = "", as_json: JsonOption = False) -> None:
+    """Queue a dead or failed run again now, with a fresh allowance of attempts."""
+    check_id(run_id, "run")
+    with Client.open(db) as client:
+        _say_run(client.retry_run(run_id), as_json)
+
+
+@app.command("dead")
+def dead(
+    *,
+    db: DbOption = "",
+    tenant: TenantOption = None,
+    limit: LimitOption = DEFAULT_LIMIT,
+    after: AfterOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List the dead-letter runs (attempts exhausted or discarded), newest first."""
+    if after is not None:
+        check_id(after, "after")
+    with Client.open(db) as client:
+        found = collect(
+            lambda cursor, size: client.dead_runs(tenant=tenant, after=cursor, limit=size),
+            limit,
+            after,
+        )
+    if as_json:
+        echo_json([to_json(run) for run in found])
+        return
+    print_page(RUN_HEADER, run_rows(found), found, limit)
+
+
+def _say_job(job: Job, as_json: bool) -> None:
+    if as_json:
+        echo_json(to_json(job))
+    else:
+        echo(f"job {job.id} is {job.state}")
+
+
+def _say_run(run: Run, as_json: bool) -> None:
+    if as_json:
+        echo_json(to_json(run))
+    else:
+        echo(f"run {run.id} of job {run.job_id} is {run.state}")

@@ -1,0 +1,65 @@
+"""``tickwork explain JOB_ID [--at TIME]``: why a job did or did not run at a slot.
+
+::
+
+    $ tickwork explain 12 --at 2026-12-01T09:00
+    Job 12 (backup, At 09:00 every day (Europe/Berlin)) did not run at
+    2026-12-01T09:00:00+01:00 (Europe/Berlin): the previous run was still unfinished and
+    the overlap policy is 'forbid', so the slot was skipped; ...
+
+``--at`` without an offset is read in the job's cron time zone (UTC for other schedules);
+without ``--at`` the slot is the job's latest one at or before now. The answer comes from
+the slot ledger (:mod:`tickwork.explain`). ``--json``: ``{"job_id", "slot", "explanation"}``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+import typer
+
+from tickwork.cli.jobs import JobIdArgument
+from tickwork.cli.listing import JsonOption
+from tickwork.cli.output import DbOption, app, echo, echo_json
+from tickwork.client import Client, check_id
+from tickwork.schedule import parse_instant
+
+
+@app.command("explain")
+def explain(
+    job_id: JobIdArgument,
+    *,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            metavar="TIME",
+            show_default=False,
+            help="The slot, ISO-8601 (2026-12-01T09:00, or with an offset). "
+            "Default: the latest slot at or before now.",
+        ),
+    ] = None,
+    db: DbOption = "",
+    as_json: JsonOption = False,
+) -> None:
+    """Say in one paragraph why a job did or did not run at a slot."""
+    check_id(job_id, "job")
+    if at is not None:
+        _check_time(at)
+    with Client.open(db) as client:
+        job = client.get_job(job_id)
+        slot = client.slot_at(job, at, now=client.store.now())
+        text = client.explain(job_id, slot)
+    if as_json:
+        echo_json({"job_id": job_id, "slot": slot.isoformat(), "explanation": text})
+        return
+    echo(text)
+
+
+def _check_time(text: str) -> None:
+    """Reject what is not ISO-8601 before the store is opened (the zone needs the job)."""
+    try:
+        datetime.fromisoformat(text.strip())
+    except ValueError:
+        parse_instant(text, field="--at")  # raises the precise error

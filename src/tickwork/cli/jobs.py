@@ -1,0 +1,183 @@
+"""``tickwork jobs`` (list jobs) and ``tickwork show JOB_ID`` (one job in full).
+
+``show`` prints the job, its schedule in plain English, its next five fire times, its
+latest runs and its slot ledger (the slots it skipped, and why); ``--json`` prints the
+same as one object: ``{"job", "schedule", "next_fire_times", "runs", "slot_ledger"}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Annotated
+
+import typer
+
+from tickwork.cli.listing import (
+    DEFAULT_LIMIT,
+    AfterOption,
+    JsonOption,
+    LimitOption,
+    TenantOption,
+    collect,
+    print_page,
+    print_table,
+    when,
+)
+from tickwork.cli.output import DbOption, app, echo, echo_json
+from tickwork.cli.runs import RUN_HEADER, run_rows
+from tickwork.client import Client, check_id, job_state, to_json
+from tickwork.job import Job, JobState
+from tickwork.schedule import Cron, Interval, Once, Schedule, format_seconds
+from tickwork.store.base import SlotSkip
+
+SHOW_RUNS = 10
+"""Runs ``show`` lists: the newest."""
+SHOW_LEDGER = 10
+"""Slot ledger entries ``show`` lists: the newest."""
+FIRE_TIMES = 5
+
+JobIdArgument = Annotated[int, typer.Argument(metavar="JOB_ID", show_default=False)]
+
+
+@app.command("jobs")
+def jobs(
+    *,
+    db: DbOption = "",
+    state: Annotated[
+        str | None,
+        typer.Option(
+            "--state",
+            metavar="STATE",
+            show_default=False,
+            help="Only jobs in this state: " + ", ".join(s.value for s in JobState) + ".",
+        ),
+    ] = None,
+    tenant: TenantOption = None,
+    task: Annotated[
+        str | None,
+        typer.Option("--task", metavar="NAME", show_default=False, help="Only this task's."),
+    ] = None,
+    limit: LimitOption = DEFAULT_LIMIT,
+    after: AfterOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List jobs, newest first."""
+    wanted = job_state(state)  # before opening: bad input must not create a database
+    if after is not None:
+        check_id(after, "after")
+    with Client.open(db) as client:
+        found = collect(
+            lambda cursor, size: client.list_jobs(
+                tenant=tenant, state=wanted, task=task, after=cursor, limit=size
+            ),
+            limit,
+            after,
+        )
+    if as_json:
+        echo_json([to_json(job) for job in found])
+        return
+    header = ("JOB", "NAME", "TENANT", "TASK", "STATE", "SCHEDULE", "NEXT RUN")
+    rows = [
+        (
+            str(job.id),
+            job.name or "",
+            job.tenant,
+            job.task,
+            job.state.value,
+            short_schedule(job.schedule),
+            when(job.next_run_at),
+        )
+        for job in found
+    ]
+    print_page(header, rows, found, limit)
+
+
+@app.command("show")
+def show(job_id: JobIdArgument, *, db: DbOption = "", as_json: JsonOption = False) -> None:
+    """Show a job: its schedule in plain English, next fire times, runs and skipped slots."""
+    check_id(job_id, "job")
+    with Client.open(db) as client:
+        job = client.get_job(job_id)
+        fire_times = client.next_fire_times(job, FIRE_TIMES)
+        recent = client.list_runs(job_id=job.id, limit=SHOW_RUNS)
+        ledger = client.slot_ledger(job.id, limit=SHOW_LEDGER)
+    if as_json:
+        echo_json(
+            {
+                "job": to_json(job),
+                "schedule": job.schedule.describe(),
+                "next_fire_times": [t.isoformat() for t in fire_times],
+                "runs": [to_json(run) for run in recent],
+                "slot_ledger": [to_json(skip) for skip in ledger],
+            }
+        )
+        return
+    echo(f"Job {job.id}" + (f" ({job.name})" if job.name else ""))
+    for label, value in _facts(job):
+        echo(f"  {label:<10} {value}")
+    echo("")
+    echo("Next fire times" + (" (UTC)" if fire_times else ": none"))
+    for t in fire_times:
+        echo(f"  {t.isoformat()}")
+    echo("")
+    echo(f"Latest runs (newest {SHOW_RUNS})" if recent else "Runs: none")
+    if recent:
+        print_table(RUN_HEADER, run_rows(recent))
+    echo("")
+    echo(f"Skipped slots (newest {SHOW_LEDGER})" if ledger else "Skipped slots: none")
+    if ledger:
+        print_table(LEDGER_HEADER, ledger_rows(ledger))
+
+
+def _facts(job: Job) -> list[tuple[str, str]]:
+    retry = job.retry
+    return [
+        ("tenant", job.tenant),
+        ("task", f"{job.task} {json.dumps(job.args, ensure_ascii=False)}"),
+        ("state", job.state.value),
+        ("schedule", f"{job.schedule.describe()}  [{short_schedule(job.schedule)}]"),
+        ("next run", when(job.next_run_at) or "-"),
+        ("queue", f"{job.queue}, priority {job.priority}"),
+        (
+            "retries",
+            f"{retry.max_attempts} attempts, backoff {retry.backoff_base:g} s "
+            f"doubling up to {retry.backoff_cap:g} s",
+        ),
+        ("timeout", format_seconds(job.timeout.total_seconds()) if job.timeout else "none"),
+        (
+            "misfire",
+            f"{job.misfire} (grace {format_seconds(job.misfire_grace.total_seconds())})",
+        ),
+        ("overlap", job.overlap.value),
+        ("key", job.idempotency_key or "-"),
+        ("created", when(job.created_at)),
+        ("updated", when(job.updated_at)),
+    ]
+
+
+LEDGER_HEADER = ("FIRST SLOT", "LAST SLOT", "SLOTS", "FATE", "INTO RUN", "RECORDED")
+
+
+def ledger_rows(ledger: Sequence[SlotSkip]) -> list[tuple[str, ...]]:
+    return [
+        (
+            when(skip.first_slot),
+            when(skip.last_slot),
+            f"{skip.count}{'+' if skip.more else ''}",
+            skip.fate.value,
+            str(skip.run_id) if skip.run_id else "",
+            when(skip.recorded_at),
+        )
+        for skip in ledger
+    ]
+
+
+def short_schedule(schedule: Schedule) -> str:
+    """A schedule in a table cell: ``cron 0 9 * * * Europe/Berlin``, ``every 30 seconds``."""
+    if isinstance(schedule, Cron):
+        return f"cron {schedule.expr}" + (f" {schedule.tz}" if schedule.tz != "UTC" else "")
+    if isinstance(schedule, Interval):
+        return f"every {format_seconds(schedule.every.total_seconds())}"
+    assert isinstance(schedule, Once)
+    return f"once at {when(schedule.at)}" if schedule.at else "once"

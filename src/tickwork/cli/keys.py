@@ -1,0 +1,102 @@
+"""``tickwork keys create|list|revoke``: API keys for the HTTP API and the dashboard.
+
+::
+
+    KEY=$(tickwork keys create --tenant acme --label ci)   # the key alone on stdout
+    tickwork keys list                                      # prefixes, never secrets
+    tickwork keys revoke k3v9x2qa                           # by prefix, id, or the key
+
+A key is shown once, when it is created: only its sha256 is stored (see
+:mod:`tickwork.auth`). A tenant's key sees and acts on that tenant's jobs only; an
+``--admin`` key on every tenant's.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tickwork.cli.listing import JsonOption, print_table, when
+from tickwork.cli.output import DbOption, app, echo, echo_json, stderr
+from tickwork.client import Client, check_label, to_json
+
+keys_app = typer.Typer(no_args_is_help=True, help="API keys: create, list, revoke.")
+app.add_typer(keys_app, name="keys")
+
+
+@keys_app.command("create")
+def create(
+    *,
+    tenant: Annotated[
+        str,
+        typer.Option("--tenant", metavar="NAME", show_default=False, help="The key's tenant."),
+    ],
+    admin: Annotated[
+        bool, typer.Option("--admin", help="The key may see and act on every tenant.")
+    ] = False,
+    label: Annotated[
+        str | None,
+        typer.Option("--label", metavar="TEXT", show_default=False, help="A note: who has it."),
+    ] = None,
+    db: DbOption = "",
+) -> None:
+    """Create a key and print it alone on stdout (it is shown only this once)."""
+    check_label("tenant", tenant)
+    if label is not None:
+        check_label("label", label)
+    with Client.open(db) as client:
+        record, key = client.create_api_key(tenant=tenant, admin=admin, label=label)
+    echo(key)
+    stderr.print(
+        f"API key {record.id} (prefix {record.prefix}) for "
+        f"{'every tenant (admin)' if admin else f'tenant {tenant}'}; "
+        "store it now: it cannot be shown again.",
+        markup=False,
+    )
+
+
+@keys_app.command("list")
+def list_keys(*, db: DbOption = "", as_json: JsonOption = False) -> None:
+    """List keys, newest first, revoked ones too (never their secrets)."""
+    with Client.open(db) as client:
+        found = client.list_api_keys()
+    if as_json:
+        echo_json([to_json(key) for key in found])
+        return
+    if not found:
+        echo("(none)")
+        return
+    header = ("ID", "PREFIX", "TENANT", "ADMIN", "LABEL", "CREATED", "REVOKED")
+    rows = [
+        (
+            str(key.id),
+            key.prefix,
+            key.tenant,
+            "yes" if key.admin else "no",
+            key.label or "",
+            when(key.created_at),
+            when(key.revoked_at),
+        )
+        for key in found
+    ]
+    print_table(header, rows)
+
+
+@keys_app.command("revoke")
+def revoke(
+    key: Annotated[
+        str,
+        typer.Argument(
+            metavar="KEY_ID_OR_PREFIX",
+            show_default=False,
+            help="The key's id, its prefix, or the whole key.",
+        ),
+    ],
+    *,
+    db: DbOption = "",
+) -> None:
+    """Revoke a key: requests with it are refused from now on."""
+    with Client.open(db) as client:
+        record = client.revoke_api_key(key)
+    echo(f"revoked API key {record.id} (prefix {record.prefix}, tenant {record.tenant})")

@@ -1,0 +1,96 @@
+"""What the listing commands share (``jobs``, ``runs``, ``dead``, ``keys list``, ``show``,
+``cluster``): their options, cursor paging, and one way to print a table.
+
+Paging is the same everywhere: newest first (descending id), ``--limit N`` rows at most,
+``--after ID`` for the rows with ids below ``ID``. ``--json`` prints one JSON list of the
+rows; its next page is ``--after <the last row's id>``. A table ends with that hint when
+more rows may follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Annotated, Protocol, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tickwork.cli.output import echo, stdout
+from tickwork.store.base import MAX_PAGE, Page
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 10_000
+"""Rows one listing command prints at most (several store pages)."""
+
+
+class HasId(Protocol):
+    @property
+    def id(self) -> int: ...
+
+
+T = TypeVar("T", bound=HasId)
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document, nothing else.")]
+TenantOption = Annotated[
+    str | None,
+    typer.Option("--tenant", metavar="NAME", show_default=False, help="Only this tenant's."),
+]
+LimitOption = Annotated[
+    int, typer.Option("--limit", "-n", min=1, max=MAX_LIMIT, help="At most this many.")
+]
+AfterOption = Annotated[
+    int | None,
+    typer.Option(
+        "--after",
+        metavar="ID",
+        show_default=False,
+        help="Only ids below this one: the next page after a listing that ended at ID.",
+    ),
+]
+
+
+def collect(fetch: Callable[[int | None, int], Page[T]], limit: int, after: int | None) -> list[T]:
+    """Up to ``limit`` rows from ``fetch(after, page_size)``, page after page."""
+    rows: list[T] = []
+    while len(rows) < limit:
+        page = fetch(after, min(limit - len(rows), MAX_PAGE))
+        rows.extend(page.items)
+        if page.next_cursor is None:
+            break
+        after = page.next_cursor
+    return rows
+
+
+def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """A borderless table: one that fits a terminal, every character into a pipe."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in header:
+        table.add_column(column, no_wrap=True, overflow="ellipsis")
+    for row in rows:
+        table.add_row(*row)
+    full = sum(max(len(cell) for cell in column) + 2 for column in zip(header, *rows, strict=True))
+    console = stdout if stdout.is_terminal else Console(file=stdout.file, width=full)
+    console.print(table)
+
+
+def print_page(
+    header: Sequence[str], rows: Sequence[Sequence[str]], items: Sequence[HasId], limit: int
+) -> None:
+    """A listing's table, with the ``--after`` of its next page when it was cut at ``limit``."""
+    if not items:
+        echo("(none)")
+        return
+    print_table(header, rows)
+    if len(items) >= limit:
+        echo(f"(first {limit}; for more: --after {items[-1].id})")
+
+
+def when(value: datetime | None) -> str:
+    """A time in a table cell: UTC to the second, or empty."""
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value else ""
+
+
+def first_line(text: str | None, width: int = 60) -> str:
+    return (text or "").partition("\n")[0][:width]

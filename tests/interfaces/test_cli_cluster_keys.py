@@ -1,0 +1,119 @@
+"""``tickwork cluster`` and ``tickwork keys create|list|revoke`` in real processes."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+
+from cli_support import assert_error, ok, snapshot, tickwork
+
+from tickwork.client import Client
+from tickwork.store import Store
+
+
+def test_cluster_shows_the_leader_and_the_nodes(store: Store) -> None:
+    store.register_node("sched-a", "scheduler", "host-a", 101, {"version": "1"})
+    store.register_node("work-b", "worker", "host-b", 202, {"concurrency": 4})
+    store.node_heartbeat("work-b", running=3)
+    lease = store.acquire_leadership("sched-a", timedelta(minutes=5))
+    assert lease is not None
+
+    view = ok("cluster", "--db", store.url, "--json").json()
+
+    assert set(view) == {"leader", "nodes", "now"}
+    assert view["leader"]["holder"] == "sched-a"
+    assert view["leader"]["epoch"] == lease.epoch
+    assert datetime.fromisoformat(view["leader"]["expires_at"]) == lease.expires_at
+    nodes = {node["id"]: node for node in view["nodes"]}
+    assert set(nodes) == {"sched-a", "work-b"}
+    worker = nodes["work-b"]
+    assert (worker["kind"], worker["host"], worker["pid"], worker["running"]) == (
+        "worker", "host-b", 202, 3
+    )  # fmt: skip
+    assert worker["info"] == {"concurrency": 4}
+    assert datetime.fromisoformat(worker["last_seen_at"]) <= datetime.fromisoformat(view["now"])
+
+    lines = ok("cluster", "--db", store.url).out.strip().splitlines()
+    assert lines[0].startswith(f"leader: sched-a, epoch {lease.epoch}, lease expires ")
+    assert lines[1].split() == ["NODE", "KIND", "HOST", "PID", "STARTED", "LAST", "SEEN", "RUNNING"]
+    rows = {line.split()[0]: line for line in lines[2:]}
+    assert "scheduler (leader)" in rows["sched-a"]
+    assert rows["work-b"].split()[-1] == "3"
+    assert re.search(r" s ago ", rows["work-b"])
+
+
+def test_cluster_without_a_leader_or_nodes_says_so(store: Store) -> None:
+    assert ok("cluster", "--db", store.url, "--json").json()["leader"] is None
+    out = ok("cluster", "--db", store.url).out
+    assert out.startswith("leader: none")
+    assert "nodes: none registered" in out
+
+
+KEY = re.compile(r"tw_[a-z0-9]{8}_[A-Za-z0-9_-]{43}")
+
+
+def test_keys_create_prints_the_key_alone_and_it_authenticates(store: Store) -> None:
+    created = ok("keys", "create", "--tenant", "acme", "--label", "ci", "--db", store.url)
+    admin = ok("keys", "create", "--tenant", "ops", "--admin", "--db", store.url)
+
+    key = created.out.removesuffix("\n")
+    assert KEY.fullmatch(key), created.out
+    assert "cannot be shown again" in created.err
+    client = Client(store)
+    record = client.authenticate(key)
+    assert record is not None
+    assert (record.tenant, record.admin, record.label) == ("acme", False, "ci")
+    admin_record = client.authenticate(admin.out.strip())
+    assert admin_record is not None
+    assert admin_record.admin
+
+
+def test_keys_list_shows_prefixes_never_secrets(store: Store) -> None:
+    key = ok("keys", "create", "--tenant", "acme", "--db", store.url).out.strip()
+    prefix = key.split("_")[1]
+
+    listed = ok("keys", "list", "--db", store.url, "--json")
+    table = ok("keys", "list", "--db", store.url)
+
+    (entry,) = listed.json()
+    assert set(entry) == {"id", "prefix", "tenant", "admin", "label", "created_at", "revoked_at"}
+    assert (entry["prefix"], entry["tenant"], entry["admin"]) == (prefix, "acme", False)
+    secret = key.split("_", 2)[2]
+    for out in (listed.out, table.out):
+        assert secret not in out
+        assert not re.search(r"[0-9a-f]{64}", out)  # no sha256 either
+    header, row = table.out.strip().splitlines()
+    assert header.split() == ["ID", "PREFIX", "TENANT", "ADMIN", "LABEL", "CREATED", "REVOKED"]
+    assert row.split()[:4] == [str(entry["id"]), prefix, "acme", "no"]
+
+
+def test_keys_revoke_by_prefix_id_or_whole_key(store: Store) -> None:
+    keys = [ok("keys", "create", "--tenant", "acme", "--db", store.url).out.strip()]
+    keys += [ok("keys", "create", "--tenant", "acme", "--db", store.url).out.strip()]
+    keys += [ok("keys", "create", "--tenant", "acme", "--db", store.url).out.strip()]
+    client = Client(store)
+    by_id = client.authenticate(keys[1])
+    assert by_id is not None
+
+    for name in (keys[0].split("_")[1], str(by_id.id), keys[2]):
+        out = ok("keys", "revoke", name, "--db", store.url).out
+        assert out.startswith("revoked API key ")
+
+    assert [client.authenticate(key) for key in keys] == [None, None, None]
+    listed = ok("keys", "list", "--db", store.url, "--json").json()
+    assert all(entry["revoked_at"] for entry in listed)
+    ok("keys", "revoke", str(by_id.id), "--db", store.url)  # again: idempotent
+
+
+def test_keys_bad_input_exits_2_and_unknown_keys_exit_1(store: Store) -> None:
+    before = snapshot(store)
+
+    assert_error(tickwork("keys", "create", "--db", store.url), 2, "Missing option '--tenant'")
+    assert_error(tickwork("keys", "create", "--tenant", "", "--db", store.url), 2, "tenant")
+    assert_error(
+        tickwork("keys", "create", "--tenant", "a", "--label", " x", "--db", store.url), 2, "label"
+    )
+    assert_error(tickwork("keys", "revoke", "nope", "--db", store.url), 1, "'nope' not found")
+    assert_error(tickwork("keys", "revoke", "999", "--db", store.url), 1, "'999' not found")
+
+    assert snapshot(store) == before
