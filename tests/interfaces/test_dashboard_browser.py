@@ -270,3 +270,21 @@ def test_a_key_revoked_while_the_page_is_open_leads_to_the_sign_in_form(
     expect(page).to_have_url(re.compile(r"/login$"), timeout=LIVE_TIMEOUT_MS)
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
     console_errors[:] = [e for e in console_errors if "status of 401" not in e]
+
+
+def test_a_retry_that_another_operator_beat_says_so_in_the_row(
+    page: Page, client: Client, key: str, console_errors: list[str]
+) -> None:
+    run_id = dead_run(client)
+    sign_in(page, key)
+    page.goto("/dead")
+    row = page.locator(f"#run-{run_id}")
+    expect(row.get_by_role("button", name="Retry")).to_be_visible()
+
+    client.retry_run(run_id)  # someone else, while this page is open
+    row.get_by_role("button", name="Retry").click()
+
+    # The 409 answer is the row with the reason, swapped in place (htmx's responseHandling).
+    expect(row).to_contain_text("Not retried: it is queued.")
+    # Chromium logs every 4xx answer; htmx itself logs none for this one (error: false).
+    console_errors[:] = [e for e in console_errors if "status of 409" not in e]
