@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -347,7 +347,10 @@ def plan_slots(
             skipped.append(SlotRange(blocked[0], blocked[-1], len(blocked), "overlap"))
         run_slots = [] if has_unfinished else run_slots[:1]
         if coalesced_into is not None and coalesced_into not in run_slots:
+            # The run they were folded into was itself blocked: the previous run's overlap
+            # is why none of them ran.
             coalesced_into = None
+            skipped = [replace(r, fate="overlap") if r.fate == "coalesced" else r for r in skipped]
     elif overlap is OverlapPolicy.REPLACE and run_slots:
         if len(run_slots) > 1:
             earlier = run_slots[:-1]

@@ -7,7 +7,7 @@ what is left. Every expectation is worked out by hand.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from tickwork.job import (
     MAX_SLOT_SCAN,
@@ -301,3 +301,22 @@ def test_month_long_outage_of_a_per_minute_cron_job_resumes_after_now() -> None:
     assert result.skipped[0].count == 10_000
     assert result.skipped[0].more
     assert result.next_run_at == utc("2026-05-31T00:01:00Z")
+
+
+def test_missed_slots_blocked_by_an_unfinished_run_are_recorded_as_overlap_not_coalesced() -> None:
+    every_minute = Cron("* * * * *")
+    due = datetime(2026, 12, 1, 9, 1, tzinfo=UTC)
+    now = datetime(2026, 12, 1, 9, 10, 30, tzinfo=UTC)
+    plan = plan_slots(
+        every_minute,
+        due,
+        now,
+        misfire=MisfirePolicy.ONCE,
+        grace=timedelta(seconds=60),
+        overlap=OverlapPolicy.FORBID,
+        has_unfinished=True,
+    )
+    assert plan.run_slots == []
+    assert plan.coalesced_into is None
+    assert {r.fate for r in plan.skipped} == {"overlap"}
+    assert sum(r.count for r in plan.skipped) == 10
