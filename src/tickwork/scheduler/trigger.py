@@ -120,7 +120,7 @@ class Trigger(Service):
             result = self._trigger(epoch)
             if result is None:
                 return 0.0, False  # the next cycle re-checks stop and leadership
-            now = self.store.now()
+            now = result.now or self.store.now()
             due = result.next_due_at
             if due is not None and due <= now and result.jobs_advanced == 0:
                 # Due, yet nothing was triggered: we woke a hair early, or a deposed

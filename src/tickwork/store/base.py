@@ -103,6 +103,7 @@ class TriggerResult:
     jobs_advanced: int = 0
     batch_full: bool = False  # there may be more due jobs: call again without sleeping
     next_due_at: datetime | None = None  # earliest next_run_at after this call
+    now: datetime | None = None  # the store's clock for this call (callers plan sleeps by it)
 
 
 class LeaseStatus(StrEnum):

@@ -431,7 +431,7 @@ class PostgresStore(Store):
                         "now": t,
                     },
                 )
-            next_due = conn.execute(Q["next_due_at"]).fetchone()
+            next_due = conn.execute(Q["next_due_at_with_clock"], {"now": now}).fetchone()
             if runs:
                 _notify(conn, CHANNEL_RUNS)
         return TriggerResult(
@@ -441,6 +441,7 @@ class PostgresStore(Store):
             len(jobs),
             len(jobs) >= limit,
             next_due["at"] if next_due else None,
+            next_due["now"] if next_due else t,
         )
 
     def next_due_at(self) -> datetime | None:

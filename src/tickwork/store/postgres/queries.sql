@@ -112,6 +112,10 @@ FROM unnest(%(job_ids)s::bigint[], %(first_slots)s::timestamptz[],
 SELECT min(next_run_at) AS at FROM tickwork_jobs
 WHERE state = 'active' AND next_run_at IS NOT NULL;
 
+-- name: next_due_at_with_clock
+SELECT min(next_run_at) AS at, coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL;
+
 -- name: notify
 SELECT pg_notify(%(channel)s, '');
 

@@ -459,7 +459,15 @@ class SqliteStore(Store):
             next_due = conn.execute(Q["next_due_at"]).fetchone()["at"]
         if runs:
             self._signals.notify(CHANNEL_RUNS)
-        return TriggerResult(runs, skipped, cancelled, len(jobs), len(jobs) >= limit, _dt(next_due))
+        return TriggerResult(
+            runs,
+            skipped,
+            cancelled,
+            len(jobs),
+            len(jobs) >= limit,
+            _dt(next_due),
+            now if now is not None else SYSTEM_CLOCK.now(),
+        )
 
     def _holder(self, conn: sqlite3.Connection) -> str:
         row = conn.execute("SELECT holder FROM tickwork_leases WHERE name = 'scheduler'").fetchone()
