@@ -189,41 +189,45 @@ def _describe_run(run: Run) -> str:
 
 
 def _describe_skip(skip: SlotSkip, job: Job) -> str:
-    span = (
-        f"{skip.count}{'+' if skip.more else ''} slot{'s' if skip.count != 1 else ''} "
-        f"from {_fmt(skip.first_slot, job)} to {_fmt(skip.last_slot, job)}"
-    )
     recorded = f" (recorded at {_fmt(skip.recorded_at, job)})" if skip.recorded_at else ""
+    if skip.count == 1 and not skip.more:
+        alike = ""  # the slot alone: its time is already in the sentence
+    else:
+        alike = (
+            f"; {skip.count}{'+' if skip.more else ''} slots from "
+            f"{_fmt(skip.first_slot, job)} to {_fmt(skip.last_slot, job)} share this fate"
+        )
     grace = job.misfire_grace.total_seconds()
     match skip.fate:
         case SlotFate.MISFIRE:
-            return (
+            why = (
                 f"it was missed by more than the misfire grace of {grace:g} s (the "
                 f"scheduler was down or behind), and the misfire policy is "
-                f"'{job.misfire}', so it was skipped; {span} share this fate{recorded}."
+                f"'{job.misfire}', so it was skipped"
             )
         case SlotFate.COALESCED:
             into = f"run {skip.run_id}" if skip.run_id else "one later run"
-            return (
+            why = (
                 f"it was missed by more than the misfire grace of {grace:g} s, and misfire "
-                f"policy 'once' folded the missed slots into {into}; {span} were "
-                f"coalesced{recorded}."
+                f"policy 'once' folded the missed slots into {into}"
             )
         case SlotFate.OVERLAP:
-            return (
-                f"the previous run was still unfinished and the overlap policy is "
-                f"'forbid', so the slot was skipped; {span}{recorded}."
+            why = (
+                "the previous run was still unfinished and the overlap policy is "
+                "'forbid', so the slot was skipped"
             )
         case SlotFate.REPLACED:
-            return (
-                f"a later slot was due in the same trigger and the overlap policy is "
-                f"'replace', so only the latest ran; {span}{recorded}."
+            why = (
+                "a later slot was due in the same trigger and the overlap policy is "
+                "'replace', so only the latest ran"
             )
         case SlotFate.PAUSED:
-            return f"the job was paused when the slot fell; {span} were skipped{recorded}."
+            why = "the job was paused when the slot fell, so it was skipped"
         case SlotFate.CANCELLED:
-            return f"the job was cancelled; {span}{recorded}."
-    return f"{skip.fate}; {span}{recorded}."  # pragma: no cover - every fate is handled
+            why = "the job was cancelled"
+        case _:  # pragma: no cover - every fate is handled
+            why = str(skip.fate)
+    return f"{why}{alike}{recorded}."
 
 
 def _fmt(t: datetime, job: Job) -> str:

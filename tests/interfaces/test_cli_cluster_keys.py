@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from datetime import datetime, timedelta
+from pathlib import Path
 
-from cli_support import assert_error, ok, snapshot, tickwork
+import pytest
+from cli_support import assert_error, ok, snapshot, submit, tickwork
 
 from tickwork.client import Client
 from tickwork.store import Store
@@ -117,3 +124,41 @@ def test_keys_bad_input_exits_2_and_unknown_keys_exit_1(store: Store) -> None:
     assert_error(tickwork("keys", "revoke", "999", "--db", store.url), 1, "'999' not found")
 
     assert snapshot(store) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_running_node_shows_in_cluster_and_its_runs_in_explain(
+    store: Store, tmp_path: Path
+) -> None:
+    job = submit(store, every="1s", name="tick")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
+    with (tmp_path / "run.log").open("w") as log:
+        node = subprocess.Popen(
+            [sys.executable, "-m", "tickwork", "run", "--allow-shell", "--db", store.url],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                view = ok("cluster", "--db", store.url, "--json").json()
+                done = [r for r in store.list_runs(job_id=job.id).items if r.finished_at]
+                if view["leader"] and view["nodes"] and done:
+                    break
+                time.sleep(0.5)
+            else:
+                pytest.fail("tickwork run never led, registered and ran a slot")
+        finally:
+            node.send_signal(signal.SIGTERM)
+            node.wait(timeout=60)
+
+    assert view["leader"]["holder"] in {n["id"] for n in view["nodes"]}
+    assert {n["pid"] for n in view["nodes"]} == {node.pid}
+    slot = done[-1].scheduled_for
+    text = ok("explain", str(job.id), "--at", slot.isoformat(), "--db", store.url).out
+    assert f"was triggered for {slot.isoformat()}: run {done[-1].id} is succeeded" in text
+    # A clean stop deregisters the node and gives the lease up.
+    after = ok("cluster", "--db", store.url, "--json").json()
+    assert (after["leader"], after["nodes"]) == (None, [])

@@ -92,7 +92,7 @@ def test_a_slot_skipped_while_paused(store: Store, hour: datetime) -> None:
 
     text = explain(store, job_id, hour + 20 * MIN)
 
-    assert "the job was paused when the slot fell; 3 slots from" in text
+    assert "the job was paused when the slot fell, so it was skipped; 3 slots from" in text
 
 
 def test_a_slot_of_a_job_that_is_still_paused(store: Store, hour: datetime) -> None:

@@ -8,6 +8,7 @@ from tickwork.explain import explain_slot, is_slot, latest_slot, parse_slot, slo
 from tickwork.job import DEFAULT_MISFIRE_GRACE, Job, JobState, MisfirePolicy, OverlapPolicy
 from tickwork.retry import RetryPolicy
 from tickwork.schedule import Cron, Interval, Once, Schedule
+from tickwork.store.base import SlotFate, SlotSkip
 
 CREATED = datetime(2026, 1, 1, 12, 0, 30, tzinfo=UTC)
 
@@ -120,3 +121,20 @@ def test_the_slot_at_a_recurring_jobs_creation_instant_did_not_exist_yet() -> No
     text = explain_slot(every, CREATED, [], [], now=CREATED + timedelta(hours=1), leader=None)
 
     assert "the job did not exist yet" in text
+
+
+def test_a_skip_of_one_slot_is_not_described_as_a_range() -> None:
+    slot = datetime(2026, 1, 2, 9, tzinfo=UTC)
+    hourly = job(Cron("0 * * * *"), overlap=OverlapPolicy.FORBID)
+    alone = SlotSkip(1, slot, slot, 1, SlotFate.OVERLAP, recorded_at=slot)
+    several = SlotSkip(1, slot, slot + timedelta(hours=2), 3, SlotFate.OVERLAP)
+
+    one = explain_slot(hourly, slot, [], [alone], now=slot, leader=None)
+    three = explain_slot(hourly, slot, [], [several], now=slot, leader=None)
+
+    assert one.endswith(f"so the slot was skipped (recorded at {slot.isoformat()}).")
+    assert "share this fate" not in one
+    assert three.endswith(
+        f"; 3 slots from {slot.isoformat()} to {(slot + timedelta(hours=2)).isoformat()} "
+        "share this fate."
+    )
