@@ -21,6 +21,7 @@ from tickwork.web.auth import COOKIE_NAME
 
 ORIGIN = {"Origin": "http://testserver"}
 """What a browser sends with a form posted from one of the dashboard's own pages."""
+LOOPBACK = "127.0.0.1:8765"
 
 
 @pytest.fixture
@@ -48,7 +49,8 @@ def web(client: Client, admin_key: str) -> Iterator[TestClient]:
 @pytest.fixture
 def open_web(client: Client) -> Iterator[TestClient]:
     """The app as ``tickwork api`` serves it on a loopback address with no key defined."""
-    with TestClient(create_app(client, open_access=True)) as test_client:
+    app = create_app(client, open_access=True)
+    with TestClient(app, base_url=f"http://{LOOPBACK}") as test_client:
         yield test_client
 
 
@@ -179,13 +181,36 @@ def test_a_fragment_without_a_key_sends_htmx_to_the_sign_in_form(web: TestClient
     assert answer.headers["hx-redirect"] == "/login?next=%2Fjobs%3Fstate%3Dactive"
 
 
-def test_the_open_api_needs_no_sign_in(open_web: TestClient) -> None:
+def test_the_open_api_needs_no_sign_in(open_web: TestClient, client: Client) -> None:
+    run_id = dead_run(client)
     page = open_web.get("/")
 
     assert page.status_code == 200
     assert "open access" in page.text
     assert "Sign out" not in page.text
     assert open_web.get("/login", follow_redirects=False).headers["location"] == "/"
+    retry = open_web.post(
+        f"/runs/{run_id}/retry", headers={"Origin": f"http://{LOOPBACK}"}, follow_redirects=False
+    )
+    assert retry.status_code == 303
+    assert client.get_run(run_id).state is RunState.QUEUED
+
+
+def test_the_open_api_serves_no_page_to_a_rebound_host_name(
+    open_web: TestClient, client: Client
+) -> None:
+    # DNS rebinding: evil.example made to resolve to 127.0.0.1 sends Host: evil.example.
+    run_id = dead_run(client)
+    rebound = {"Host": "evil.example:8765", "Origin": "http://evil.example:8765"}
+
+    page = open_web.get("/dead", headers=rebound, follow_redirects=False)
+    retry = open_web.post(f"/runs/{run_id}/retry", headers=rebound, follow_redirects=False)
+
+    assert page.status_code == 303
+    assert page.headers["location"].startswith("/login")
+    assert retry.status_code == 303
+    assert retry.headers["location"].startswith("/login")
+    assert client.get_run(run_id).state is RunState.DEAD
 
 
 # -- pages ---------------------------------------------------------------------------------

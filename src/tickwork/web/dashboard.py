@@ -46,8 +46,14 @@ cookie at all: any web page could otherwise post ``/runs/1/retry`` to ``127.0.0.
 browser in use sends ``Origin`` on a POST, and a cross-origin page can forge neither it
 nor ``Referer``, so the header check closes all of these with no server-side state, no
 token threaded through every form and htmx request, and no page that breaks when it is
-left open past a token's lifetime. (The OWASP cheat sheet lists it as a primary defence,
-and it is what Go's ``http.CrossOriginProtection`` and Rails' origin check do.)
+left open past a token's lifetime. (Go 1.25's ``http.CrossOriginProtection`` rests on the
+same headers.) The check is :func:`tickwork.web.auth.from_another_site`, the JSON API's,
+made stricter here: a POST that names no page at all is refused too, since every browser
+names the page a form was posted from.
+
+On the open API an anonymous viewer is served only when the request is addressed to a
+loopback host, as in the JSON API: a page of ``evil.example`` whose name was made to
+resolve to 127.0.0.1 (DNS rebinding) gets the sign-in form, not the jobs.
 
 The pages also send a Content-Security-Policy that allows scripts and styles from this
 origin only (htmx runs with ``allowEval`` off and injects no styles) and forbids framing,
@@ -76,7 +82,14 @@ from tickwork.errors import NotFound, TickworkError, ValidationError
 from tickwork.job import Job, JobState, Run
 from tickwork.schedule import Cron, format_seconds
 from tickwork.store.base import SlotFate
-from tickwork.web.auth import COOKIE_NAME, Gate, Principal, credential
+from tickwork.web.auth import (
+    COOKIE_NAME,
+    Gate,
+    Principal,
+    addressed_to_loopback,
+    credential,
+    from_another_site,
+)
 from tickwork.web.errors import Unauthorized, status_of
 
 log = logging.getLogger("tickwork.web")
@@ -330,7 +343,8 @@ def _viewer(request: Request) -> Principal | None:
     """The signed-in viewer, or None (no key, or a wrong, malformed or revoked one)."""
     gate: Gate = request.app.state.gate
     try:
-        principal = gate.principal(credential(request))
+        # The open API serves an anonymous viewer only on a loopback Host (DNS rebinding).
+        principal = gate.principal(credential(request), loopback=addressed_to_loopback(request))
     except Unauthorized:
         return None
     request.state.principal = principal  # for the access log
@@ -373,14 +387,8 @@ def _same_origin(request: Request) -> bool:
     """Whether a POST comes from a page of this origin (see the module docstring)."""
     if request.headers.get("authorization") is not None:
         return True
-    source = request.headers.get("origin")
-    if not source or source == "null":
-        source = request.headers.get("referer")
-    if not source:
-        return False
-    sent_from = urlsplit(source).netloc.lower()
-    hosts = {request.headers.get("host"), request.headers.get("x-forwarded-host")}
-    return bool(sent_from) and sent_from in {h.strip().lower() for h in hosts if h}
+    names_a_page = request.headers.get("origin") or request.headers.get("referer")
+    return bool(names_a_page) and not from_another_site(request)
 
 
 def _cross_site(request: Request, viewer: Principal | None) -> HTMLResponse:
