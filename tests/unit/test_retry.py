@@ -6,7 +6,7 @@ import random
 from datetime import timedelta
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tickwork.errors import ValidationError
@@ -31,6 +31,7 @@ def test_bound_of_a_custom_policy_doubles_from_its_base_up_to_its_cap() -> None:
     assert [policy.bound(n) for n in range(1, 7)] == [5, 10, 20, 40, 60, 60]
 
 
+@settings(deadline=None)
 @given(
     attempt=st.integers(min_value=1, max_value=2000),
     base=st.floats(min_value=0, max_value=100),
