@@ -15,6 +15,7 @@ and two retries; the third failure makes the run ``dead``.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from datetime import timedelta
@@ -41,6 +42,8 @@ class RetryPolicy:
                 f"max_attempts must be between 1 and {MAX_ATTEMPTS_LIMIT}, got {self.max_attempts}",
                 field="max_attempts",
             )
+        if not (math.isfinite(self.backoff_base) and math.isfinite(self.backoff_cap)):
+            raise ValidationError("backoff must be a finite number of seconds", field="backoff")
         if self.backoff_base < 0 or self.backoff_cap < 0:
             raise ValidationError("backoff must not be negative", field="backoff")
         if self.backoff_cap < self.backoff_base:

@@ -82,3 +82,9 @@ def test_negative_backoff_is_rejected() -> None:
 def test_cap_below_base_is_rejected() -> None:
     with pytest.raises(ValidationError, match="cap 5 s is below its base 10 s"):
         RetryPolicy(backoff_base=10, backoff_cap=5)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_backoff_that_is_not_a_finite_number_is_rejected(value: float) -> None:
+    with pytest.raises(ValidationError, match="finite"):
+        RetryPolicy(backoff_base=1.0, backoff_cap=value)
