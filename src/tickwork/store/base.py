@@ -234,6 +234,14 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
+    def submit_many(
+        self, specs: Sequence[JobSpec], *, now: datetime | None = None
+    ) -> list[Submitted]:
+        """:meth:`submit` for many jobs in one transaction, in order: all are written or,
+        when one is refused (a taken name), none. Idempotency keys behave as in submit
+        (also between specs of one call: the first with a key creates the job)."""
+
+    @abc.abstractmethod
     def put_schedule(self, spec: JobSpec, *, now: datetime | None = None) -> Submitted:
         """Create the job named ``spec.name`` in ``spec.tenant``, or update it in place.
 

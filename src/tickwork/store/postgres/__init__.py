@@ -189,6 +189,72 @@ class PostgresStore(Store):
                 _notify(conn, CHANNEL_JOBS, *([CHANNEL_RUNS] if submitted.run else []))
         return submitted
 
+    def submit_many(
+        self, specs: Sequence[JobSpec], *, now: datetime | None = None
+    ) -> list[Submitted]:
+        results: list[Submitted | None] = [None] * len(specs)
+        with self._tx() as conn:
+            t = _now(conn, now)
+            # Plain jobs (no key, no name) in one statement; the rest one by one, in order.
+            plain = [
+                i for i, spec in enumerate(specs) if not spec.idempotency_key and not spec.name
+            ]
+            for i, submitted in zip(
+                plain, self._insert_plain(conn, [specs[i] for i in plain], t), strict=True
+            ):
+                results[i] = submitted
+            for i, spec in enumerate(specs):
+                if results[i] is None:
+                    results[i] = self._insert_job(conn, spec, t)
+            done = [r for r in results if r is not None]
+            if any(r.created for r in done):
+                _notify(conn, CHANNEL_JOBS, *([CHANNEL_RUNS] if any(r.run for r in done) else []))
+        return done
+
+    def _insert_plain(self, conn: Conn, specs: list[JobSpec], t: datetime) -> list[Submitted]:
+        if not specs:
+            return []
+        resolved = [spec.schedule.resolve(t) for spec in specs]
+        firsts = [r.first_slot(t) for r in resolved]
+        due = [
+            isinstance(r, schedules.Once) and f <= t for r, f in zip(resolved, firsts, strict=True)
+        ]
+        params = [_job_params(spec, r) for spec, r in zip(specs, resolved, strict=True)]
+        columns = {
+            "tenants": "tenant",
+            "tasks": "task",
+            "args": "args",
+            "schedules": "schedule",
+            "queues": "queue",
+            "priorities": "priority",
+            "max_attempts": "max_attempts",
+            "backoff_bases": "backoff_base",
+            "backoff_caps": "backoff_cap",
+            "timeouts": "timeout",
+            "misfires": "misfire",
+            "graces": "misfire_grace",
+            "overlaps": "overlap",
+        }
+        arrays: dict[str, Any] = {key: [p[col] for p in params] for key, col in columns.items()}
+        arrays["states"] = [JobState.COMPLETED if d else JobState.ACTIVE for d in due]
+        arrays["next_run_ats"] = [None if d else f for d, f in zip(due, firsts, strict=True)]
+        arrays["now"] = t
+        rows = sorted(conn.execute(Q["insert_jobs"], arrays).fetchall(), key=lambda r: r["id"])
+        jobs = [_job(r) for r in rows]
+        due_jobs = [(job, f) for job, d, f in zip(jobs, due, firsts, strict=True) if d]
+        runs: dict[int, Run] = {}
+        if due_jobs:
+            run_rows = conn.execute(
+                Q["insert_runs"],
+                {
+                    "job_ids": [j.id for j, _ in due_jobs],
+                    "slots": [f for _, f in due_jobs],
+                    "now": t,
+                },
+            ).fetchall()
+            runs = {r["job_id"]: _run(r) for r in run_rows}
+        return [Submitted(job, created=True, run=runs.get(job.id)) for job in jobs]
+
     def _insert_job(self, conn: Conn, spec: JobSpec, t: datetime) -> Submitted:
         resolved = spec.schedule.resolve(t)
         first = resolved.first_slot(t)

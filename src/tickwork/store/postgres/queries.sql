@@ -14,6 +14,23 @@ VALUES (%(tenant)s, %(name)s, %(task)s, %(args)s, %(schedule)s, %(state)s, %(nex
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING *;
 
+-- name: insert_jobs
+INSERT INTO tickwork_jobs (tenant, task, args, schedule, state, next_run_at, queue, priority,
+    max_attempts, backoff_base, backoff_cap, timeout, misfire, misfire_grace, overlap,
+    created_at, updated_at)
+SELECT s.tenant, s.task, s.args, s.schedule, s.state, s.next_run_at, s.queue, s.priority,
+    s.max_attempts, s.backoff_base, s.backoff_cap, s.timeout, s.misfire, s.misfire_grace,
+    s.overlap, %(now)s, %(now)s
+FROM unnest(%(tenants)s::text[], %(tasks)s::text[], %(args)s::jsonb[], %(schedules)s::jsonb[],
+    %(states)s::text[], %(next_run_ats)s::timestamptz[], %(queues)s::text[],
+    %(priorities)s::integer[], %(max_attempts)s::integer[], %(backoff_bases)s::float8[],
+    %(backoff_caps)s::float8[], %(timeouts)s::float8[], %(misfires)s::text[],
+    %(graces)s::float8[], %(overlaps)s::text[]) WITH ORDINALITY
+    AS s (tenant, task, args, schedule, state, next_run_at, queue, priority, max_attempts,
+          backoff_base, backoff_cap, timeout, misfire, misfire_grace, overlap, ord)
+ORDER BY s.ord
+RETURNING *;
+
 -- name: job_by_idempotency_key
 SELECT * FROM tickwork_jobs WHERE tenant = %(tenant)s AND idempotency_key = %(key)s;
 

@@ -197,28 +197,39 @@ class SqliteStore(Store):
     # -- jobs -------------------------------------------------------------------------------
 
     def submit(self, spec: JobSpec, *, now: datetime | None = None) -> Submitted:
+        return self.submit_many([spec], now=now)[0]
+
+    def submit_many(
+        self, specs: Sequence[JobSpec], *, now: datetime | None = None
+    ) -> list[Submitted]:
         t = self._now(now)
         with self._write() as conn:
-            if spec.idempotency_key is not None:
-                row = conn.execute(
-                    Q["job_by_idempotency_key"],
-                    {"tenant": spec.tenant, "key": spec.idempotency_key},
-                ).fetchone()
-                if row is not None:
-                    return Submitted(_job(row), created=False)
-            if spec.name is not None:
-                taken = conn.execute(
-                    Q["job_by_name"], {"tenant": spec.tenant, "name": spec.name}
-                ).fetchone()
-                if taken is not None:
-                    raise ValidationError(
-                        f"tenant {spec.tenant!r} already has a job named {spec.name!r} "
-                        f"(job {taken['id']})",
-                        field="name",
-                    )
-            submitted = self._insert_job(conn, spec, t)
-        self._signals.notify(CHANNEL_JOBS, *([CHANNEL_RUNS] if submitted.run else []))
+            submitted = [self._submit_one(conn, spec, t) for spec in specs]
+        channels = [CHANNEL_JOBS] if any(s.created for s in submitted) else []
+        if any(s.run for s in submitted):
+            channels.append(CHANNEL_RUNS)
+        self._signals.notify(*channels)
         return submitted
+
+    def _submit_one(self, conn: sqlite3.Connection, spec: JobSpec, t: int) -> Submitted:
+        if spec.idempotency_key is not None:
+            row = conn.execute(
+                Q["job_by_idempotency_key"],
+                {"tenant": spec.tenant, "key": spec.idempotency_key},
+            ).fetchone()
+            if row is not None:
+                return Submitted(_job(row), created=False)
+        if spec.name is not None:
+            taken = conn.execute(
+                Q["job_by_name"], {"tenant": spec.tenant, "name": spec.name}
+            ).fetchone()
+            if taken is not None:
+                raise ValidationError(
+                    f"tenant {spec.tenant!r} already has a job named {spec.name!r} "
+                    f"(job {taken['id']})",
+                    field="name",
+                )
+        return self._insert_job(conn, spec, t)
 
     def _insert_job(self, conn: sqlite3.Connection, spec: JobSpec, t: int) -> Submitted:
         now_dt = from_micros(t)
