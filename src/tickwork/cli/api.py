@@ -60,7 +60,9 @@ HostOption = Annotated[
 ]
 PortOption = Annotated[
     int,
-    typer.Option("--port", min=0, max=65535, help="Port to listen on (0: any free port)."),
+    typer.Option(
+        "--port", metavar="PORT", min=0, max=65535, help="Port to listen on (0: any free port)."
+    ),
 ]
 
 
