@@ -24,7 +24,6 @@ from collections.abc import Callable
 from typing import Annotated
 
 import typer
-import uvicorn
 
 from tickwork.cli.output import (
     DbOption,
@@ -157,6 +156,10 @@ class ApiServer:
         open_access: bool,
         rescues: Callable[[], int] | None = None,
     ) -> None:
+        # Imported here: the web stack costs most of the CLI's start-up time, and only the
+        # commands that serve HTTP need it.
+        import uvicorn
+
         from tickwork.web.app import create_app
 
         self.socket = _bind(host, port)
