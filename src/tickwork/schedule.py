@@ -26,6 +26,8 @@ from tickwork.errors import InvalidSchedule, ValidationError
 
 MIN_INTERVAL = timedelta(seconds=1)
 """The shortest interval a job may repeat at."""
+MAX_HORIZON = timedelta(days=36_525)
+"""The longest delay or interval accepted: 100 years (beyond it, datetime overflows)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,8 @@ class Once:
     def __post_init__(self) -> None:
         if (self.at is None) == (self.delay is None):
             raise InvalidSchedule("a one-off schedule takes exactly one of 'at' or 'delay'")
+        if self.delay is not None and self.delay > MAX_HORIZON:
+            raise InvalidSchedule("delay must be at most 100 years", field="delay")
         if self.delay is not None and self.delay < timedelta(0):
             raise InvalidSchedule(
                 f"delay must not be negative, got {self.delay.total_seconds():g} s",
@@ -107,6 +111,8 @@ class Interval:
     anchor: datetime | None = None
 
     def __post_init__(self) -> None:
+        if self.every > MAX_HORIZON:
+            raise InvalidSchedule("interval must be at most 100 years", field="every")
         if self.every < MIN_INTERVAL:
             raise InvalidSchedule(
                 f"interval must be at least 1 s, got {self.every.total_seconds():g} s",

@@ -262,3 +262,10 @@ def test_bad_instant_is_rejected_naming_the_problem(text: str, message: str) -> 
 
 def test_schedule_errors_are_validation_errors() -> None:
     assert issubclass(InvalidSchedule, ValidationError)
+
+
+def test_a_delay_or_interval_beyond_a_century_is_bad_input_not_an_overflow() -> None:
+    with pytest.raises(InvalidSchedule, match="100 years"):
+        Once(delay=timedelta(days=3_000_000))
+    with pytest.raises(InvalidSchedule, match="100 years"):
+        Interval(timedelta(days=3_000_000))
