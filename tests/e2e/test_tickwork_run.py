@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -20,7 +21,6 @@ from tickwork.job import Job, RunState
 from tickwork.store import Store, open_store
 
 sys.path.insert(0, str(Path(__file__).parent))
-import itertools
 
 from run_app import app as run_app
 
