@@ -38,10 +38,17 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
+from hypothesis import settings
 from psycopg import sql
 
 import tickwork.store
 from tickwork.store import Store, open_store
+
+# CI explores the same examples on every run, so a red build always reproduces; locally
+# hypothesis keeps searching new ground (and remembers what failed in .hypothesis/).
+settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 BACKENDS = ("sqlite", "postgres")
 PG_URL_ENV = "TICKWORK_TEST_PG_URL"
