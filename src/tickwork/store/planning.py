@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from tickwork.job import Job, JobState, plan_slots
+from tickwork.job import Job, JobSpec, JobState, plan_slots
+from tickwork.schedule import Interval, Once, Schedule
 from tickwork.store.base import SlotFate
 
 
@@ -101,3 +102,40 @@ def paused_slots(job: Job, now: datetime) -> tuple[Skip | None, datetime | None]
     if count == 0:
         return None, first
     return Skip(job.id, first, last, count, SlotFate.PAUSED, more, None), slot
+
+
+def same_schedule(current: Schedule, wanted: Schedule) -> bool:
+    """Whether ``wanted`` (as declared, unresolved) is the schedule ``current`` already has:
+    an interval declared without an anchor matches the anchored one it was resolved to."""
+    if isinstance(wanted, Interval) and isinstance(current, Interval):
+        return wanted.every == current.every and wanted.anchor in (None, current.anchor)
+    if isinstance(wanted, Once) and wanted.delay is not None:
+        return False
+    return current == wanted
+
+
+def spec_matches(job: Job, spec: JobSpec, resolved: Schedule) -> bool:
+    """Whether ``put_schedule(spec)`` would change nothing on ``job``."""
+    return (
+        job.task,
+        job.args,
+        job.schedule,
+        job.queue,
+        job.priority,
+        job.retry,
+        job.timeout,
+        job.misfire,
+        job.misfire_grace,
+        job.overlap,
+    ) == (
+        spec.task,
+        spec.args,
+        resolved,
+        spec.queue,
+        spec.priority,
+        spec.retry,
+        spec.timeout,
+        spec.misfire,
+        spec.misfire_grace,
+        spec.overlap,
+    )

@@ -73,7 +73,7 @@ from tickwork.store.base import (
     Submitted,
     TriggerResult,
 )
-from tickwork.store.planning import paused_slots, plan_batch
+from tickwork.store.planning import paused_slots, plan_batch, same_schedule, spec_matches
 from tickwork.store.queries import load_queries, migration_files
 
 HERE = Path(__file__).parent
@@ -308,10 +308,10 @@ class PostgresStore(Store):
                         raise
             if row is not None:
                 current = _job(row)
-                same_schedule = _same_schedule(current.schedule, spec.schedule)
-                resolved = current.schedule if same_schedule else spec.schedule.resolve(t)
+                unchanged = same_schedule(current.schedule, spec.schedule)
+                resolved = current.schedule if unchanged else spec.schedule.resolve(t)
                 live = current.state in (JobState.ACTIVE, JobState.PAUSED)
-                if live and _spec_matches(current, spec, resolved):
+                if live and spec_matches(current, spec, resolved):
                     return Submitted(current, created=False)
                 params = _job_params(spec, resolved)
                 params.update(
@@ -319,7 +319,7 @@ class PostgresStore(Store):
                     now=t,
                     state=current.state if current.state is JobState.PAUSED else JobState.ACTIVE,
                     next_run_at=current.next_run_at
-                    if same_schedule and live
+                    if unchanged and live
                     else resolved.first_slot(t),
                 )
                 updated = conn.execute(Q["update_job_spec"], params).fetchone()
@@ -1004,40 +1004,6 @@ def _job_params(spec: JobSpec, resolved: schedules.Schedule) -> dict[str, Any]:
         "overlap": spec.overlap.value,
         "idempotency_key": spec.idempotency_key,
     }
-
-
-def _same_schedule(current: schedules.Schedule, wanted: schedules.Schedule) -> bool:
-    if isinstance(wanted, schedules.Interval) and isinstance(current, schedules.Interval):
-        return wanted.every == current.every and wanted.anchor in (None, current.anchor)
-    if isinstance(wanted, schedules.Once) and wanted.delay is not None:
-        return False
-    return current == wanted
-
-
-def _spec_matches(job: Job, spec: JobSpec, resolved: schedules.Schedule) -> bool:
-    return (
-        job.task,
-        job.args,
-        job.schedule,
-        job.queue,
-        job.priority,
-        job.retry,
-        job.timeout,
-        job.misfire,
-        job.misfire_grace,
-        job.overlap,
-    ) == (
-        spec.task,
-        spec.args,
-        resolved,
-        spec.queue,
-        spec.priority,
-        spec.retry,
-        spec.timeout,
-        spec.misfire,
-        spec.misfire_grace,
-        spec.overlap,
-    )
 
 
 def _job(r: DictRow) -> Job:

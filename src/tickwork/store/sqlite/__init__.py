@@ -67,7 +67,7 @@ from tickwork.store.base import (
     Submitted,
     TriggerResult,
 )
-from tickwork.store.planning import paused_slots, plan_batch
+from tickwork.store.planning import paused_slots, plan_batch, same_schedule, spec_matches
 from tickwork.store.queries import load_queries, migration_files
 
 HERE = Path(__file__).parent
@@ -265,9 +265,9 @@ class SqliteStore(Store):
             else:
                 current = _job(row)
                 now_dt = from_micros(t)
-                same_schedule = _same_schedule(current.schedule, spec.schedule)
-                resolved = current.schedule if same_schedule else spec.schedule.resolve(now_dt)
-                if _spec_matches(current, spec, resolved) and current.state in (
+                unchanged = same_schedule(current.schedule, spec.schedule)
+                resolved = current.schedule if unchanged else spec.schedule.resolve(now_dt)
+                if spec_matches(current, spec, resolved) and current.state in (
                     JobState.ACTIVE,
                     JobState.PAUSED,
                 ):
@@ -275,7 +275,7 @@ class SqliteStore(Store):
                 state = current.state if current.state is JobState.PAUSED else JobState.ACTIVE
                 next_run_at = (
                     current.next_run_at
-                    if same_schedule and current.state in (JobState.ACTIVE, JobState.PAUSED)
+                    if unchanged and current.state in (JobState.ACTIVE, JobState.PAUSED)
                     else resolved.first_slot(now_dt)
                 )
                 params = _job_params(spec, resolved)
@@ -1014,41 +1014,6 @@ def _job_params(spec: JobSpec, resolved: schedules.Schedule) -> dict[str, Any]:
         "overlap": spec.overlap.value,
         "idempotency_key": spec.idempotency_key,
     }
-
-
-def _same_schedule(current: schedules.Schedule, wanted: schedules.Schedule) -> bool:
-    """Whether ``wanted`` (as declared, unresolved) is the schedule ``current`` already has."""
-    if isinstance(wanted, schedules.Interval) and isinstance(current, schedules.Interval):
-        return wanted.every == current.every and wanted.anchor in (None, current.anchor)
-    if isinstance(wanted, schedules.Once) and wanted.delay is not None:
-        return False
-    return current == wanted
-
-
-def _spec_matches(job: Job, spec: JobSpec, resolved: schedules.Schedule) -> bool:
-    return (
-        job.task,
-        job.args,
-        job.schedule,
-        job.queue,
-        job.priority,
-        job.retry,
-        job.timeout,
-        job.misfire,
-        job.misfire_grace,
-        job.overlap,
-    ) == (
-        spec.task,
-        spec.args,
-        resolved,
-        spec.queue,
-        spec.priority,
-        spec.retry,
-        spec.timeout,
-        spec.misfire,
-        spec.misfire_grace,
-        spec.overlap,
-    )
 
 
 def _job(r: sqlite3.Row) -> Job:
