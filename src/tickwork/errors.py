@@ -17,9 +17,10 @@
     ├── FencingError               a write from a holder whose lease was taken over
     │   ├── LeaseLost              a run's fencing token is stale or its lease expired
     │   └── LeadershipLost         a scheduler's leader epoch is stale or expired
-    └── StoreError                 the database failed; driver errors are translated here
-        ├── StoreUnavailable
-        └── MigrationError
+    ├── StoreError                 the database failed; driver errors are translated here
+    │   ├── StoreUnavailable
+    │   └── MigrationError
+    └── BenchError                 ``tickwork bench`` could not finish (a worker died, a stall)
 
 Constructors take the identifying value, so a message is always specific.
 """
@@ -139,3 +140,7 @@ class StoreUnavailable(StoreError):
 
 class MigrationError(StoreError):
     pass
+
+
+class BenchError(TickworkError):
+    """``tickwork bench`` could not finish a measurement; the message says why."""

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from tickwork.cli import (  # noqa: F401
     all_in_one,
     api,
+    bench,
     cluster,
     commands,
     db,
