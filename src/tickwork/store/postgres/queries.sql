@@ -86,17 +86,18 @@ UPDATE tickwork_runs SET state = 'cancelled', finished_at = %(now)s, lease_expir
 WHERE job_id = %(job_id)s AND state IN ('queued', 'failed')
 RETURNING id;
 
--- name: leader_epoch_for_share
-SELECT holder, epoch FROM tickwork_leases
-WHERE name = 'scheduler' AND epoch = %(epoch)s AND expires_at > %(now)s
+-- name: trigger_head
+-- The transaction's time and the fence: does %(epoch)s lead, unexpired? The lease row is
+-- held FOR SHARE until commit, so a new leader's acquire waits for this trigger to end.
+SELECT coalesce(%(now)s::timestamptz, now()) AS now, holder,
+    (epoch = %(epoch)s AND expires_at > coalesce(%(now)s::timestamptz, now())) AS leads
+FROM tickwork_leases WHERE name = 'scheduler'
 FOR SHARE;
-
--- name: lease_holder
-SELECT holder FROM tickwork_leases WHERE name = 'scheduler';
 
 -- name: due_jobs
 SELECT * FROM tickwork_jobs
-WHERE state = 'active' AND next_run_at IS NOT NULL AND next_run_at <= %(now)s
+WHERE state = 'active' AND next_run_at IS NOT NULL
+  AND next_run_at <= coalesce(%(now)s::timestamptz, now())
 ORDER BY next_run_at LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
@@ -200,6 +201,15 @@ FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(results)s::jsonb[])
     AS c (id, token, result)
 WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
 RETURNING r.*;
+
+-- name: complete_ids
+UPDATE tickwork_runs r
+SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()),
+    lease_expires_at = NULL, result = c.result, error = NULL
+FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(results)s::jsonb[])
+    AS c (id, token, result)
+WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
+RETURNING r.id;
 
 -- name: held_run_for_fail
 SELECT attempt, max_attempts, backoff_base, backoff_cap FROM tickwork_runs
