@@ -13,6 +13,7 @@ The arithmetic is cronsim's, which follows Debian cron across DST changes:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from datetime import MAXYEAR, UTC, datetime, timedelta, timezone
 from functools import lru_cache
@@ -141,7 +142,7 @@ def _elapsed_fires(expr: str, tz: str, start: datetime) -> Iterator[datetime]:
         end = _next_offset_change(tz, begin)
         offset = begin.astimezone(tzinfo).utcoffset()
         assert offset is not None
-        for fire in CronSim(expr, after.astimezone(timezone(offset))):
+        for fire in _fixed_offset_sim(expr, after.astimezone(timezone(offset))):
             fire_utc = fire.astimezone(UTC)
             if fire_utc >= end:
                 break
@@ -150,6 +151,27 @@ def _elapsed_fires(expr: str, tz: str, start: datetime) -> Iterator[datetime]:
             return  # cronsim found no fire within 50 years
         # cronsim drops the microseconds and starts one second later: from `end` itself.
         begin, after = end, end - timedelta(microseconds=1)
+
+
+@lru_cache(maxsize=1024)
+def _prototype(expr: str) -> CronSim:
+    return CronSim(expr, datetime(2000, 1, 1, tzinfo=UTC))
+
+
+def _fixed_offset_sim(expr: str, start: datetime) -> CronSim:
+    """``CronSim(expr, start)`` for a fixed-offset ``start``, without parsing ``expr`` again.
+
+    The trigger computes two fire times per due job; parsing was half of that. Hazard: this
+    copies a parsed prototype and sets cronsim's iteration state (``dt``,
+    ``skip_initial_tick``), which is exactly what its constructor does for a fixed-offset
+    zone on an elapsed-time expression (no Debian-cron fix-up applies there);
+    ``test_cron`` pins the equivalence.
+    """
+    sim = copy.copy(_prototype(expr))
+    sim.dt = start.replace(microsecond=0)
+    sim.skip_initial_tick = False
+    sim.fixup_tz = None
+    return sim
 
 
 OFFSET_SCAN_STEP = 6 * 3600

@@ -253,3 +253,21 @@ def test_single_value_with_a_step_runs_from_it_to_the_end_of_the_range() -> None
         utc("2026-01-01T00:55:00Z"),
         utc("2026-01-01T01:50:00Z"),
     ]
+
+
+@pytest.mark.parametrize(
+    "expr", ["* * * * *", "*/7 * * * * *", "0 */2 * * MON-FRI", "30 * 1,15 * *"]
+)
+@pytest.mark.parametrize("offset_hours", [0, 5.75, -3])
+def test_the_reused_parse_iterates_exactly_like_a_fresh_cronsim(
+    expr: str, offset_hours: float
+) -> None:
+    from datetime import timezone as fixed
+
+    from cronsim import CronSim
+
+    from tickwork.cron import _fixed_offset_sim
+
+    start = datetime(2026, 3, 29, 0, 59, 59, 500_000, tzinfo=fixed(timedelta(hours=offset_hours)))
+    fresh, reused = CronSim(expr, start), _fixed_offset_sim(expr, start)
+    assert [next(fresh) for _ in range(50)] == [next(reused) for _ in range(50)]

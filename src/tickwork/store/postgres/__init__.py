@@ -454,7 +454,7 @@ class PostgresStore(Store):
             inserted = None
             if plan.runs:
                 inserted = conn.execute(
-                    Q["insert_runs"],
+                    Q["insert_runs_light"],
                     {
                         "job_ids": [n.job.id for n in plan.runs],
                         "slots": [n.scheduled_for for n in plan.runs],
@@ -473,8 +473,12 @@ class PostgresStore(Store):
                     },
                 )
             next_due_cursor = conn.execute(Q["next_due_at_with_clock"], {"now": now})
+            by_id = {j.id: j for j in jobs}
             runs = (
-                sorted((_run(r) for r in inserted.fetchall()), key=lambda r: r.id)
+                sorted(
+                    (_new_run(by_id[r["job_id"]], r) for r in inserted.fetchall()),
+                    key=lambda r: r.id,
+                )
                 if inserted
                 else []
             )
@@ -1082,6 +1086,33 @@ def _skip(r: DictRow) -> SlotSkip:
 def _api_key(r: DictRow) -> ApiKey:
     return ApiKey(
         r["id"], r["prefix"], r["tenant"], r["admin"], r["label"], r["created_at"], r["revoked_at"]
+    )
+
+
+def _new_run(job: Job, r: DictRow) -> Run:
+    """A run just inserted for ``job`` by trigger: the job supplies what the row copied."""
+    return Run(
+        id=r["id"],
+        job_id=job.id,
+        tenant=job.tenant,
+        task=job.task,
+        args=job.args,
+        queue=job.queue,
+        priority=job.priority,
+        scheduled_for=r["scheduled_for"],
+        run_at=r["scheduled_for"],
+        state=RunState.QUEUED,
+        attempt=1,
+        max_attempts=job.retry.max_attempts,
+        fencing_token=0,
+        worker=None,
+        lease_expires_at=None,
+        started_at=None,
+        finished_at=None,
+        error=None,
+        result=None,
+        timeout=job.timeout,
+        created_at=r["created_at"],
     )
 
 
