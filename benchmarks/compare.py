@@ -27,8 +27,8 @@ throughput, no-op async handlers where the peer supports them):
   process (as under ``tickwork run``): one-off jobs are submitted for their due time and
   the scheduler triggers each into a run on time;
 - ``tickwork-store``: no worker machinery, ``claim(limit=100)`` + ``complete_many`` in
-  a loop: the floor under what the worker costs (lag phase: same Scheduler, woken by
-  LISTEN/NOTIFY).
+  a loop: the store alone, what the worker would reach if dispatch cost nothing (lag
+  phase: same Scheduler, woken by LISTEN/NOTIFY).
 
 Systems are interleaved (the order rotates per repeat) and each figure is the median of
 ``--repeat`` repeats. ``--quick`` (N = 5,000, one repeat, 2 s of lag, without
@@ -65,6 +65,8 @@ TICKWORK_STORE = "tickwork-store"
 NOOP = "noop"
 CLAIM_BATCH = 100
 """Runs per claim (tickwork's default claim batch)."""
+SUBMIT_BATCH = 1000
+"""One-off jobs per ``submit_many`` call (one transaction) when tickwork enqueues."""
 TICKWORK_CONCURRENCY = 100
 """Handlers in flight in tickwork's worker: the claim batch, as pgqueuer-b100 has 100
 picked jobs in flight (the default, 10, caps every claim at 10 runs)."""
@@ -323,8 +325,8 @@ def _never_called() -> None:
 
 async def enqueue(system: str, url: str, dues: Sequence[float] | None, n: int) -> float:
     """Enqueue ``n`` runs due now (``dues`` None) or at the given epoch seconds; return
-    the seconds it took. The peers take one bulk statement per 10,000 runs; tickwork has
-    no bulk submit, so one ``submit`` (one transaction) per run."""
+    the seconds it took. The peers take one bulk statement per 10,000 runs, tickwork one
+    ``submit_many`` transaction per SUBMIT_BATCH one-off jobs."""
     buckets = _buckets(dues) if dues is not None else [(None, n)]
     t0 = time.perf_counter()
     if system.startswith("pgqueuer"):
@@ -367,15 +369,16 @@ async def enqueue(system: str, url: str, dues: Sequence[float] | None, n: int) -
 
         store = PostgresStore(url)
         try:
+            specs: list[JobSpec] = []
             for due, count in buckets:
                 schedule = (
                     Once(delay=timedelta(0))
                     if due is None
                     else Once(at=datetime.fromtimestamp(due, UTC))
                 )
-                spec = JobSpec(task=NOOP, schedule=schedule)
-                for _ in range(count):
-                    store.submit(spec)  # no bulk submit in the Store contract yet
+                specs += [JobSpec(task=NOOP, schedule=schedule)] * count
+            for start in range(0, n, SUBMIT_BATCH):
+                store.submit_many(specs[start : start + SUBMIT_BATCH])
         finally:
             store.close()
     return time.perf_counter() - t0

@@ -1,22 +1,30 @@
 """Trigger throughput: slots turned into queued runs per second by the PostgreSQL store.
 
-    python benchmarks/trigger.py [--jobs 100000] [--batch 1000] [--repeat 1]
+    python benchmarks/trigger.py [--jobs 100000] [--batch 1000] [--repeat 1] [--breakdown]
 
 In a fresh database, ``--jobs`` recurring jobs (interval 60 s, each with its own anchor,
 misfire ``once``) are bulk-loaded due one second ago; this process takes the leader
 lease and calls ``store.trigger(epoch, limit=--batch)`` until a call finds nothing due.
 Printed: slots/s (runs created over the whole loop), per-call p50/p99/max in ms, and a
 check that every job got exactly one run and moved to its next slot.
+
+``--breakdown`` also times each named statement the store executes (psycopg's
+``Connection.execute``, which returns once the whole result has arrived: database time plus
+transfer) and prints ms per ``trigger`` call for each, and the remainder: the Python that
+maps rows, plans slots and builds the result, plus the commit.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -24,12 +32,33 @@ import psycopg
 from bulk_load import load_due_jobs
 from harness import PG_SERVER, fmt, fresh_database, machine, median, percentile, table
 
-from tickwork.store.postgres import PostgresStore
+from tickwork.store.postgres import PostgresStore, Q
 
 LEASE = timedelta(minutes=10)
+STATEMENTS: collections.Counter[str] = collections.Counter()
+"""Seconds spent in each named statement, while ``timed_statements`` is active."""
 
 
-def run_once(server: str, jobs: int, batch: int) -> dict[str, float]:
+@contextlib.contextmanager
+def timed_statements() -> Iterator[None]:
+    names = {text: name for name, text in Q.items()}
+    original = psycopg.Connection.execute
+
+    def execute(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return original(self, query, params, **kwargs)
+        finally:
+            STATEMENTS[names.get(query, "other")] += time.perf_counter() - t
+
+    psycopg.Connection.execute = execute  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        psycopg.Connection.execute = original  # type: ignore[method-assign]
+
+
+def run_once(server: str, jobs: int, batch: int, breakdown: bool) -> dict[str, float]:
     with fresh_database(server, "bench_trigger") as url:
         store = PostgresStore(url, migrate=True)
         try:
@@ -38,15 +67,17 @@ def run_once(server: str, jobs: int, batch: int) -> dict[str, float]:
             assert lease is not None
             calls: list[float] = []
             created = 0
-            t0 = time.perf_counter()
-            while True:
-                t = time.perf_counter()
-                result = store.trigger(lease.epoch, limit=batch)
-                calls.append((time.perf_counter() - t) * 1000)
-                created += len(result.runs)
-                if not result.batch_full:
-                    break
-            seconds = time.perf_counter() - t0
+            STATEMENTS.clear()
+            with timed_statements() if breakdown else contextlib.nullcontext():
+                t0 = time.perf_counter()
+                while True:
+                    t = time.perf_counter()
+                    result = store.trigger(lease.epoch, limit=batch)
+                    calls.append((time.perf_counter() - t) * 1000)
+                    created += len(result.runs)
+                    if not result.batch_full:
+                        break
+                seconds = time.perf_counter() - t0
         finally:
             store.close()
         with psycopg.connect(url) as conn:
@@ -58,6 +89,15 @@ def run_once(server: str, jobs: int, batch: int) -> dict[str, float]:
         assert row is not None
         if (row[0], row[1], row[2]) != (jobs, jobs, 0):
             raise RuntimeError(f"expected {jobs} runs, one per job, none due; got {row}")
+    if breakdown:
+        per_call = {k: v * 1000 / len(calls) for k, v in STATEMENTS.items()}
+        rest = sum(calls) / len(calls) - sum(per_call.values())
+        print(
+            "  ms per trigger call: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in sorted(per_call.items(), key=lambda kv: -kv[1]))
+            + f"; Python and commit {rest:.1f}",
+            flush=True,
+        )
     return {
         "slots_per_s": created / seconds,
         "seconds": seconds,
@@ -74,11 +114,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=1000, help="trigger(limit=...)")
     p.add_argument("--repeat", type=int, default=1, help="repeats, median reported")
     p.add_argument("--pg", default=PG_SERVER, help="PostgreSQL server URL, no database")
+    p.add_argument("--breakdown", action="store_true", help="time each statement too")
     args = p.parse_args(argv)
     print(machine(args.pg), flush=True)
     results = []
     for k in range(args.repeat):
-        r = run_once(args.pg, args.jobs, args.batch)
+        r = run_once(args.pg, args.jobs, args.batch, args.breakdown)
         results.append(r)
         print(f"  [{k + 1}/{args.repeat}] {fmt(r['slots_per_s'])} slots/s", flush=True)
     header = ["jobs", "batch", "calls", "seconds", "slots/s", "call p50 ms", "p99 ms", "max ms"]
