@@ -9,8 +9,9 @@ with no handler; variants are interleaved (order rotating) and the median of
 ``--repeat`` is printed with its ratio to ``store``.
 
 - ``store``: ``PostgresStore.claim`` + ``complete_many`` as shipped (two transactions per
-  batch; ``complete`` returns whole rows that ``complete_many`` throws away);
-- ``returning-id``: the same, ``complete`` with ``RETURNING r.id``;
+  batch);
+- ``returning-id``: ``claim`` and the ``complete`` query with ``RETURNING r.id`` (before
+  ``complete_many`` had a query of its own, it parsed whole rows and threw them away);
 - ``combined``: one statement per batch completes the previous batch and claims the next
   (one round trip and one commit per batch instead of two); fencing unchanged;
 - ``pipelined``: claims on one connection while a second thread completes the previous

@@ -87,7 +87,7 @@ def plans(url: str) -> list[str]:
         for name, query, args in (
             ("claim", Q["claim"], params),
             ("heartbeat", Q["heartbeat"], beat),
-            ("complete", Q["complete"], completion),
+            ("complete", Q.get("complete_ids", Q["complete"]), completion),
         ):
             explain = "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + query
             rows = conn.execute(explain, args).fetchall()  # type: ignore[arg-type]

@@ -8,16 +8,14 @@ lease and calls ``store.trigger(epoch, limit=--batch)`` until a call finds nothi
 Printed: slots/s (runs created over the whole loop), per-call p50/p99/max in ms, and a
 check that every job got exactly one run and moved to its next slot.
 
-``--breakdown`` also times each named statement the store executes (psycopg's
-``Connection.execute``, which returns once the whole result has arrived: database time plus
-transfer) and prints ms per ``trigger`` call for each, and the remainder: the Python that
-maps rows, plans slots and builds the result, plus the commit.
+``--breakdown`` also splits each ``trigger`` call into the time spent waiting on PostgreSQL
+(every exchange with the server, pipelined or not: psycopg's ``Connection.wait``) and the
+rest, the Python that maps rows, plans slots and builds the result.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
 import contextlib
 import sys
 import time
@@ -32,30 +30,31 @@ import psycopg
 from bulk_load import load_due_jobs
 from harness import PG_SERVER, fmt, fresh_database, machine, median, percentile, table
 
-from tickwork.store.postgres import PostgresStore, Q
+from tickwork.store.postgres import PostgresStore
 
 LEASE = timedelta(minutes=10)
-STATEMENTS: collections.Counter[str] = collections.Counter()
-"""Seconds spent in each named statement, while ``timed_statements`` is active."""
+WAITED = [0.0]
+"""Seconds spent waiting on PostgreSQL, while ``timed_waits`` is active."""
 
 
 @contextlib.contextmanager
-def timed_statements() -> Iterator[None]:
-    names = {text: name for name, text in Q.items()}
-    original = psycopg.Connection.execute
+def timed_waits() -> Iterator[None]:
+    """Time psycopg's ``Connection.wait``: every blocking exchange with the server (sending,
+    executing, receiving, committing) goes through it, pipelined or not."""
+    original = psycopg.Connection.wait
 
-    def execute(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+    def wait(self: Any, *args: Any, **kwargs: Any) -> Any:
         t = time.perf_counter()
         try:
-            return original(self, query, params, **kwargs)
+            return original(self, *args, **kwargs)
         finally:
-            STATEMENTS[names.get(query, "other")] += time.perf_counter() - t
+            WAITED[0] += time.perf_counter() - t
 
-    psycopg.Connection.execute = execute  # type: ignore[method-assign]
+    psycopg.Connection.wait = wait  # type: ignore[method-assign]
     try:
         yield
     finally:
-        psycopg.Connection.execute = original  # type: ignore[method-assign]
+        psycopg.Connection.wait = original  # type: ignore[method-assign]
 
 
 def run_once(server: str, jobs: int, batch: int, breakdown: bool) -> dict[str, float]:
@@ -67,8 +66,8 @@ def run_once(server: str, jobs: int, batch: int, breakdown: bool) -> dict[str, f
             assert lease is not None
             calls: list[float] = []
             created = 0
-            STATEMENTS.clear()
-            with timed_statements() if breakdown else contextlib.nullcontext():
+            WAITED[0] = 0.0
+            with timed_waits() if breakdown else contextlib.nullcontext():
                 t0 = time.perf_counter()
                 while True:
                     t = time.perf_counter()
@@ -90,12 +89,10 @@ def run_once(server: str, jobs: int, batch: int, breakdown: bool) -> dict[str, f
         if (row[0], row[1], row[2]) != (jobs, jobs, 0):
             raise RuntimeError(f"expected {jobs} runs, one per job, none due; got {row}")
     if breakdown:
-        per_call = {k: v * 1000 / len(calls) for k, v in STATEMENTS.items()}
-        rest = sum(calls) / len(calls) - sum(per_call.values())
+        waited = WAITED[0] * 1000 / len(calls)
+        python = sum(calls) / len(calls) - waited
         print(
-            "  ms per trigger call: "
-            + ", ".join(f"{k} {v:.1f}" for k, v in sorted(per_call.items(), key=lambda kv: -kv[1]))
-            + f"; Python and commit {rest:.1f}",
+            f"  per trigger call: {waited:.1f} ms waiting on PostgreSQL, {python:.1f} ms in Python",
             flush=True,
         )
     return {
