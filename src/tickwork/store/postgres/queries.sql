@@ -194,7 +194,8 @@ WITH c AS (
 ), held AS (
     UPDATE tickwork_runs r
     SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
-    FROM c WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
+    FROM c WHERE r.id = ANY(%(ids)s::bigint[]) AND r.id = c.id AND r.fencing_token = c.token
+  AND r.state = 'running'
     RETURNING r.id, r.lease_expires_at
 )
 SELECT c.id,
@@ -204,7 +205,8 @@ SELECT c.id,
     h.lease_expires_at
 FROM c
 LEFT JOIN held h ON h.id = c.id
-LEFT JOIN tickwork_runs r ON r.id = c.id AND r.fencing_token = c.token;
+LEFT JOIN tickwork_runs r ON r.id = ANY(%(ids)s::bigint[]) AND r.id = c.id
+    AND r.fencing_token = c.token;
 
 -- name: complete
 UPDATE tickwork_runs r
@@ -212,7 +214,8 @@ SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()),
     lease_expires_at = NULL, result = c.result, error = NULL
 FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(results)s::jsonb[])
     AS c (id, token, result)
-WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
+WHERE r.id = ANY(%(ids)s::bigint[]) AND r.id = c.id AND r.fencing_token = c.token
+  AND r.state = 'running'
 RETURNING r.*;
 
 -- name: complete_ids
@@ -221,7 +224,8 @@ SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()),
     lease_expires_at = NULL, result = c.result, error = NULL
 FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(results)s::jsonb[])
     AS c (id, token, result)
-WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
+WHERE r.id = ANY(%(ids)s::bigint[]) AND r.id = c.id AND r.fencing_token = c.token
+  AND r.state = 'running'
 RETURNING r.id;
 
 -- name: held_run_for_fail
