@@ -84,4 +84,9 @@ def children() -> Iterator[Children]:
         for proc in started:
             if proc.poll() is None:
                 proc.kill()
-                proc.wait()
+            proc.wait()
+            # A test that failed early left pipes open: close them, or their finalizers
+            # raise ResourceWarning in whichever later test the collector runs in.
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()

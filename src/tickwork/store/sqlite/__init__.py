@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta
@@ -121,7 +122,7 @@ class SqliteStore(Store):
                 raise StoreUnavailable(f"cannot open {self.path}: {exc}") from exc
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            _enable_wal(conn, self.path)
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
             self._local.conn = conn
@@ -975,6 +976,27 @@ class _SignalListener(Listener):
 
 
 # -- row mapping ----------------------------------------------------------------------------
+
+
+WAL_RETRY_SECONDS = 0.01
+
+
+def _enable_wal(conn: sqlite3.Connection, path: Path) -> None:
+    """Switch to WAL, waiting out other processes doing the same on a new file.
+
+    Hazard: the journal-mode change needs an exclusive lock and SQLite answers "database is
+    locked" at once instead of calling the busy handler, so processes opening a fresh file
+    together (several nodes starting at once) must retry here.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise StoreUnavailable(f"cannot open {path} in WAL mode: {exc}") from exc
+            time.sleep(WAL_RETRY_SECONDS)
 
 
 def _statements(script: str) -> list[str]:
