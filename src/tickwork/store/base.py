@@ -38,6 +38,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
+from tickwork.errors import ValidationError
 from tickwork.job import Job, JobSpec, JobState, Run, RunState
 
 DEFAULT_LEASE = timedelta(seconds=15)
@@ -182,6 +183,13 @@ class RunStats:
 class Page(Generic[T]):
     items: list[T]
     next_cursor: int | None  # pass as `after` for the next page; None: this was the last
+
+
+def page_limit(limit: int) -> int:
+    """``limit`` for a listing, or ValidationError outside 1..MAX_PAGE."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValidationError(f"limit must be between 1 and {MAX_PAGE}, got {limit}", field="limit")
+    return limit
 
 
 class Store(abc.ABC):

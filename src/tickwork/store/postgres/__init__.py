@@ -53,7 +53,6 @@ from tickwork.store.base import (
     DEFAULT_RESCUE_BATCH,
     DEFAULT_TRIGGER_BATCH,
     LISTEN_NOTIFY,
-    MAX_PAGE,
     MULTI_HOST,
     NODE_FORGET_AFTER,
     SKIP_LOCKED,
@@ -72,6 +71,7 @@ from tickwork.store.base import (
     Store,
     Submitted,
     TriggerResult,
+    page_limit,
 )
 from tickwork.store.planning import paused_slots, plan_batch, same_schedule, spec_matches
 from tickwork.store.queries import load_queries, migration_files
@@ -343,7 +343,7 @@ class PostgresStore(Store):
         after: int | None = None,
         limit: int = DEFAULT_PAGE,
     ) -> Page[Job]:
-        limit = _page_limit(limit)
+        limit = page_limit(limit)
         rows = self._all(
             Q["list_jobs"],
             {"tenant": tenant, "state": state, "task": task, "after": after, "limit": limit},
@@ -700,7 +700,7 @@ class PostgresStore(Store):
         after: int | None = None,
         limit: int = DEFAULT_PAGE,
     ) -> Page[Run]:
-        limit = _page_limit(limit)
+        limit = page_limit(limit)
         rows = self._all(
             Q["list_runs"],
             {"tenant": tenant, "job_id": job_id, "state": state, "after": after, "limit": limit},
@@ -753,7 +753,7 @@ class PostgresStore(Store):
         self, job_id: int, *, tenant: str | None = None, limit: int = DEFAULT_PAGE
     ) -> list[SlotSkip]:
         rows = self._all(
-            Q["slot_skips"], {"job_id": job_id, "tenant": tenant, "limit": _page_limit(limit)}
+            Q["slot_skips"], {"job_id": job_id, "tenant": tenant, "limit": page_limit(limit)}
         )
         if not rows:
             self.get_job(job_id, tenant=tenant)  # JobNotFound for unknown or foreign ids
@@ -1118,9 +1118,3 @@ def _new_run(job: Job, r: DictRow) -> Run:
 
 def _lease(r: DictRow) -> Lease:
     return Lease(r["holder"], r["epoch"], r["expires_at"])
-
-
-def _page_limit(limit: int) -> int:
-    if not 1 <= limit <= MAX_PAGE:
-        raise ValidationError(f"limit must be between 1 and {MAX_PAGE}, got {limit}", field="limit")
-    return limit

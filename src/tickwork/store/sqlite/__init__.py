@@ -50,7 +50,6 @@ from tickwork.store.base import (
     DEFAULT_PRUNE_BATCH,
     DEFAULT_RESCUE_BATCH,
     DEFAULT_TRIGGER_BATCH,
-    MAX_PAGE,
     NODE_FORGET_AFTER,
     ApiKey,
     Completion,
@@ -67,6 +66,7 @@ from tickwork.store.base import (
     Store,
     Submitted,
     TriggerResult,
+    page_limit,
 )
 from tickwork.store.planning import paused_slots, plan_batch, same_schedule, spec_matches
 from tickwork.store.queries import load_queries, migration_files
@@ -307,7 +307,7 @@ class SqliteStore(Store):
         after: int | None = None,
         limit: int = DEFAULT_PAGE,
     ) -> Page[Job]:
-        limit = _page_limit(limit)
+        limit = page_limit(limit)
         rows = self._read(
             Q["list_jobs"],
             {"tenant": tenant, "state": state, "task": task, "after": after, "limit": limit},
@@ -682,7 +682,7 @@ class SqliteStore(Store):
         after: int | None = None,
         limit: int = DEFAULT_PAGE,
     ) -> Page[Run]:
-        limit = _page_limit(limit)
+        limit = page_limit(limit)
         rows = self._read(
             Q["list_runs"],
             {"tenant": tenant, "job_id": job_id, "state": state, "after": after, "limit": limit},
@@ -728,7 +728,7 @@ class SqliteStore(Store):
         self, job_id: int, *, tenant: str | None = None, limit: int = DEFAULT_PAGE
     ) -> list[SlotSkip]:
         rows = self._read(
-            Q["slot_skips"], {"job_id": job_id, "tenant": tenant, "limit": _page_limit(limit)}
+            Q["slot_skips"], {"job_id": job_id, "tenant": tenant, "limit": page_limit(limit)}
         )
         if not rows:
             self.get_job(job_id, tenant=tenant)  # JobNotFound for unknown or foreign ids
@@ -1130,9 +1130,3 @@ def _td_us(td: timedelta) -> int:
 
 def _json(value: dict[str, Any] | None) -> str | None:
     return json.dumps(value, separators=(",", ":")) if value is not None else None
-
-
-def _page_limit(limit: int) -> int:
-    if not 1 <= limit <= MAX_PAGE:
-        raise ValidationError(f"limit must be between 1 and {MAX_PAGE}, got {limit}", field="limit")
-    return limit
