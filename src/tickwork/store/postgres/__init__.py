@@ -252,7 +252,8 @@ class PostgresStore(Store):
                     "now": t,
                 },
             ).fetchall()
-            runs = {r["job_id"]: _run(r) for r in run_rows}
+            by_id = {j.id: j for j, _ in due_jobs}
+            runs = {r["job_id"]: _new_run(by_id[r["job_id"]], r) for r in run_rows}
         return [Submitted(job, created=True, run=runs.get(job.id)) for job in jobs]
 
     def _insert_job(self, conn: Conn, spec: JobSpec, t: datetime) -> Submitted:
@@ -278,14 +279,14 @@ class PostgresStore(Store):
             ).fetchone()
             assert existing is not None
             return Submitted(_job(existing), created=False)
-        run = None
         if due_once:
             run_row = conn.execute(
                 Q["insert_runs"], {"job_ids": [row["id"]], "slots": [first], "now": t}
             ).fetchone()
             assert run_row is not None
-            run = _run(run_row)
-        return Submitted(_job(row), created=True, run=run)
+            job = _job(row)
+            return Submitted(job, created=True, run=_new_run(job, run_row))
+        return Submitted(_job(row), created=True)
 
     def put_schedule(self, spec: JobSpec, *, now: datetime | None = None) -> Submitted:
         if spec.name is None:
@@ -454,7 +455,7 @@ class PostgresStore(Store):
             inserted = None
             if plan.runs:
                 inserted = conn.execute(
-                    Q["insert_runs_light"],
+                    Q["insert_runs"],
                     {
                         "job_ids": [n.job.id for n in plan.runs],
                         "slots": [n.scheduled_for for n in plan.runs],
@@ -1090,7 +1091,7 @@ def _api_key(r: DictRow) -> ApiKey:
 
 
 def _new_run(job: Job, r: DictRow) -> Run:
-    """A run just inserted for ``job`` by trigger: the job supplies what the row copied."""
+    """A run just inserted for ``job``: the job supplies what the insert copied from it."""
     return Run(
         id=r["id"],
         job_id=job.id,

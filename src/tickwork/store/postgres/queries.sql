@@ -47,19 +47,7 @@ WHERE id = %(id)s
 RETURNING *;
 
 -- name: insert_runs
-INSERT INTO tickwork_runs (job_id, tenant, task, args, queue, priority, max_attempts,
-    backoff_base, backoff_cap, timeout, scheduled_for, run_at, state, created_at)
-SELECT j.id, j.tenant, j.task, j.args, j.queue, j.priority, j.max_attempts, j.backoff_base,
-    j.backoff_cap, j.timeout, s.slot, s.slot, 'queued', %(now)s
-FROM unnest(%(job_ids)s::bigint[], %(slots)s::timestamptz[]) WITH ORDINALITY
-    AS s (job_id, slot, ord)
-JOIN tickwork_jobs j ON j.id = s.job_id
-ORDER BY s.ord
-ON CONFLICT ON CONSTRAINT tickwork_runs_slot DO NOTHING
-RETURNING *;
-
--- name: insert_runs_light
--- insert_runs, answering only what the caller cannot know (it holds the jobs).
+-- Answers only what the caller cannot know: it holds the jobs the runs copy.
 INSERT INTO tickwork_runs (job_id, tenant, task, args, queue, priority, max_attempts,
     backoff_base, backoff_cap, timeout, scheduled_for, run_at, state, created_at)
 SELECT j.id, j.tenant, j.task, j.args, j.queue, j.priority, j.max_attempts, j.backoff_base,
