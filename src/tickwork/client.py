@@ -311,7 +311,12 @@ class Client:
 
     def submit(self, task: str | Task[..., Any], **options: Any) -> Submitted:
         """Validate (see :func:`make_spec` for the options) and submit a job."""
-        return self.store.submit(make_spec(self.registry, task, **options))
+        return self.submit_spec(make_spec(self.registry, task, **options))
+
+    def submit_spec(self, spec: JobSpec) -> Submitted:
+        """Submit a job already validated by :func:`make_spec` (the CLI validates before it
+        opens a database, so bad input never creates a file)."""
+        return self.store.submit(spec)
 
     def schedule(
         self, task: str | Task[..., Any], *, name: str | None = None, **options: Any

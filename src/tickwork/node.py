@@ -31,10 +31,15 @@ class Node:
         store: Store | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        """``store`` defaults to one opened on ``config.db_url`` and closed by :meth:`stop`.
+        A scheduler-only node shows in the cluster view as a ``scheduler``; with a worker
+        beside it, the worker's row stands for the process (one node id, one row)."""
         self.config = config
         self._owns_store = store is None
         self.store = store if store is not None else open_store(config.db_url)
-        self.scheduler = Scheduler(self.store, config, clock) if scheduler else None
+        self.scheduler = (
+            Scheduler(self.store, config, clock, register=not worker) if scheduler else None
+        )
         self.worker = Worker(self.store, registry, config, clock) if worker else None
 
     def start(self) -> None:

@@ -40,7 +40,6 @@ from tickwork.cli.worker import AppOption, app_and_db
 from tickwork.client import Client
 from tickwork.config import WORKER_CONCURRENCY, Config
 from tickwork.node import Node
-from tickwork.store import open_store
 from tickwork.worker.registry import Registry
 
 log = logging.getLogger("tickwork")
@@ -84,12 +83,11 @@ def run(
     )
     registry = loaded.registry if loaded is not None else Registry()
     tasks = ", ".join(n for n in registry.names() if n != "shell" or config.allow_shell)
-    store = open_store(config.db_url)
+    node = Node(config, registry)
     server: ApiServer | None = None
     try:
-        node = Node(config, registry, store=store)
         if not no_api:
-            client = Client(store, registry)
+            client = Client(node.store, registry)
             reaper = node.scheduler.reaper if node.scheduler is not None else None
             server = ApiServer(
                 client,
@@ -125,7 +123,7 @@ def run(
     finally:
         if server is not None:
             server.stop()  # idempotent; closes the socket even if it never served
-        store.close()
+        node.store.close()  # idempotent; also when start failed
         if loaded is not None:
             loaded.close()
     log.info("tickwork run stopped")

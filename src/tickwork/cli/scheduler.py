@@ -29,8 +29,8 @@ from tickwork.cli.output import (
     serve_until_signal,
 )
 from tickwork.config import TRIGGER_BATCH, Config
-from tickwork.scheduler import Scheduler
-from tickwork.store import open_store
+from tickwork.node import Node
+from tickwork.worker.registry import Registry
 
 log = logging.getLogger("tickwork.scheduler")
 
@@ -109,9 +109,8 @@ def scheduler(
     )
     configure_logging(log_level, log_format)
 
-    store = open_store(config.db_url)
+    node = Node(config, Registry(), worker=False)
     try:
-        node = Scheduler(store, config, register=True)
 
         def start() -> None:
             log.info(
@@ -126,4 +125,4 @@ def scheduler(
         serve_until_signal(start, node.stop)
         log.info("scheduler node=%s stopped", config.node_id)
     finally:
-        store.close()
+        node.store.close()  # idempotent; also when start failed

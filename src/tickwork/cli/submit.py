@@ -26,10 +26,9 @@ import typer
 
 from tickwork.cli.output import DbOption, app, echo
 from tickwork.cli.worker import AppOption, app_and_db
-from tickwork.client import make_spec
+from tickwork.client import Client, make_spec
 from tickwork.errors import UnknownTask, ValidationError
 from tickwork.job import parse_args
-from tickwork.store import open_store
 from tickwork.worker.builtins import HTTP, SHELL
 from tickwork.worker.registry import Registry
 
@@ -136,11 +135,11 @@ def submit(
         raise ValidationError(
             f"unknown task {task!r} (known: {', '.join(registry.names())}{hint})", field="task"
         ) from None
-    store = open_store(url)  # only now: bad input must not even create a database file
+    client = Client.open(url, registry)  # only now: bad input must not create a database file
     try:
-        submitted = store.submit(spec)
+        submitted = client.submit_spec(spec)
     finally:
-        store.close()
+        client.close()
         if loaded is not None:
             loaded.close()
     job = submitted.job

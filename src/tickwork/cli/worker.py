@@ -33,8 +33,7 @@ from tickwork.cli.output import (
 )
 from tickwork.config import CLAIM_BATCH, WORKER_CONCURRENCY, Config, resolve_db_url
 from tickwork.errors import ValidationError
-from tickwork.store import open_store
-from tickwork.worker import Worker
+from tickwork.node import Node
 from tickwork.worker.registry import Registry
 
 log = logging.getLogger("tickwork.worker")
@@ -148,9 +147,8 @@ def worker(
     )
     registry = loaded.registry if loaded is not None else Registry()
 
-    store = open_store(config.db_url)
+    node = Node(config, registry, scheduler=False)
     try:
-        node = Worker(store, registry, config)
 
         def start() -> None:
             log.info(
@@ -163,9 +161,9 @@ def worker(
             )
             node.start()
 
-        serve_until_signal(start, node.stop_gracefully, hurry=node.hurry)
+        serve_until_signal(start, node.stop, hurry=node.hurry)
     finally:
-        store.close()
+        node.store.close()  # idempotent; also when start failed
         if loaded is not None:
             loaded.close()
 
