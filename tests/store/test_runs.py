@@ -266,6 +266,62 @@ def test_complete_many_applies_the_current_and_returns_the_fenced_out(
     assert store.get_run(current.id) == before
 
 
+def test_complete_and_claim_completes_then_claims_in_one_call(store: Store, t0: datetime) -> None:
+    a = queued(store, t0 - timedelta(seconds=3))
+    (held_a,) = store.claim("w0", limit=1, lease=timedelta(hours=1), now=t0)
+    assert held_a.id == a.id
+    queued(store, t0 - timedelta(seconds=2))  # the run taken_over claims
+    stale, current = taken_over(store, t0)
+    b = queued(store, t0 - timedelta(seconds=1), queue="b")
+    before = store.get_run(current.id)
+    later = t0 + timedelta(seconds=30)
+
+    rejected, claimed = store.complete_and_claim(
+        [
+            Completion(held_a.id, held_a.fencing_token, {"n": 1}),
+            Completion(stale.id, stale.fencing_token),
+        ],
+        "w3",
+        limit=5,
+        lease=timedelta(seconds=40),
+        now=later,
+    )
+
+    assert rejected == [stale.id]
+    done_a = store.get_run(a.id)
+    assert (done_a.state, done_a.result, done_a.finished_at) == (
+        RunState.SUCCEEDED,
+        {"n": 1},
+        later,
+    )
+    assert store.get_run(current.id) == before  # fenced out: not touched
+    assert [r.id for r in claimed] == [b.id]
+    (got,) = claimed
+    assert (got.state, got.worker, got.started_at) == (RunState.RUNNING, "w3", later)
+    assert got.lease_expires_at == later + timedelta(seconds=40)
+    assert got.fencing_token == b.fencing_token + 1
+    assert store.get_run(b.id) == got
+
+
+def test_complete_and_claim_with_limit_zero_or_no_queue_only_completes(
+    store: Store, t0: datetime
+) -> None:
+    held = [queued(store, t0 - timedelta(seconds=s)) for s in (3, 2)]
+    waiting = queued(store, t0 - timedelta(seconds=1))
+    one, two = store.claim("w", limit=2, now=t0)
+    assert store.complete_and_claim(
+        [Completion(one.id, one.fencing_token)], "w", limit=0, now=t0
+    ) == ([], [])
+    assert store.complete_and_claim(
+        [Completion(two.id, two.fencing_token)], "w", limit=5, queues=[], now=t0
+    ) == ([], [])
+    assert {store.get_run(r.id).state for r in held} == {RunState.SUCCEEDED}
+    assert store.get_run(waiting.id).state is RunState.QUEUED
+    rejected, claimed = store.complete_and_claim([], "w", limit=5, queues=["nope"], now=t0)
+    assert (rejected, claimed) == ([], [])
+    assert [r.id for r in store.complete_and_claim([], "w", limit=5, now=t0)[1]] == [waiting.id]
+
+
 def test_heartbeat_many_reports_held_and_lost(store: Store, t0: datetime) -> None:
     queued(store, t0 - timedelta(seconds=1))
     queued(store, t0)

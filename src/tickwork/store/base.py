@@ -356,6 +356,23 @@ class Store(abc.ABC):
         exactly one caller (PostgreSQL: FOR UPDATE SKIP LOCKED; SQLite: BEGIN IMMEDIATE).
         """
 
+    def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        worker: str,
+        *,
+        limit: int,
+        lease: timedelta = DEFAULT_LEASE,
+        queues: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> tuple[list[int], list[Run]]:
+        """:meth:`complete_many` then :meth:`claim`, as one transaction where the store can
+        (one round trip and one commit per batch for a busy worker). Returns the run ids
+        whose completion was rejected (fenced out) and the runs claimed; ``limit`` 0 only
+        completes. Each half keeps its own contract, fencing included."""
+        rejected = self.complete_many(completions, now=now) if completions else []
+        return rejected, self.claim(worker, limit=limit, lease=lease, queues=queues, now=now)
+
     @abc.abstractmethod
     def next_claimable_at(self, *, queues: Sequence[str] | None = None) -> datetime | None:
         """The earliest ``run_at`` of a queued or failed run (a worker sleeps until it)."""

@@ -138,9 +138,9 @@ class PostgresStore(Store):
         with self._conn() as conn:
             return conn.execute(query, params).fetchone()
 
-    def _all(self, query: str, params: dict[str, Any]) -> list[DictRow]:
+    def _all(self, query: str, params: dict[str, Any], *, binary: bool = False) -> list[DictRow]:
         with self._conn() as conn:
-            return conn.execute(query, params).fetchall()
+            return conn.execute(query, params, binary=binary).fetchall()
 
     def close(self) -> None:
         self._pool.close()
@@ -540,21 +540,54 @@ class PostgresStore(Store):
     ) -> list[Run]:
         if limit < 1 or (queues is not None and not queues):
             return []
-        params: dict[str, Any] = {"worker": worker, "now": now, "limit": limit, "lease": lease}
-        if queues is not None:
-            params["queues"] = list(queues)
-        rows = self._all(Q["claim"] if queues is None else Q["claim_queues"], params)
-        runs = [_run(r) for r in rows]
-        runs.sort(key=lambda r: (-r.priority, r.run_at, r.id))
-        return runs
+        params = {
+            "worker": worker,
+            "now": now,
+            "limit": limit,
+            "lease": lease,
+            "queues": _list(queues),
+        }
+        return _claimed(self._all(for_queues(Q["claim"], queues), params))
+
+    def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        worker: str,
+        *,
+        limit: int,
+        lease: timedelta = DEFAULT_LEASE,
+        queues: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> tuple[list[int], list[Run]]:
+        if queues is not None and not queues:
+            limit = 0
+        if not completions:
+            return [], self.claim(worker, limit=limit, lease=lease, queues=queues, now=now)
+        params = {
+            **_completion_params(completions),
+            "worker": worker,
+            "now": now,
+            "limit": max(limit, 0),
+            "lease": lease,
+            "queues": _list(queues),
+        }
+        rows = self._all(for_queues(Q["complete_then_claim"], queues), params, binary=True)
+        rejected: list[int] = []
+        if rows[0]["completed"] < len(completions):
+            rejected = self._rejected(completions)
+        return rejected, _claimed([r for r in rows if r["id"] is not None])
+
+    def _rejected(self, completions: Sequence[Completion]) -> list[int]:
+        """Which of ``completions`` were not applied: their run is not succeeded under the
+        completion's fencing token (a re-claim would have moved the token on)."""
+        rows = self._all(Q["completed_with_tokens"], _completion_params(completions))
+        applied = {r["id"] for r in rows}
+        return [c.run_id for c in completions if c.run_id not in applied]
 
     def next_claimable_at(self, *, queues: Sequence[str] | None = None) -> datetime | None:
         if queues is not None and not queues:
             return None
-        if queues is None:
-            row = self._one(Q["next_claimable_at"], {})
-        else:
-            row = self._one(Q["next_claimable_at_queues"], {"queues": list(queues)})
+        row = self._one(for_queues(Q["next_claimable_at"], queues), {"queues": _list(queues)})
         return cast(datetime | None, row["at"]) if row else None
 
     def heartbeat(
@@ -621,15 +654,7 @@ class PostgresStore(Store):
     def _complete(
         self, completions: Sequence[Completion], now: datetime | None, query: str = "complete"
     ) -> list[DictRow]:
-        return self._all(
-            Q[query],
-            {
-                "ids": [c.run_id for c in completions],
-                "tokens": [c.fencing_token for c in completions],
-                "results": [Jsonb(c.result) if c.result is not None else None for c in completions],
-                "now": now,
-            },
-        )
+        return self._all(Q[query], {**_completion_params(completions), "now": now})
 
     def fail(
         self,
@@ -980,6 +1005,33 @@ class _PgListener(Listener):
 
 
 # -- row mapping ----------------------------------------------------------------------------
+
+
+def for_queues(query: str, queues: Sequence[str] | None) -> str:
+    """``query`` for a worker that takes ``queues``; None (every queue): without its lines
+    that end ``-- only-queues``, so the planner sees no queue filter at all."""
+    if queues is not None:
+        return query
+    return "\n".join(line for line in query.splitlines() if not line.endswith("-- only-queues"))
+
+
+def _list(queues: Sequence[str] | None) -> list[str] | None:
+    return list(queues) if queues is not None else None
+
+
+def _completion_params(completions: Sequence[Completion]) -> dict[str, Any]:
+    return {
+        "ids": [c.run_id for c in completions],
+        "tokens": [c.fencing_token for c in completions],
+        "results": [Jsonb(c.result) if c.result is not None else None for c in completions],
+    }
+
+
+def _claimed(rows: list[DictRow]) -> list[Run]:
+    """Claimed rows as runs, in claim order (UPDATE ... RETURNING does not keep it)."""
+    runs = [_run(r) for r in rows]
+    runs.sort(key=lambda r: (-r.priority, r.run_at, r.id))
+    return runs
 
 
 def _now(conn: Conn, now: datetime | None) -> datetime:

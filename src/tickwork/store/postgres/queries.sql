@@ -138,26 +138,44 @@ FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL;
 -- name: notify
 SELECT pg_notify(%(channel)s, '');
 
--- name: claim
-WITH picked AS (
+-- name: complete_then_claim
+-- A busy worker's one statement per batch: complete what it finished (as complete_ids),
+-- then claim (as claim); one round trip, one commit. The two updates cannot meet: one takes
+-- running runs, the other queued or failed ones. At least one row comes back: with no run
+-- claimed, one row of NULLs carrying the count of completions applied. A line ending
+-- "-- only-queues" is dropped for a worker that takes every queue (see for_queues).
+WITH done AS (
+    UPDATE tickwork_runs r
+    SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()), lease_expires_at = NULL,
+        result = c.result, error = NULL
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(results)s::jsonb[])
+        AS c (id, token, result)
+    WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
+    RETURNING r.id
+), picked AS (
     SELECT id FROM tickwork_runs
     WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
+      AND queue = ANY(%(queues)s::text[])  -- only-queues
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE tickwork_runs r
+    SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
+        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+        started_at = coalesce(%(now)s::timestamptz, now())
+    FROM picked WHERE r.id = picked.id
+    RETURNING r.*
 )
-UPDATE tickwork_runs r
-SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
-    lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
-    started_at = coalesce(%(now)s::timestamptz, now())
-FROM picked WHERE r.id = picked.id
-RETURNING r.*;
+SELECT d.completed, c.* FROM (SELECT count(*) AS completed FROM done) d
+LEFT JOIN claimed c ON true;
 
--- name: claim_queues
+-- name: claim
+-- A line ending "-- only-queues" is dropped for a worker that takes every queue.
 WITH picked AS (
     SELECT id FROM tickwork_runs
     WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
-      AND queue = ANY(%(queues)s::text[])
+      AND queue = ANY(%(queues)s::text[])  -- only-queues
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -170,11 +188,9 @@ FROM picked WHERE r.id = picked.id
 RETURNING r.*;
 
 -- name: next_claimable_at
-SELECT min(run_at) AS at FROM tickwork_runs WHERE state IN ('queued', 'failed');
-
--- name: next_claimable_at_queues
 SELECT min(run_at) AS at FROM tickwork_runs
-WHERE state IN ('queued', 'failed') AND queue = ANY(%(queues)s::text[]);
+WHERE state IN ('queued', 'failed')
+  AND queue = ANY(%(queues)s::text[]);  -- only-queues
 
 -- name: heartbeat
 WITH c AS (
@@ -377,10 +393,11 @@ WHERE state IN ('queued', 'failed') AND run_at <= %(now)s
   AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s);
 
 -- name: recent_lag
+-- The newest runs by id (no index on started_at: it would take an entry on every claim).
 SELECT extract(epoch FROM started_at - scheduled_for) * 1000.0 AS lag_ms FROM tickwork_runs
 WHERE attempt = 1 AND started_at IS NOT NULL
   AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
-ORDER BY started_at DESC LIMIT %(limit)s;
+ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: register_node
 INSERT INTO tickwork_nodes (id, kind, host, pid, started_at, last_seen_at, running, info)
@@ -417,3 +434,10 @@ SELECT * FROM tickwork_api_keys ORDER BY id DESC;
 UPDATE tickwork_api_keys SET revoked_at = coalesce(revoked_at, %(now)s)
 WHERE id::text = %(key)s OR prefix = %(key)s
 RETURNING *;
+
+-- name: completed_with_tokens
+-- Which completions took: the run succeeded and still carries the completion's token.
+SELECT r.id FROM tickwork_runs r
+JOIN unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c (id, token)
+    ON r.id = c.id AND r.fencing_token = c.token
+WHERE r.state = 'succeeded';

@@ -499,8 +499,24 @@ class SqliteStore(Store):
         queues: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> list[Run]:
-        if limit < 1:
-            return []
+        return self.complete_and_claim(
+            [], worker, limit=limit, lease=lease, queues=queues, now=now
+        )[1]
+
+    def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        worker: str,
+        *,
+        limit: int,
+        lease: timedelta = DEFAULT_LEASE,
+        queues: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> tuple[list[int], list[Run]]:
+        if queues is not None and not queues:
+            limit = 0
+        if not completions and limit < 1:
+            return [], []
         t = self._now(now)
         params: dict[str, Any] = {
             "worker": worker,
@@ -511,15 +527,14 @@ class SqliteStore(Store):
         if queues is None:
             query = Q["claim"]
         else:
-            if not queues:
-                return []
             query = Q["claim_queues"].format(queues=",".join(f":q{i}" for i in range(len(queues))))
             params.update({f"q{i}": q for i, q in enumerate(queues)})
-        with self._write() as conn:
-            rows = conn.execute(query, params).fetchall()
+        with self._write() as conn:  # one transaction: one commit (one fsync) for both
+            rejected = self._complete_in(conn, completions, t)
+            rows = conn.execute(query, params).fetchall() if limit >= 1 else []
         runs = [_run(r) for r in rows]
         runs.sort(key=lambda r: (-r.priority, r.run_at, r.id))
-        return runs
+        return rejected, runs
 
     def next_claimable_at(self, *, queues: Sequence[str] | None = None) -> datetime | None:
         if queues is None:
@@ -599,15 +614,21 @@ class SqliteStore(Store):
         if not completions:
             return []
         t = self._now(now)
-        rejected = []
         with self._write() as conn:
-            for c in completions:
-                row = conn.execute(
-                    Q["complete"],
-                    {"id": c.run_id, "token": c.fencing_token, "now": t, "result": _json(c.result)},
-                ).fetchone()
-                if row is None:
-                    rejected.append(c.run_id)
+            return self._complete_in(conn, completions, t)
+
+    @staticmethod
+    def _complete_in(
+        conn: sqlite3.Connection, completions: Sequence[Completion], t: int
+    ) -> list[int]:
+        rejected = []
+        for c in completions:
+            row = conn.execute(
+                Q["complete"],
+                {"id": c.run_id, "token": c.fencing_token, "now": t, "result": _json(c.result)},
+            ).fetchone()
+            if row is None:
+                rejected.append(c.run_id)
         return rejected
 
     def fail(
