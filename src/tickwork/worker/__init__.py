@@ -43,11 +43,13 @@ Stopping (:meth:`Worker.stop_gracefully`)
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
 import threading
 from collections.abc import MutableMapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -81,6 +83,16 @@ CLAIM_ERROR_BACKOFF = (0.1, 5.0)
 """Seconds: first and longest wait before claiming again after the store failed."""
 REPORT_DRAIN_TIMEOUT = 10.0
 """Seconds a stopping worker waits for its last outcomes to be written."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Pass:
+    """What one pass of a claim loop did."""
+
+    wanted: int = 0
+    claimed: int = 0
+    no_room: bool = False  # nothing to claim room for, nothing to write
+    failed: bool = False  # the store failed
 
 
 class RunLogger(logging.LoggerAdapter[logging.Logger]):
@@ -242,32 +254,55 @@ class Worker(Service):
 
     def run(self) -> None:
         self.started.set()
+        self.reporter.claimer(True)
+        try:
+            self._claim_loop()
+        finally:
+            self.reporter.claimer(False)  # outcomes from here on: the reporter writes them
+
+    def _claim_loop(self) -> None:
         error_wait = CLAIM_ERROR_BACKOFF[0]
         while not self.stopping.is_set():
-            free = self.config.concurrency - self.executor.busy
-            if free <= 0:
-                self._wakeup.wait()  # set when a handler returns, or on stop
-                self._wakeup.clear()
-                continue
             self._wakeup.clear()
-            want = min(free, self.config.claim_batch)
-            try:
-                runs = self.store.claim(
-                    self.node_id,
-                    limit=want,
-                    lease=self.config.run_lease,
-                    queues=self.config.queues,
-                )
-            except Exception as exc:
-                log.warning("claim failed (retrying in %g s): %s", error_wait, exc)
+            done = self._claim_once()
+            if done.failed:
                 self._wakeup.wait(error_wait)
                 error_wait = min(error_wait * 2, CLAIM_ERROR_BACKOFF[1])
                 continue
             error_wait = CLAIM_ERROR_BACKOFF[0]
-            for run in runs:
-                self._start_run(run)
-            if len(runs) < want:
+            if done.no_room:
+                self._wakeup.wait()  # set when a handler returns or an outcome is written
+            elif done.claimed < done.wanted and not self._wakeup.is_set():
                 self._wakeup.wait(self._idle_seconds())
+
+    def _claim_once(self) -> _Pass:
+        """Write the completions waiting and claim as many runs as there is room for, in
+        one store call. A failed call puts the completions back in line."""
+        taken = self.reporter.take_completions()
+        # A run occupies a slot from its claim until its outcome is written (or its handler
+        # returns, if later): a store slower than the handlers holds back claims instead of
+        # piling up unwritten outcomes.
+        occupied = max(self.executor.busy, len(self._held)) - len(taken.completions)
+        want = max(0, min(self.config.concurrency - occupied, self.config.claim_batch))
+        if want == 0 and not taken.completions:
+            return _Pass(no_room=True)
+        try:
+            rejected, runs = self.store.complete_and_claim(
+                taken.completions,
+                self.node_id,
+                limit=want,
+                lease=self.config.run_lease,
+                queues=self.config.queues,
+            )
+        except Exception as exc:
+            self.reporter.completions_unwritten(taken)
+            log.warning("claim failed (retrying): %s", exc)
+            return _Pass(failed=True)
+        self.reporter.completions_written(taken, rejected)
+        self.executor.submit_many(
+            [attempt for run in runs if (attempt := self._attempt(run)) is not None]
+        )
+        return _Pass(wanted=want, claimed=len(runs))
 
     def _idle_seconds(self) -> float:
         """How long to sleep when there was nothing (more) to claim."""
@@ -303,9 +338,11 @@ class Worker(Service):
                 log.warning("listening for runs failed: %s", exc)
                 self.stopping.wait(LISTEN_WAIT)
 
-    def _start_run(self, run: Run) -> None:
+    def _attempt(self, run: Run) -> Attempt | None:
+        """A claimed run as an attempt to execute; None when it is refused here (its
+        outcome is reported at once)."""
         cancelled = threading.Event()
-        logger = RunLogger(logging.getLogger(f"tickwork.task.{run.task}"), {"run_id": run.id})
+        logger = RunLogger(_task_logger(run.task), {"run_id": run.id})
         try:
             task = self.registry.get(run.task)
             refusal: Outcome | None = None
@@ -351,8 +388,8 @@ class Worker(Service):
         if refusal is not None:
             attempt.settle(AttemptState.FINISHED)
             self._on_outcome(attempt, refusal)
-        else:
-            self.executor.submit(attempt)
+            return None
+        return attempt
 
     # -- callbacks from the executor, heartbeat and reporter threads -----------------------
 
@@ -377,11 +414,15 @@ class Worker(Service):
     def _on_exit(self, attempt: Attempt) -> None:
         self._wakeup.set()
 
-    def _on_reported(self, attempt: Attempt) -> None:
+    def _on_reported(self, attempt: Attempt, completed: bool) -> None:
         with self._held_lock:
             if self._held.get(attempt.run.id) is attempt:
                 del self._held[attempt.run.id]
-        self._wakeup.set()  # a retry or a released run may be claimable before we thought
+        if not completed:
+            # A slot is free, and a retry or a released run may be claimable before we
+            # thought. (A completion needs no wake-up: the claim loop wrote it and counted
+            # its slot free already; after the loop has stopped, nothing claims.)
+            self._wakeup.set()
 
     def _leases(self) -> list[tuple[int, int]]:
         with self._held_lock:
@@ -422,6 +463,11 @@ class Worker(Service):
     def _running(self) -> list[Attempt]:
         with self._held_lock:
             return [a for a in self._held.values() if a.state is AttemptState.RUNNING]
+
+
+@functools.lru_cache(maxsize=1024)
+def _task_logger(task: str) -> logging.Logger:
+    return logging.getLogger(f"tickwork.task.{task}")
 
 
 def _unknown(ctx: Context, **args: Any) -> None:

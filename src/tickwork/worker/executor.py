@@ -167,9 +167,15 @@ class Executor:
     # -- running ---------------------------------------------------------------------------
 
     def submit(self, attempt: Attempt) -> None:
+        self.submit_many([attempt])
+
+    def submit_many(self, attempts: list[Attempt]) -> None:
+        """Start ``attempts``; the async ones with a single wake-up of the event loop (one
+        write to its self-pipe per claimed batch, not one per run)."""
         with self._busy_lock:
-            self._busy += 1
-        if attempt.deadline is not None:
+            self._busy += len(attempts)
+        timed = [a for a in attempts if a.deadline is not None]
+        if timed:
             with self._deadline_cond:
                 if len(self._deadlines) > 2 * self.concurrency + 64:
                     # Runs far quicker than their timeouts would pile up here until their
@@ -178,13 +184,19 @@ class Executor:
                         e for e in self._deadlines if e[2].state is AttemptState.RUNNING
                     ]
                     heapq.heapify(self._deadlines)
-                heapq.heappush(self._deadlines, (attempt.deadline, next(self._seq), attempt))
+                for attempt in timed:
+                    assert attempt.deadline is not None
+                    heapq.heappush(self._deadlines, (attempt.deadline, next(self._seq), attempt))
                 self._deadline_cond.notify()
-        if attempt.task.is_async:
+        on_loop = []
+        for attempt in attempts:
+            if attempt.task.is_async:
+                on_loop.append(attempt)
+            else:
+                self._jobs.put(attempt)
+        if on_loop:
             assert self._loop is not None
-            self._loop.call_soon_threadsafe(self._start_async, attempt)
-        else:
-            self._jobs.put(attempt)
+            self._loop.call_soon_threadsafe(self._start_async_many, on_loop)
 
     def interrupt(self, attempt: Attempt) -> None:
         """Ask the handler to stop: set ``ctx.cancelled``; cancel an async handler's task."""
@@ -246,6 +258,10 @@ class Executor:
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()
+
+    def _start_async_many(self, attempts: list[Attempt]) -> None:
+        for attempt in attempts:
+            self._start_async(attempt)
 
     def _start_async(self, attempt: Attempt) -> None:
         task = asyncio.get_running_loop().create_task(

@@ -127,6 +127,7 @@ class Task(Generic[P, R]):
         self.builtin = builtin
         self._validate = validate
         self._signature = inspect.signature(fn)
+        self._takes_no_args = validate is None and _binds(self._signature)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -139,6 +140,8 @@ class Task(Generic[P, R]):
     def check_args(self, args: dict[str, Any]) -> None:
         """InvalidArgs unless ``handler(ctx, **args)`` would bind (names; built-ins check
         types and values too). Called at submit, so bad args never reach a worker."""
+        if not args and self._takes_no_args:
+            return  # the common case, answered once at definition
         if self._validate is not None:
             self._validate(args)
         try:
@@ -147,3 +150,12 @@ class Task(Generic[P, R]):
             raise InvalidArgs(
                 f"args do not fit task {self.name!r}{self._signature}: {exc}"
             ) from None
+
+
+def _binds(signature: inspect.Signature) -> bool:
+    """Whether ``handler(ctx)``, with no args, binds."""
+    try:
+        signature.bind(None)
+    except TypeError:
+        return False
+    return True
