@@ -98,7 +98,17 @@ FROM tickwork_leases WHERE name = 'scheduler'
 FOR SHARE;
 
 -- name: due_jobs
-SELECT * FROM tickwork_jobs
+-- Only what planning and the new runs need, for tuple rows. A well-typed interval schedule
+-- comes as the text of its two fields, for schedule.interval_from_json (decoding the JSON in
+-- Python costs more per job than planning it); any other schedule as its JSON, for from_json
+-- to read or reject.
+SELECT id, next_run_at, misfire, misfire_grace, overlap,
+    CASE WHEN schedule->>'kind' = 'interval' AND jsonb_typeof(schedule->'every') = 'number'
+              AND coalesce(jsonb_typeof(schedule->'anchor'), 'null') IN ('string', 'null')
+         THEN NULL ELSE schedule END AS schedule,
+    schedule->>'every' AS every, schedule->>'anchor' AS anchor,
+    tenant, task, args, queue, priority, max_attempts, timeout
+FROM tickwork_jobs
 WHERE state = 'active' AND next_run_at IS NOT NULL
   AND next_run_at <= coalesce(%(now)s::timestamptz, now())
 ORDER BY next_run_at LIMIT %(limit)s
