@@ -145,9 +145,8 @@ class Interval:
         return self._after(self.anchor, slot)
 
     def _after(self, anchor: datetime, t: datetime) -> datetime:
-        step = self.every // timedelta(microseconds=1)
-        elapsed = (t - anchor) // timedelta(microseconds=1)
-        return anchor + timedelta(microseconds=(elapsed // step + 1) * step)
+        # timedelta // timedelta floors on whole microseconds: exact, no float on the way.
+        return anchor + ((t - anchor) // self.every + 1) * self.every
 
     def describe(self) -> str:
         text = f"every {format_seconds(self.every.total_seconds())}"

@@ -83,7 +83,8 @@ def plan_batch(jobs: Sequence[J], unfinished_job_ids: set[int], now: datetime) -
             overlap=job.overlap,
             has_unfinished=job.id in unfinished_job_ids,
         )
-        batch.runs.extend(NewRun(job, slot) for slot in plan.run_slots)
+        for slot in plan.run_slots:
+            batch.runs.append(NewRun(job, slot))
         state = JobState.ACTIVE if plan.next_run_at is not None else JobState.COMPLETED
         batch.advances.append(JobAdvance(job.id, plan.next_run_at, state))
         for skipped in plan.skipped:
