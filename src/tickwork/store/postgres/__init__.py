@@ -1111,10 +1111,12 @@ class _DueJob(NamedTuple):
 
 _MISFIRE = {p.value: p for p in MisfirePolicy}
 _OVERLAP = {p.value: p for p in OverlapPolicy}
+"""Policy by stored text: per due job, a dict lookup is ~10x cheaper than the enum call."""
 
 
 @lru_cache(maxsize=256)
 def _seconds(value: float) -> timedelta:
+    """A stored duration (grace, timeout): a few distinct values over thousands of jobs."""
     return timedelta(seconds=value)
 
 
@@ -1125,9 +1127,9 @@ def _due_job(r: tuple[Any, ...]) -> _DueJob:
     return _DueJob(
         id_,
         next_run_at,
-        _MISFIRE[misfire],
+        _MISFIRE.get(misfire) or MisfirePolicy(misfire),  # the call: ValueError if unknown
         _seconds(grace),
-        _OVERLAP[overlap],
+        _OVERLAP.get(overlap) or OverlapPolicy(overlap),
         _schedule(schedule)
         if schedule is not None
         else schedules.interval_from_json(every, anchor),
