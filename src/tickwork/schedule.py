@@ -145,9 +145,8 @@ class Interval:
         return self._after(self.anchor, slot)
 
     def _after(self, anchor: datetime, t: datetime) -> datetime:
-        step = self.every // timedelta(microseconds=1)
-        elapsed = (t - anchor) // timedelta(microseconds=1)
-        return anchor + timedelta(microseconds=(elapsed // step + 1) * step)
+        # timedelta // timedelta floors on whole microseconds: exact, no float on the way.
+        return anchor + ((t - anchor) // self.every + 1) * self.every
 
     def describe(self) -> str:
         text = f"every {format_seconds(self.every.total_seconds())}"
@@ -177,16 +176,23 @@ def from_json(data: dict[str, Any]) -> Schedule:
         if kind == "cron":
             return Cron(str(data["expr"]), str(data.get("tz") or "UTC"))
         if kind == "interval":
-            anchor = data.get("anchor")
-            return Interval(
-                timedelta(seconds=float(data["every"])),
-                parse_instant(str(anchor), field="anchor") if anchor else None,
-            )
+            return interval_from_json(data["every"], data.get("anchor"))
     except ValidationError:
         raise
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidSchedule(f"schedule {data!r} is missing or mistypes {exc}") from None
     raise InvalidSchedule(f"unknown schedule kind {kind!r} (expected once, cron or interval)")
+
+
+def interval_from_json(every: float | str, anchor: str | None) -> Interval:
+    """The interval whose :meth:`Interval.to_json` holds ``every`` and ``anchor``, read as
+    :func:`from_json` reads them: for a store that extracts the two fields in SQL rather than
+    decode the whole JSON in Python. A bad anchor raises InvalidSchedule; an ``every`` that
+    is no number raises ValueError or TypeError (from_json words those)."""
+    return Interval(
+        timedelta(seconds=float(every)),
+        parse_instant(str(anchor), field="anchor") if anchor else None,
+    )
 
 
 def parse_instant(text: str, *, field: str = "at") -> datetime:

@@ -19,6 +19,7 @@ from tickwork.job import (
     OverlapPolicy,
     RunState,
 )
+from tickwork.retry import RetryPolicy
 from tickwork.schedule import Cron, Interval, Once
 from tickwork.store import Store, open_store
 from tickwork.store.base import LeaseStatus, SlotFate
@@ -64,6 +65,43 @@ def test_due_recurring_job_gets_a_queued_run_and_moves_to_its_next_slot(
     assert after.next_run_at == t0 + timedelta(seconds=120)
     assert after.state is JobState.ACTIVE
     assert store.get_run(run.id) == run
+
+
+def test_one_trigger_copies_each_job_into_its_run_whatever_the_schedule_kind(
+    store: Store, t0: datetime
+) -> None:
+    copied: dict[str, Any] = {
+        "tenant": "acme",
+        "queue": "q",
+        "priority": -3,
+        "retry": RetryPolicy(max_attempts=7),
+        "timeout": timedelta(seconds=42.5),
+        "args": {"nested": [1, "two", None]},
+    }
+    specs = [
+        every(60, t0, task="t.interval", **copied),
+        JobSpec(task="t.cron", schedule=Cron("* * * * *"), **copied),
+        JobSpec(task="t.once", schedule=Once(at=t0 + timedelta(seconds=30)), **copied),
+    ]
+    jobs = [store.submit(spec, now=t0).job for spec in specs]
+
+    result = store.trigger(lead(store, t0), now=t0 + timedelta(seconds=61))
+
+    assert sorted(r.task for r in result.runs) == ["t.cron", "t.interval", "t.once"]
+    for run in result.runs:
+        assert run == store.get_run(run.id)
+        assert (run.tenant, run.queue, run.priority, run.max_attempts, run.timeout) == (
+            "acme",
+            "q",
+            -3,
+            7,
+            timedelta(seconds=42.5),
+        )
+        assert run.args == {"nested": [1, "two", None]}
+    after = {j.task: store.get_job(j.id) for j in jobs}
+    assert after["t.interval"].next_run_at == t0 + timedelta(seconds=120)
+    assert after["t.cron"].next_run_at == jobs[1].schedule.next_after(t0 + timedelta(seconds=61))
+    assert after["t.once"].state is JobState.COMPLETED
 
 
 def test_job_not_yet_due_is_not_triggered(store: Store, t0: datetime) -> None:

@@ -14,6 +14,7 @@ from tickwork.schedule import (
     Once,
     Schedule,
     from_json,
+    interval_from_json,
     parse_duration,
     parse_instant,
 )
@@ -179,6 +180,16 @@ def test_malformed_schedule_json_is_an_invalid_schedule(
 def test_schedule_json_keeps_the_precise_error_of_the_schedule_itself() -> None:
     with pytest.raises(InvalidSchedule, match="interval must be at least 1 s"):
         from_json({"kind": "interval", "every": 0.5})
+
+
+def test_interval_read_from_the_text_of_its_json_fields_is_the_one_from_json_reads() -> None:
+    # What a store's SQL extracts (PostgreSQL's ->> gives text) reads as from_json reads.
+    schedule = Interval(timedelta(seconds=90), anchor=utc("2026-01-01T00:00:00.000123Z"))
+    data = schedule.to_json()
+    assert interval_from_json(str(data["every"]), data["anchor"]) == schedule
+    assert interval_from_json(data["every"], None) == Interval(timedelta(seconds=90))
+    with pytest.raises(InvalidSchedule, match="anchor"):
+        interval_from_json("90", "yesterday")
 
 
 # -- parse_duration --------------------------------------------------------------------------

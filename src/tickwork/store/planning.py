@@ -8,17 +8,39 @@ runs overlap ``replace`` cancels.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Generic, Protocol, TypeVar
 
-from tickwork.job import Job, JobSpec, JobState, plan_slots
+from tickwork.job import Job, JobSpec, JobState, MisfirePolicy, OverlapPolicy, plan_slots
 from tickwork.schedule import Interval, Once, Schedule
 from tickwork.store.base import SlotFate
 
 
+class DueJob(Protocol):
+    """What planning reads of a due job: a :class:`Job`, or a store's narrower row."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def schedule(self) -> Schedule: ...
+    @property
+    def next_run_at(self) -> datetime | None: ...
+    @property
+    def misfire(self) -> MisfirePolicy: ...
+    @property
+    def misfire_grace(self) -> timedelta: ...
+    @property
+    def overlap(self) -> OverlapPolicy: ...
+
+
+J = TypeVar("J", bound=DueJob)
+
+
 @dataclass(slots=True)
-class NewRun:
-    job: Job
+class NewRun(Generic[J]):
+    job: J
     scheduled_for: datetime
 
 
@@ -41,15 +63,15 @@ class Skip:
 
 
 @dataclass(slots=True)
-class BatchPlan:
-    runs: list[NewRun] = field(default_factory=list)
+class BatchPlan(Generic[J]):
+    runs: list[NewRun[J]] = field(default_factory=list)
     advances: list[JobAdvance] = field(default_factory=list)
     skips: list[Skip] = field(default_factory=list)
     replace_job_ids: list[int] = field(default_factory=list)
 
 
-def plan_batch(jobs: list[Job], unfinished_job_ids: set[int], now: datetime) -> BatchPlan:
-    batch = BatchPlan()
+def plan_batch(jobs: Sequence[J], unfinished_job_ids: set[int], now: datetime) -> BatchPlan[J]:
+    batch: BatchPlan[J] = BatchPlan()
     for job in jobs:
         assert job.next_run_at is not None
         plan = plan_slots(
@@ -61,7 +83,8 @@ def plan_batch(jobs: list[Job], unfinished_job_ids: set[int], now: datetime) -> 
             overlap=job.overlap,
             has_unfinished=job.id in unfinished_job_ids,
         )
-        batch.runs.extend(NewRun(job, slot) for slot in plan.run_slots)
+        for slot in plan.run_slots:
+            batch.runs.append(NewRun(job, slot))
         state = JobState.ACTIVE if plan.next_run_at is not None else JobState.COMPLETED
         batch.advances.append(JobAdvance(job.id, plan.next_run_at, state))
         for skipped in plan.skipped:

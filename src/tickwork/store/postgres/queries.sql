@@ -1,5 +1,7 @@
 -- Named queries for the PostgreSQL store. Parameters are %(named)s; %(now)s is the
 -- transaction's time, resolved once per call (coalesce(given, now())).
+-- Arrays are sent as %(name)b (binary): psycopg writes the text form of a
+-- timestamptz[] in Python, ~2.5 ms per 1000 elements; the binary form ~0.25 ms.
 
 -- name: now
 SELECT coalesce(%(now)s::timestamptz, now()) AS now;
@@ -52,7 +54,7 @@ INSERT INTO tickwork_runs (job_id, tenant, task, args, queue, priority, max_atte
     backoff_base, backoff_cap, timeout, scheduled_for, run_at, state, created_at)
 SELECT j.id, j.tenant, j.task, j.args, j.queue, j.priority, j.max_attempts, j.backoff_base,
     j.backoff_cap, j.timeout, s.slot, s.slot, 'queued', %(now)s
-FROM unnest(%(job_ids)s::bigint[], %(slots)s::timestamptz[]) WITH ORDINALITY
+FROM unnest(%(job_ids)b::bigint[], %(slots)b::timestamptz[]) WITH ORDINALITY
     AS s (job_id, slot, ord)
 JOIN tickwork_jobs j ON j.id = s.job_id
 ORDER BY s.ord
@@ -96,7 +98,17 @@ FROM tickwork_leases WHERE name = 'scheduler'
 FOR SHARE;
 
 -- name: due_jobs
-SELECT * FROM tickwork_jobs
+-- Only what planning and the new runs need, for tuple rows. A well-typed interval schedule
+-- comes as the text of its two fields, for schedule.interval_from_json (decoding the JSON in
+-- Python costs more per job than planning it); any other schedule as its JSON, for from_json
+-- to read or reject.
+SELECT id, next_run_at, misfire, misfire_grace, overlap,
+    CASE WHEN schedule->>'kind' = 'interval' AND jsonb_typeof(schedule->'every') = 'number'
+              AND coalesce(jsonb_typeof(schedule->'anchor'), 'null') IN ('string', 'null')
+         THEN NULL ELSE schedule END AS schedule,
+    schedule->>'every' AS every, schedule->>'anchor' AS anchor,
+    tenant, task, args, queue, priority, max_attempts, timeout
+FROM tickwork_jobs
 WHERE state = 'active' AND next_run_at IS NOT NULL
   AND next_run_at <= coalesce(%(now)s::timestamptz, now())
 ORDER BY next_run_at LIMIT %(limit)s
@@ -104,17 +116,17 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: unfinished_jobs
 SELECT DISTINCT job_id FROM tickwork_runs
-WHERE job_id = ANY(%(ids)s::bigint[]) AND state IN ('queued', 'running', 'failed');
+WHERE job_id = ANY(%(ids)b::bigint[]) AND state IN ('queued', 'running', 'failed');
 
 -- name: cancel_unfinished_runs_of_jobs
 UPDATE tickwork_runs SET state = 'cancelled', finished_at = %(now)s, lease_expires_at = NULL,
     error = %(reason)s
-WHERE job_id = ANY(%(ids)s::bigint[]) AND state IN ('queued', 'running', 'failed')
+WHERE job_id = ANY(%(ids)b::bigint[]) AND state IN ('queued', 'running', 'failed')
 RETURNING id;
 
 -- name: advance_jobs
 UPDATE tickwork_jobs j SET next_run_at = a.next_run_at, state = a.state, updated_at = %(now)s
-FROM unnest(%(ids)s::bigint[], %(next_run_ats)s::timestamptz[], %(states)s::text[])
+FROM unnest(%(ids)b::bigint[], %(next_run_ats)b::timestamptz[], %(states)b::text[])
     AS a (id, next_run_at, state)
 WHERE j.id = a.id;
 
@@ -122,9 +134,9 @@ WHERE j.id = a.id;
 INSERT INTO tickwork_slot_skips (job_id, first_slot, last_slot, count, fate, run_id, more,
     recorded_at)
 SELECT s.job_id, s.first_slot, s.last_slot, s.count, s.fate, s.run_id, s.more, %(now)s
-FROM unnest(%(job_ids)s::bigint[], %(first_slots)s::timestamptz[],
-    %(last_slots)s::timestamptz[], %(counts)s::integer[], %(fates)s::text[],
-    %(run_ids)s::bigint[], %(mores)s::boolean[])
+FROM unnest(%(job_ids)b::bigint[], %(first_slots)b::timestamptz[],
+    %(last_slots)b::timestamptz[], %(counts)b::integer[], %(fates)b::text[],
+    %(run_ids)b::bigint[], %(mores)b::boolean[])
     AS s (job_id, first_slot, last_slot, count, fate, run_id, more);
 
 -- name: next_due_at
