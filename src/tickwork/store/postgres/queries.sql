@@ -160,7 +160,7 @@ WITH done AS (
     UPDATE tickwork_runs r
     SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()), lease_expires_at = NULL,
         result = c.result, error = NULL
-    FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(results)s::jsonb[])
+    FROM unnest(%(ids)b::bigint[], %(tokens)b::bigint[], %(results)b::jsonb[])
         AS c (id, token, result)
     WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
     RETURNING r.id
@@ -206,11 +206,11 @@ WHERE state IN ('queued', 'failed')
 
 -- name: heartbeat
 WITH c AS (
-    SELECT * FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c (id, token)
+    SELECT * FROM unnest(%(ids)b::bigint[], %(tokens)b::bigint[]) AS c (id, token)
 ), held AS (
     UPDATE tickwork_runs r
     SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
-    FROM c WHERE r.id = ANY(%(ids)s::bigint[]) AND r.id = c.id AND r.fencing_token = c.token
+    FROM c WHERE r.id = ANY(%(ids)b::bigint[]) AND r.id = c.id AND r.fencing_token = c.token
   AND r.state = 'running'
     RETURNING r.id, r.lease_expires_at
 )
@@ -221,16 +221,16 @@ SELECT c.id,
     h.lease_expires_at
 FROM c
 LEFT JOIN held h ON h.id = c.id
-LEFT JOIN tickwork_runs r ON r.id = ANY(%(ids)s::bigint[]) AND r.id = c.id
+LEFT JOIN tickwork_runs r ON r.id = ANY(%(ids)b::bigint[]) AND r.id = c.id
     AND r.fencing_token = c.token;
 
 -- name: complete
 UPDATE tickwork_runs r
 SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()),
     lease_expires_at = NULL, result = c.result, error = NULL
-FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(results)s::jsonb[])
+FROM unnest(%(ids)b::bigint[], %(tokens)b::bigint[], %(results)b::jsonb[])
     AS c (id, token, result)
-WHERE r.id = ANY(%(ids)s::bigint[]) AND r.id = c.id AND r.fencing_token = c.token
+WHERE r.id = ANY(%(ids)b::bigint[]) AND r.id = c.id AND r.fencing_token = c.token
   AND r.state = 'running'
 RETURNING r.*;
 
@@ -238,9 +238,9 @@ RETURNING r.*;
 UPDATE tickwork_runs r
 SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()),
     lease_expires_at = NULL, result = c.result, error = NULL
-FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(results)s::jsonb[])
+FROM unnest(%(ids)b::bigint[], %(tokens)b::bigint[], %(results)b::jsonb[])
     AS c (id, token, result)
-WHERE r.id = ANY(%(ids)s::bigint[]) AND r.id = c.id AND r.fencing_token = c.token
+WHERE r.id = ANY(%(ids)b::bigint[]) AND r.id = c.id AND r.fencing_token = c.token
   AND r.state = 'running'
 RETURNING r.id;
 
@@ -450,6 +450,6 @@ RETURNING *;
 -- name: completed_with_tokens
 -- Which completions took: the run succeeded and still carries the completion's token.
 SELECT r.id FROM tickwork_runs r
-JOIN unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c (id, token)
+JOIN unnest(%(ids)b::bigint[], %(tokens)b::bigint[]) AS c (id, token)
     ON r.id = c.id AND r.fencing_token = c.token
 WHERE r.state = 'succeeded';
