@@ -28,8 +28,8 @@ throughput, no-op async handlers where the peer supports them):
   process (as under ``tickwork run``): one-off jobs are submitted for their due time and
   the scheduler triggers each into a run on time;
 - ``tickwork-store``: no worker machinery, ``complete_and_claim(limit=100)`` in a loop
-  (each call completes the batch before): the store alone, what the worker would reach if dispatch cost nothing (lag
-  phase: same Scheduler, woken by LISTEN/NOTIFY).
+  (each call completes the batch before): the store alone, what the worker would reach
+  if dispatch cost nothing (lag phase: same Scheduler, woken by LISTEN/NOTIFY).
 
 Systems are interleaved (the order rotates per repeat) and each figure is the median of
 ``--repeat`` repeats. ``--quick`` (N = 5,000, one repeat, 2 s of lag, without

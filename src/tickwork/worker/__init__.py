@@ -412,7 +412,8 @@ class Worker(Service):
         self.reporter.fail(attempt, outcome)
 
     def _on_exit(self, attempt: Attempt) -> None:
-        self._wakeup.set()
+        if not self._wakeup.is_set():  # a lock and a notify spared per run when busy
+            self._wakeup.set()
 
     def _on_reported(self, attempt: Attempt, completed: bool) -> None:
         with self._held_lock:

@@ -322,9 +322,14 @@ class Executor:
         self._on_outcome(attempt, Outcome(False, error=f"timed out after {timeout:g} s"))
 
 
+NOTHING_RETURNED = Outcome(True)
+
+
 def success(value: object) -> Outcome:
     """A handler returned ``value``: a dict is the result, another JSON value is wrapped."""
-    result = value if isinstance(value, dict) or value is None else {"value": value}
+    if value is None:
+        return NOTHING_RETURNED
+    result = value if isinstance(value, dict) else {"value": value}
     try:
         json.dumps(result, allow_nan=False)
     except (TypeError, ValueError) as exc:
