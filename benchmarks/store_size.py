@@ -30,7 +30,7 @@ from bulk_load import load_runs
 from harness import PG_SERVER, fmt, fresh_database, machine, percentile, table
 
 from tickwork.store.base import Completion
-from tickwork.store.postgres import PostgresStore, Q
+from tickwork.store.postgres import PostgresStore, Q, for_queues
 
 CLAIM_LIMIT = 100
 WARMUP_BATCHES = 3
@@ -74,7 +74,8 @@ def plans(url: str) -> list[str]:
     out = []
     with psycopg.connect(url) as conn:
         params = {"worker": "x", "now": None, "limit": CLAIM_LIMIT, "lease": timedelta(seconds=15)}
-        claimed = conn.execute(Q["claim"], params).fetchall()  # to complete below
+        claim = for_queues(Q["claim"], None)
+        claimed = conn.execute(claim, params).fetchall()  # to complete below
         held = conn.execute(
             "SELECT id, fencing_token FROM tickwork_runs WHERE worker = 'x' ORDER BY id"
         ).fetchall()
@@ -85,9 +86,14 @@ def plans(url: str) -> list[str]:
         completion = {"ids": ids, "tokens": tokens, "results": [None] * len(ids), "now": None}
         beat = {"ids": ids, "tokens": tokens, "lease": timedelta(seconds=15), "now": None}
         for name, query, args in (
-            ("claim", Q["claim"], params),
+            ("claim", claim, params),
             ("heartbeat", Q["heartbeat"], beat),
-            ("complete", Q.get("complete_ids", Q["complete"]), completion),
+            ("complete", Q["complete_ids"], completion),
+            (
+                "complete_then_claim",
+                for_queues(Q["complete_then_claim"], None),
+                {**completion, **params},
+            ),
         ):
             explain = "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + query
             rows = conn.execute(explain, args).fetchall()  # type: ignore[arg-type]

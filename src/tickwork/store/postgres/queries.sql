@@ -205,24 +205,20 @@ WHERE state IN ('queued', 'failed')
   AND queue = ANY(%(queues)s::text[]);  -- only-queues
 
 -- name: heartbeat
-WITH c AS (
-    SELECT * FROM unnest(%(ids)b::bigint[], %(tokens)b::bigint[]) AS c (id, token)
-), held AS (
+-- Runs are found by primary key, one lookup per lease (the unnest is the outer side).
+WITH held AS (
     UPDATE tickwork_runs r
     SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
-    FROM c WHERE r.id = ANY(%(ids)b::bigint[]) AND r.id = c.id AND r.fencing_token = c.token
-  AND r.state = 'running'
+    FROM unnest(%(ids)b::bigint[], %(tokens)b::bigint[]) AS c (id, token)
+    WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
     RETURNING r.id, r.lease_expires_at
 )
-SELECT c.id,
-    CASE WHEN h.id IS NOT NULL THEN 'held'
-         WHEN r.state = 'cancelled' THEN 'cancelled'
-         ELSE 'lost' END AS status,
-    h.lease_expires_at
-FROM c
-LEFT JOIN held h ON h.id = c.id
-LEFT JOIN tickwork_runs r ON r.id = ANY(%(ids)b::bigint[]) AND r.id = c.id
-    AND r.fencing_token = c.token;
+SELECT id, 'held' AS status, lease_expires_at FROM held
+UNION ALL
+SELECT c.id, CASE WHEN r.state = 'cancelled' THEN 'cancelled' ELSE 'lost' END, NULL
+FROM unnest(%(ids)b::bigint[], %(tokens)b::bigint[]) AS c (id, token)
+LEFT JOIN tickwork_runs r ON r.id = c.id AND r.fencing_token = c.token
+WHERE c.id NOT IN (SELECT id FROM held);
 
 -- name: complete
 UPDATE tickwork_runs r
@@ -230,8 +226,7 @@ SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()),
     lease_expires_at = NULL, result = c.result, error = NULL
 FROM unnest(%(ids)b::bigint[], %(tokens)b::bigint[], %(results)b::jsonb[])
     AS c (id, token, result)
-WHERE r.id = ANY(%(ids)b::bigint[]) AND r.id = c.id AND r.fencing_token = c.token
-  AND r.state = 'running'
+WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
 RETURNING r.*;
 
 -- name: complete_ids
@@ -240,8 +235,7 @@ SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()),
     lease_expires_at = NULL, result = c.result, error = NULL
 FROM unnest(%(ids)b::bigint[], %(tokens)b::bigint[], %(results)b::jsonb[])
     AS c (id, token, result)
-WHERE r.id = ANY(%(ids)b::bigint[]) AND r.id = c.id AND r.fencing_token = c.token
-  AND r.state = 'running'
+WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
 RETURNING r.id;
 
 -- name: held_run_for_fail
