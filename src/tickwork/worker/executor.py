@@ -194,9 +194,17 @@ class Executor:
                 on_loop.append(attempt)
             else:
                 self._jobs.put(attempt)
-        if on_loop:
-            assert self._loop is not None
-            self._loop.call_soon_threadsafe(self._start_async_many, on_loop)
+        if not on_loop:
+            return
+        if threading.current_thread() is self._loop_thread:
+            self._start_async_many(on_loop)
+        else:
+            self.call_on_loop(self._start_async_many, on_loop)
+
+    def call_on_loop(self, fn: Callable[[Any], None], arg: Any) -> None:
+        """Call ``fn(arg)`` soon on the event loop's thread."""
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(fn, arg)
 
     def interrupt(self, attempt: Attempt) -> None:
         """Ask the handler to stop: set ``ctx.cancelled``; cancel an async handler's task."""
