@@ -2,13 +2,16 @@
 leader-only: run any number, on any host.
 
 The claim loop
-    Whenever the worker has free capacity (``concurrency`` minus handlers still running) it
-    claims up to ``min(free, claim_batch)`` runs in one ``Store.claim`` call, each with a
-    lease of ``run_lease`` (default 15 s) and a new fencing token. When the claim came back
-    short, it sleeps until the earliest ``next_claimable_at`` (a retry's backoff, a delayed
-    job), a notification on ``tickwork_runs``, or a handler finishing, whichever is first.
-    With LISTEN/NOTIFY (PostgreSQL) it re-checks at least every IDLE_RECHECK; without it
-    (SQLite across processes) every ``poll_interval`` (default 200 ms).
+    Whenever the worker has room (``concurrency`` minus the runs it holds: a run occupies a
+    slot from its claim until its outcome is written) it calls ``Store.complete_and_claim``
+    once: the successes finished since its last call are completed and up to
+    ``min(room, claim_batch)`` runs are claimed, each with a lease of ``run_lease``
+    (default 15 s) and a new fencing token, in one round trip and one commit. The claimed
+    runs are started on the event loop's thread while this loop goes on. When the claim
+    came back short, it sleeps until the earliest ``next_claimable_at`` (a retry's backoff,
+    a delayed job), a notification on ``tickwork_runs``, or a handler finishing, whichever
+    is first. With LISTEN/NOTIFY (PostgreSQL) it re-checks at least every IDLE_RECHECK;
+    without it (SQLite across processes) every ``poll_interval`` (default 200 ms).
 
 Execution (:mod:`.executor`)
     Sync handlers on a pool of threads, async handlers on one event loop. A run with a
@@ -22,9 +25,10 @@ Leases (:mod:`.heartbeat`)
     lease was taken over, so the old attempt is stopped right there.
 
 Outcomes (:mod:`.reporter`)
-    Successes are completed in batches, failures failed one by one: a handler's ``Retry``
-    sets the wait, ``Discard`` ends the run dead. A write rejected for a stale fencing
-    token (``LeaseLost``) is logged and dropped.
+    Successes are completed in batches by the claim loop (above), and by the reporter once
+    the loop has stopped; failures are failed one by one: a handler's ``Retry`` sets the
+    wait, ``Discard`` ends the run dead. A write rejected for a stale fencing token
+    (``LeaseLost``) is logged and dropped.
 
 Runs this worker cannot execute
     A run whose task is not registered here fails the attempt (retried with backoff, so a

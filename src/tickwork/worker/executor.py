@@ -166,9 +166,6 @@ class Executor:
 
     # -- running ---------------------------------------------------------------------------
 
-    def submit(self, attempt: Attempt) -> None:
-        self.submit_many([attempt])
-
     def submit_many(self, attempts: list[Attempt]) -> None:
         """Start ``attempts``; the async ones with a single wake-up of the event loop (one
         write to its self-pipe per claimed batch, not one per run)."""
