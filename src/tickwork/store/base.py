@@ -175,7 +175,7 @@ class RunStats:
     by_state: dict[str, int]  # every RunState value, 0 when none
     due_backlog: int  # queued or failed runs whose run_at has come
     oldest_due_at: datetime | None  # run_at of the oldest of those
-    recent_lag_ms: list[float]  # start minus slot, first attempts of the latest started runs
+    recent_lag_ms: list[float]  # start minus slot, first attempts of the most recent runs
     now: datetime
 
 
