@@ -6,7 +6,7 @@ one ``release`` each. Outcomes that arrive while a write is in flight wait for t
 one, so under load completions batch themselves and when idle a result is written at once
 (a few milliseconds of lag, never a flush interval).
 
-While the worker's claim loop runs, successes are its to write (``claimer_active``): it
+While the worker's claim loop runs, successes are its to write (:meth:`claimer`): it
 takes them (:meth:`take_completions`) into its next ``Store.complete_and_claim``, so a busy
 worker pays one round trip and one commit per batch, not two. The reporter writes them
 again once the claim loop has stopped.
@@ -64,16 +64,14 @@ class Reporter(Service):
         self._completions: list[_Report] = []
         self._writing = 0  # reports taken off the lists and not yet written
         self._cond = threading.Condition()
-        self.claimer_active = False
-        """True while the claim loop writes the completions (set it through
-        :meth:`claimer`)."""
+        self._claimer_active = False  # the claim loop writes the completions
 
     # -- producers (any thread) ------------------------------------------------------------
 
     def complete(self, attempt: Attempt, result: dict[str, Any] | None) -> None:
         with self._cond:
             self._completions.append(_Report(attempt, "complete", Outcome(True, result=result)))
-            if not self.claimer_active:
+            if not self._claimer_active:
                 self._cond.notify_all()
 
     def fail(self, attempt: Attempt, outcome: Outcome) -> None:
@@ -104,7 +102,7 @@ class Reporter(Service):
     def claimer(self, active: bool) -> None:
         """Hand the completions to the claim loop (True) or take them back (False)."""
         with self._cond:
-            self.claimer_active = active
+            self._claimer_active = active
             self._cond.notify_all()
 
     def take_completions(self, limit: int = COMPLETE_BATCH) -> Taken:
@@ -140,7 +138,7 @@ class Reporter(Service):
                 if not self._work():
                     return
                 batch, self._pending = self._pending, []
-                if not self.claimer_active:
+                if not self._claimer_active:
                     batch += self._completions
                     self._completions = []
                 self._writing += len(batch)
@@ -163,7 +161,7 @@ class Reporter(Service):
                 backoff = RETRY_BACKOFF[0]
 
     def _work(self) -> bool:
-        return bool(self._pending or (self._completions and not self.claimer_active))
+        return bool(self._pending or (self._completions and not self._claimer_active))
 
     def _write(self, batch: list[_Report]) -> list[_Report]:
         """Write ``batch``; return the reports to try again (the store was unavailable)."""

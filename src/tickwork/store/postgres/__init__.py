@@ -253,7 +253,12 @@ class PostgresStore(Store):
                 },
             ).fetchall()
             by_id = {j.id: j for j, _ in due_jobs}
-            runs = {r["job_id"]: _new_run(by_id[r["job_id"]], r) for r in run_rows}
+            runs = {
+                r["job_id"]: _new_run(
+                    by_id[r["job_id"]], r["id"], r["scheduled_for"], r["created_at"]
+                )
+                for r in run_rows
+            }
         return [Submitted(job, created=True, run=runs.get(job.id)) for job in jobs]
 
     def _insert_job(self, conn: Conn, spec: JobSpec, t: datetime) -> Submitted:
@@ -285,7 +290,8 @@ class PostgresStore(Store):
             ).fetchone()
             assert run_row is not None
             job = _job(row)
-            return Submitted(job, created=True, run=_new_run(job, run_row))
+            run = _new_run(job, run_row["id"], run_row["scheduled_for"], run_row["created_at"])
+            return Submitted(job, created=True, run=run)
         return Submitted(_job(row), created=True)
 
     def put_schedule(self, spec: JobSpec, *, now: datetime | None = None) -> Submitted:
@@ -480,7 +486,7 @@ class PostgresStore(Store):
             if inserted is not None:
                 by_id = {j.id: j for j in jobs}
                 runs = [
-                    _triggered_run(by_id[job_id], run_id, slot, created_at)
+                    _new_run(by_id[job_id], run_id, slot, created_at)
                     for run_id, job_id, slot, created_at in inserted.fetchall()
                 ]
                 runs.sort(key=lambda r: r.id)
@@ -1195,8 +1201,9 @@ def _due_job(r: tuple[Any, ...]) -> _DueJob:
     )
 
 
-def _triggered_run(job: _DueJob, run_id: int, slot: datetime, created_at: datetime) -> Run:
-    """A run the trigger just inserted for ``job`` (an ``insert_runs`` row)."""
+def _new_run(job: Job | _DueJob, run_id: int, slot: datetime, created_at: datetime) -> Run:
+    """A run just inserted for ``job`` (by submit or trigger): the job supplies what the
+    insert copied from it."""
     return Run(
         id=run_id,
         job_id=job.id,
@@ -1209,7 +1216,7 @@ def _triggered_run(job: _DueJob, run_id: int, slot: datetime, created_at: dateti
         run_at=slot,
         state=RunState.QUEUED,
         attempt=1,
-        max_attempts=job.max_attempts,
+        max_attempts=job.max_attempts if isinstance(job, _DueJob) else job.retry.max_attempts,
         fencing_token=0,
         worker=None,
         lease_expires_at=None,
@@ -1219,33 +1226,6 @@ def _triggered_run(job: _DueJob, run_id: int, slot: datetime, created_at: dateti
         result=None,
         timeout=job.timeout,
         created_at=created_at,
-    )
-
-
-def _new_run(job: Job, r: DictRow) -> Run:
-    """A run just inserted for ``job``: the job supplies what the insert copied from it."""
-    return Run(
-        id=r["id"],
-        job_id=job.id,
-        tenant=job.tenant,
-        task=job.task,
-        args=job.args,
-        queue=job.queue,
-        priority=job.priority,
-        scheduled_for=r["scheduled_for"],
-        run_at=r["scheduled_for"],
-        state=RunState.QUEUED,
-        attempt=1,
-        max_attempts=job.retry.max_attempts,
-        fencing_token=0,
-        worker=None,
-        lease_expires_at=None,
-        started_at=None,
-        finished_at=None,
-        error=None,
-        result=None,
-        timeout=job.timeout,
-        created_at=r["created_at"],
     )
 
 
