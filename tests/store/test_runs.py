@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tickwork.errors import InvalidTransition, LeaseLost, RunNotFound
-from tickwork.job import JobSpec, MisfirePolicy, Run, RunState
+from tickwork.job import ClaimedRun, JobSpec, MisfirePolicy, Run, RunState
 from tickwork.retry import RetryPolicy
 from tickwork.schedule import Interval, Once
 from tickwork.store import Store
@@ -297,10 +297,39 @@ def test_complete_and_claim_completes_then_claims_in_one_call(store: Store, t0: 
     assert store.get_run(current.id) == before  # fenced out: not touched
     assert [r.id for r in claimed] == [b.id]
     (got,) = claimed
-    assert (got.state, got.worker, got.started_at) == (RunState.RUNNING, "w3", later)
-    assert got.lease_expires_at == later + timedelta(seconds=40)
-    assert got.fencing_token == b.fencing_token + 1
-    assert store.get_run(b.id) == got
+    row = store.get_run(b.id)
+    assert (row.state, row.worker, row.started_at) == (RunState.RUNNING, "w3", later)
+    assert row.lease_expires_at == later + timedelta(seconds=40)
+    assert got.fencing_token == row.fencing_token == b.fencing_token + 1
+    assert got == ClaimedRun.of(row)  # the lean row says what the stored one says
+
+
+def test_complete_and_claim_returns_what_a_worker_needs_in_claim_order(
+    store: Store, t0: datetime
+) -> None:
+    plain = queued(store, t0 - timedelta(seconds=3))
+    urgent = queued(
+        store,
+        t0 - timedelta(seconds=1),
+        task="t",
+        args={"to": "x", "n": [1, 2]},
+        priority=5,
+        timeout=timedelta(seconds=2.5),
+        retry=RetryPolicy(max_attempts=4),
+        tenant="acme",
+    )
+
+    _, claimed = store.complete_and_claim([], "w", limit=5, now=t0)
+
+    assert [r.id for r in claimed] == [urgent.id, plain.id]  # priority first, then due
+    first = claimed[0]
+    assert (first.task, first.args, first.tenant) == ("t", {"to": "x", "n": [1, 2]}, "acme")
+    assert (first.attempt, first.max_attempts) == (1, 4)
+    assert first.timeout == timedelta(seconds=2.5)
+    assert first.scheduled_for == t0 - timedelta(seconds=1)
+    assert first.job_id == urgent.job_id
+    assert (claimed[1].timeout, claimed[1].args) == (None, {})
+    assert [ClaimedRun.of(store.get_run(r.id)) for r in claimed] == claimed
 
 
 def test_complete_and_claim_with_limit_zero_or_no_queue_only_completes(

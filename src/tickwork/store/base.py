@@ -36,10 +36,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from tickwork.errors import ValidationError
-from tickwork.job import Job, JobSpec, JobState, Run, RunState
+from tickwork.job import ClaimedRun, Job, JobSpec, JobState, Run, RunState
 
 DEFAULT_LEASE = timedelta(seconds=15)
 """How long a claim holds a run before it may be rescued, unless heartbeated."""
@@ -119,8 +119,9 @@ class Heartbeat:
     lease_expires_at: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
-class Completion:
+class Completion(NamedTuple):
+    """A success to write: the run, the fencing token it was claimed under, its result."""
+
     run_id: int
     fencing_token: int
     result: dict[str, Any] | None = None
@@ -365,13 +366,15 @@ class Store(abc.ABC):
         lease: timedelta = DEFAULT_LEASE,
         queues: Sequence[str] | None = None,
         now: datetime | None = None,
-    ) -> tuple[list[int], list[Run]]:
+    ) -> tuple[list[int], list[ClaimedRun]]:
         """:meth:`complete_many` then :meth:`claim`, as one transaction where the store can
         (one round trip and one commit per batch for a busy worker). Returns the run ids
-        whose completion was rejected (fenced out) and the runs claimed; ``limit`` 0 only
-        completes. Each half keeps its own contract, fencing included."""
+        whose completion was rejected (fenced out) and the runs claimed, in claim order and
+        lean (:class:`~tickwork.job.ClaimedRun`: what a worker needs, no more); ``limit`` 0
+        only completes. Each half keeps its own contract, fencing included."""
         rejected = self.complete_many(completions, now=now) if completions else []
-        return rejected, self.claim(worker, limit=limit, lease=lease, queues=queues, now=now)
+        claimed = self.claim(worker, limit=limit, lease=lease, queues=queues, now=now)
+        return rejected, [ClaimedRun.of(run) for run in claimed]
 
     @abc.abstractmethod
     def next_claimable_at(self, *, queues: Sequence[str] | None = None) -> datetime | None:

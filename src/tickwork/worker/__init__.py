@@ -47,20 +47,17 @@ Stopping (:meth:`Worker.stop_gracefully`)
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import socket
 import threading
-from collections.abc import MutableMapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import Config
-from tickwork.errors import UnknownTask
-from tickwork.job import Run
+from tickwork.job import ClaimedRun
 from tickwork.service import Service
 from tickwork.store.base import CHANNEL_RUNS, LISTEN_NOTIFY, LeaseStatus, Listener, Store
 from tickwork.worker.builtins import SHELL
@@ -99,15 +96,6 @@ class _Pass:
     claimed: int = 0
     no_room: bool = False  # nothing to claim room for, nothing to write
     failed: bool = False  # the store failed
-
-
-class RunLogger(logging.LoggerAdapter[logging.Logger]):
-    """A task's logger: every line starts with ``run N:``."""
-
-    def process(
-        self, msg: Any, kwargs: MutableMapping[str, Any]
-    ) -> tuple[Any, MutableMapping[str, Any]]:
-        return f"run {self.extra['run_id'] if self.extra else '?'}: {msg}", kwargs
 
 
 class Worker(Service):
@@ -319,12 +307,10 @@ class Worker(Service):
             self.executor.call_on_loop(self._start_runs, runs)
         return _Pass(wanted=want, claimed=len(runs))
 
-    def _start_runs(self, runs: list[Run]) -> None:
+    def _start_runs(self, runs: list[ClaimedRun]) -> None:
         """On the event loop's thread: hold and start claimed runs."""
         try:
-            self.executor.submit_many(
-                [attempt for run in runs if (attempt := self._attempt(run)) is not None]
-            )
+            self.executor.submit_many(self._attempts(runs))
         except Exception:
             log.exception("could not start %d claimed runs; they are rescued", len(runs))
         finally:
@@ -366,58 +352,71 @@ class Worker(Service):
                 log.warning("listening for runs failed: %s", exc)
                 self.stopping.wait(LISTEN_WAIT)
 
-    def _attempt(self, run: Run) -> Attempt | None:
-        """A claimed run as an attempt to execute; None when it is refused here (its
-        outcome is reported at once)."""
-        cancelled = threading.Event()
-        logger = RunLogger(_task_logger(run.task), {"run_id": run.id})
-        try:
-            task = self.registry.get(run.task)
-            refusal: Outcome | None = None
-            if task.name == SHELL and not self.config.allow_shell:
-                refusal = Outcome(
-                    False,
-                    error=f"worker {self.node_id} does not run shell tasks (start workers with "
-                    "--allow-shell, and route shell jobs to a queue only they consume)",
-                    discard=True,
+    def _attempts(self, runs: list[ClaimedRun]) -> list[Attempt]:
+        """Claimed runs as attempts to execute, now held; a run refused here (see
+        :meth:`_refusal`) is held too, but its outcome is reported at once instead."""
+        attempts: list[Attempt] = []
+        refused: list[tuple[Attempt, Outcome]] = []
+        find = self.registry.find
+        monotonic = self.clock.monotonic
+        for run in runs:
+            task = find(run.task)
+            refusal = self._refusal(run, task)
+            if refusal is not None:
+                task = Task(run.task, _unknown)
+            assert task is not None
+            timeout = run.timeout
+            deadline = monotonic() + timeout.total_seconds() if timeout is not None else None
+            attempt = Attempt(run, task, Context(run), deadline)
+            if refusal is None:
+                attempts.append(attempt)
+            else:
+                refused.append((attempt, refusal))
+        stale: list[Attempt] = []
+        held = self._held
+        with self._held_lock:
+            for attempt in attempts:
+                if (old := held.get(attempt.run.id)) is not None:
+                    stale.append(old)
+                held[attempt.run.id] = attempt
+            for attempt, _ in refused:
+                if (old := held.get(attempt.run.id)) is not None:
+                    stale.append(old)
+                held[attempt.run.id] = attempt
+        for old in stale:
+            # This worker stalled past its lease and then claimed the same run again: the
+            # new claim proves the old lease was taken over.
+            self._abandon(old, LeaseStatus.LOST)
+        if log.isEnabledFor(logging.DEBUG):
+            for run in runs:
+                log.debug(
+                    "run %d (%s) claimed, attempt %d/%d",
+                    run.id,
+                    run.task,
+                    run.attempt,
+                    run.max_attempts,
                 )
-        except UnknownTask:
-            task = Task(run.task, _unknown)
-            refusal = Outcome(
+        for attempt, refusal in refused:
+            attempt.settle(AttemptState.FINISHED)
+            self._on_outcome(attempt, refusal)
+        return attempts
+
+    def _refusal(self, run: ClaimedRun, task: Task[..., Any] | None) -> Outcome | None:
+        """Why this worker does not execute ``run`` (its ``task`` here, None: unknown)."""
+        if task is None:
+            return Outcome(
                 False,
                 error=f"task {run.task!r} is not registered on worker {self.node_id} "
                 f"(known: {', '.join(self.registry.names())})",
             )
-        ctx = Context(
-            run_id=run.id,
-            job_id=run.job_id,
-            task=run.task,
-            attempt=run.attempt,
-            max_attempts=run.max_attempts,
-            scheduled_for=run.scheduled_for,
-            fencing_token=run.fencing_token,
-            tenant=run.tenant,
-            timeout=run.timeout,
-            logger=logger,
-            cancelled=cancelled,
-        )
-        deadline = self.clock.monotonic() + run.timeout.total_seconds() if run.timeout else None
-        attempt = Attempt(run, task, ctx, deadline)
-        with self._held_lock:
-            stale = self._held.get(run.id)
-            self._held[run.id] = attempt
-        if stale is not None:
-            # This worker stalled past its lease and then claimed the same run again: the
-            # new claim proves the old lease was taken over.
-            self._abandon(stale, LeaseStatus.LOST)
-        log.debug(
-            "run %d (%s) claimed, attempt %d/%d", run.id, run.task, run.attempt, run.max_attempts
-        )
-        if refusal is not None:
-            attempt.settle(AttemptState.FINISHED)
-            self._on_outcome(attempt, refusal)
-            return None
-        return attempt
+        if task.name == SHELL and not self.config.allow_shell:
+            return Outcome(
+                False,
+                error=f"worker {self.node_id} does not run shell tasks (start workers with "
+                "--allow-shell, and route shell jobs to a queue only they consume)",
+                discard=True,
+            )
+        return None
 
     # -- callbacks from the executor, heartbeat and reporter threads -----------------------
 
@@ -443,10 +442,12 @@ class Worker(Service):
         if not self._wakeup.is_set():  # a lock and a notify spared per run when busy
             self._wakeup.set()
 
-    def _on_reported(self, attempt: Attempt, completed: bool) -> None:
+    def _on_reported(self, attempts: list[Attempt], completed: bool) -> None:
+        held = self._held
         with self._held_lock:
-            if self._held.get(attempt.run.id) is attempt:
-                del self._held[attempt.run.id]
+            for attempt in attempts:
+                if held.get(attempt.run.id) is attempt:
+                    del held[attempt.run.id]
         if not completed:
             # A slot is free, and a retry or a released run may be claimable before we
             # thought. (A completion needs no wake-up: the claim loop wrote it and counted
@@ -492,11 +493,6 @@ class Worker(Service):
     def _running(self) -> list[Attempt]:
         with self._held_lock:
             return [a for a in self._held.values() if a.state is AttemptState.RUNNING]
-
-
-@functools.lru_cache(maxsize=1024)
-def _task_logger(task: str) -> logging.Logger:
-    return logging.getLogger(f"tickwork.task.{task}")
 
 
 def _unknown(ctx: Context, **args: Any) -> None:

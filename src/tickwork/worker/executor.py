@@ -34,12 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
-from functools import partial
 from typing import Any
 
 from tickwork.clock import Clock
 from tickwork.errors import InvalidArgs
-from tickwork.job import Run
+from tickwork.job import ClaimedRun
 from tickwork.worker.task import Context, Discard, Retry, Task, TaskFailed
 
 log = logging.getLogger("tickwork.worker")
@@ -70,14 +69,20 @@ class Outcome:
 class Attempt:
     """One execution of one run by this worker, from claim until its outcome is written."""
 
-    def __init__(self, run: Run, task: Task[..., Any], ctx: Context, deadline: float | None):
+    __slots__ = ("_entered", "_lock", "_task", "ctx", "deadline", "run", "state", "task")
+
+    def __init__(
+        self, run: ClaimedRun, task: Task[..., Any], ctx: Context, deadline: float | None
+    ) -> None:
         self.run = run
         self.task = task
         self.ctx = ctx
         self.deadline = deadline  # monotonic seconds, or None: no timeout
         self.state = AttemptState.RUNNING
         self._lock = threading.Lock()
-        self._task: asyncio.Task[None] | None = None  # async handlers, set on the loop thread
+        # Async handlers, on the loop's thread: the task, and whether its body was entered.
+        self._task: asyncio.Task[None] | None = None
+        self._entered = False
 
     @property
     def lease(self) -> tuple[int, int]:
@@ -236,7 +241,7 @@ class Executor:
                 self._exited(attempt)
 
     def _call_sync(self, attempt: Attempt) -> None:
-        if attempt.ctx.cancelled.is_set():
+        if attempt.state is not AttemptState.RUNNING:
             return  # stopped before it started; settled by whoever stopped it
         try:
             attempt.task.check_args(attempt.run.args)
@@ -265,41 +270,37 @@ class Executor:
             loop.close()
 
     def _start_async_many(self, attempts: list[Attempt]) -> None:
+        assert self._loop is not None
+        create_task = self._loop.create_task
+        call = self._call_async
         for attempt in attempts:
-            self._start_async(attempt)
-
-    def _start_async(self, attempt: Attempt) -> None:
-        task = asyncio.get_running_loop().create_task(
-            self._call_async(attempt), name=f"tickwork-run-{attempt.run.id}"
-        )
-        attempt._task = task
-        # A done callback, not a `finally` in the coroutine: a task cancelled before its
-        # first step never enters the coroutine's body.
-        task.add_done_callback(partial(self._async_done, attempt))
-        if attempt.ctx.cancelled.is_set():
-            task.cancel()
+            attempt._task = create_task(call(attempt), name=f"tickwork-run-{attempt.run.id}")
 
     async def _call_async(self, attempt: Attempt) -> None:
+        # Every attempt whose task was created enters this body: a stop that comes first
+        # does not cancel the task (_cancel_async), it settles the attempt, seen here.
+        attempt._entered = True
         try:
+            if attempt.state is not AttemptState.RUNNING:
+                return  # stopped before it started; settled by whoever stopped it
             attempt.task.check_args(attempt.run.args)
             value = await attempt.task.fn(attempt.ctx, **attempt.run.args)
         except asyncio.CancelledError:
-            raise
+            # Cancelled from inside the handler, not by us: an ordinary failure. When we
+            # cancelled it, the attempt is settled already and this is a no-op.
+            self._finish(attempt, Outcome(False, error="the handler's task was cancelled"))
         except BaseException as exc:
             self._finish(attempt, failure(exc))
         else:
             self._finish(attempt, success(value))
+        finally:
+            self._exited(attempt)
 
     def _cancel_async(self, attempt: Attempt) -> None:
-        if attempt._task is not None:
+        # A task not yet entered is left alone: cancelled before its first step, it would
+        # never run the body (nor its `finally`); it returns at once on entering instead.
+        if attempt._task is not None and attempt._entered:
             attempt._task.cancel()
-
-    def _async_done(self, attempt: Attempt, task: asyncio.Task[None]) -> None:
-        if task.cancelled():
-            # Cancelled from inside the handler, not by us: an ordinary failure. When we
-            # cancelled it, the attempt is settled already and this is a no-op.
-            self._finish(attempt, Outcome(False, error="the handler's task was cancelled"))
-        self._exited(attempt)
 
     # -- timeouts ----------------------------------------------------------------------------
 

@@ -23,12 +23,12 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from tickwork.errors import FencingError, StoreError
 from tickwork.service import Service
 from tickwork.store.base import Completion, Store
-from tickwork.worker.executor import Attempt, Outcome
+from tickwork.worker.executor import NOTHING_RETURNED, Attempt, Outcome
 
 log = logging.getLogger("tickwork.worker")
 
@@ -38,8 +38,7 @@ RETRY_BACKOFF = (0.05, 2.0)
 """Seconds: first and longest wait before writing again after the store failed."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Report:
+class _Report(NamedTuple):
     attempt: Attempt
     kind: str  # "complete" | "fail" | "release"
     outcome: Outcome | None = None
@@ -56,7 +55,7 @@ class Taken:
 class Reporter(Service):
     name = "tickwork-reporter"
 
-    def __init__(self, store: Store, *, on_reported: Callable[[Attempt, bool], None]) -> None:
+    def __init__(self, store: Store, *, on_reported: Callable[[list[Attempt], bool], None]) -> None:
         super().__init__()
         self.store = store
         self._on_reported = on_reported
@@ -70,7 +69,8 @@ class Reporter(Service):
 
     def complete(self, attempt: Attempt, result: dict[str, Any] | None) -> None:
         with self._cond:
-            self._completions.append(_Report(attempt, "complete", Outcome(True, result=result)))
+            outcome = NOTHING_RETURNED if result is None else Outcome(True, result=result)
+            self._completions.append(_Report(attempt, "complete", outcome))
             if not self._claimer_active:
                 self._cond.notify_all()
 
@@ -183,17 +183,19 @@ class Reporter(Service):
         return left
 
     def _written(self, chunk: list[_Report], rejected: set[int]) -> None:
-        for r in chunk:
-            if r.attempt.run.id not in rejected:
-                log.info("run %d (%s) succeeded", r.attempt.run.id, r.attempt.run.task)
-            else:
+        if log.isEnabledFor(logging.INFO):
+            for r in chunk:
+                if r.attempt.run.id not in rejected:
+                    log.info("run %d (%s) succeeded", r.attempt.run.id, r.attempt.run.task)
+        for r in chunk if rejected else ():
+            if r.attempt.run.id in rejected:
                 log.warning(
                     "run %d: completion rejected: the lease was taken over (fencing token "
                     "%d is stale); this result is not recorded",
                     r.attempt.run.id,
                     r.attempt.run.fencing_token,
                 )
-            self._on_reported(r.attempt, True)
+        self._on_reported([r.attempt for r in chunk], True)
 
     def _write_one(self, r: _Report) -> bool:
         run = r.attempt.run
@@ -222,7 +224,7 @@ class Reporter(Service):
             return False
         except Exception:
             log.exception("run %d: %s failed and is dropped", run.id, r.kind)
-        self._on_reported(r.attempt, False)
+        self._on_reported([r.attempt], False)
         return True
 
 

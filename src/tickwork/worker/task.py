@@ -17,21 +17,22 @@ raises them; they are messages from a handler to its worker, like ``StopIteratio
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from tickwork.errors import InvalidArgs
+from tickwork.job import ClaimedRun
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-@dataclass(frozen=True, slots=True)
 class Context:
     """What a handler knows about the attempt it is running.
 
@@ -39,20 +40,92 @@ class Context:
     side effects (a run executes twice only when a lease was taken over). ``cancelled`` is
     set when the worker stops caring about this attempt (timeout, cancellation, lost lease,
     shutdown): a long sync handler should poll it (``ctx.cancelled.wait(1)`` instead of
-    ``time.sleep(1)``) and return; whatever it returns then is not reported.
+    ``time.sleep(1)``) and return; whatever it returns then is not reported. ``logger``
+    logs under ``tickwork.task.<task>`` with every line starting ``run N:``.
+
+    Read-only. The logger and the event are made when first asked for: most handlers use
+    neither, and a busy worker starts tens of thousands of runs a second.
     """
 
-    run_id: int
-    job_id: int
-    task: str
-    attempt: int
-    max_attempts: int
-    scheduled_for: datetime
-    fencing_token: int
-    tenant: str
-    timeout: timedelta | None
-    logger: logging.LoggerAdapter[logging.Logger]
-    cancelled: threading.Event
+    __slots__ = ("_cancelled", "_logger", "_run")
+
+    def __init__(self, run: ClaimedRun) -> None:
+        self._run = run
+        self._logger: logging.LoggerAdapter[logging.Logger] | None = None
+        self._cancelled: threading.Event | None = None
+
+    @property
+    def run_id(self) -> int:
+        return self._run.id
+
+    @property
+    def job_id(self) -> int:
+        return self._run.job_id
+
+    @property
+    def task(self) -> str:
+        return self._run.task
+
+    @property
+    def attempt(self) -> int:
+        return self._run.attempt
+
+    @property
+    def max_attempts(self) -> int:
+        return self._run.max_attempts
+
+    @property
+    def scheduled_for(self) -> datetime:
+        return self._run.scheduled_for
+
+    @property
+    def fencing_token(self) -> int:
+        return self._run.fencing_token
+
+    @property
+    def tenant(self) -> str:
+        return self._run.tenant
+
+    @property
+    def timeout(self) -> timedelta | None:
+        return self._run.timeout
+
+    @property
+    def logger(self) -> logging.LoggerAdapter[logging.Logger]:
+        if self._logger is None:
+            self._logger = RunLogger(_task_logger(self._run.task), {"run_id": self._run.id})
+        return self._logger
+
+    @property
+    def cancelled(self) -> threading.Event:
+        event = self._cancelled
+        if event is None:
+            with _LAZY:  # the handler and whoever stops it may both ask first
+                if self._cancelled is None:
+                    self._cancelled = threading.Event()
+                event = self._cancelled
+        return event
+
+    def __repr__(self) -> str:
+        run = self._run
+        return f"<Context run={run.id} task={run.task!r} attempt {run.attempt}/{run.max_attempts}>"
+
+
+_LAZY = threading.Lock()
+
+
+class RunLogger(logging.LoggerAdapter[logging.Logger]):
+    """A task's logger: every line starts with ``run N:``."""
+
+    def process(
+        self, msg: Any, kwargs: MutableMapping[str, Any]
+    ) -> tuple[Any, MutableMapping[str, Any]]:
+        return f"run {self.extra['run_id'] if self.extra else '?'}: {msg}", kwargs
+
+
+@functools.lru_cache(maxsize=1024)
+def _task_logger(task: str) -> logging.Logger:
+    return logging.getLogger(f"tickwork.task.{task}")
 
 
 class Retry(Exception):

@@ -17,6 +17,7 @@ psycopg after a few executions. Notifications use LISTEN/NOTIFY on a dedicated c
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -27,7 +28,7 @@ from typing import Any, NamedTuple, cast
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import DictRow, dict_row, tuple_row
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_loads
 from psycopg_pool import ConnectionPool
 
 from tickwork import schedule as schedules
@@ -42,7 +43,16 @@ from tickwork.errors import (
     StoreUnavailable,
     ValidationError,
 )
-from tickwork.job import Job, JobSpec, JobState, MisfirePolicy, OverlapPolicy, Run, RunState
+from tickwork.job import (
+    ClaimedRun,
+    Job,
+    JobSpec,
+    JobState,
+    MisfirePolicy,
+    OverlapPolicy,
+    Run,
+    RunState,
+)
 from tickwork.retry import RetryPolicy
 from tickwork.store.base import (
     CHANNEL_JOBS,
@@ -102,6 +112,7 @@ class PostgresStore(Store):
                 min_size=1,
                 max_size=pool_size,
                 kwargs={"autocommit": True, "row_factory": dict_row, "options": UTC_SESSION},
+                configure=_configure,
                 timeout=CONNECT_TIMEOUT,
                 open=False,
                 name="tickwork",
@@ -565,11 +576,11 @@ class PostgresStore(Store):
         lease: timedelta = DEFAULT_LEASE,
         queues: Sequence[str] | None = None,
         now: datetime | None = None,
-    ) -> tuple[list[int], list[Run]]:
+    ) -> tuple[list[int], list[ClaimedRun]]:
         if queues is not None and not queues:
             limit = 0
-        if not completions:
-            return [], self.claim(worker, limit=limit, lease=lease, queues=queues, now=now)
+        if not completions and limit < 1:
+            return [], []
         params = {
             **_completion_params(completions),
             "worker": worker,
@@ -578,11 +589,15 @@ class PostgresStore(Store):
             "lease": lease,
             "queues": _list(queues),
         }
-        rows = self._all(for_queues(Q["complete_then_claim"], queues), params, binary=True)
+        query = for_queues(Q["complete_then_claim"], queues)
+        with self._conn() as conn:
+            cur = conn.cursor(row_factory=tuple_row)
+            rows = cur.execute(query, params, binary=True).fetchall()
         rejected: list[int] = []
-        if rows[0]["completed"] < len(completions):
+        if rows[0][0] < len(completions):
             rejected = self._rejected(completions)
-        return rejected, _claimed([r for r in rows if r["id"] is not None])
+        make = ClaimedRun._make
+        return rejected, [make(r[1:]) for r in rows if r[1] is not None]
 
     def _rejected(self, completions: Sequence[Completion]) -> list[int]:
         """Which of ``completions`` were not applied: their run is not succeeded under the
@@ -1012,6 +1027,15 @@ class _PgListener(Listener):
 
 
 # -- row mapping ----------------------------------------------------------------------------
+
+
+def _configure(conn: Conn) -> None:
+    set_json_loads(_json_loads, conn)
+
+
+def _json_loads(data: bytes | str) -> Any:
+    """``json.loads``, but the empty object (the args of most runs) without parsing it."""
+    return {} if data == b"{}" else json.loads(data)
 
 
 def for_queues(query: str, queues: Sequence[str] | None) -> str:

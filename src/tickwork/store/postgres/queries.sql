@@ -153,8 +153,9 @@ SELECT pg_notify(%(channel)s, '');
 -- name: complete_then_claim
 -- A busy worker's one statement per batch: complete what it finished (as complete_ids),
 -- then claim (as claim); one round trip, one commit. The two updates cannot meet: one takes
--- running runs, the other queued or failed ones. At least one row comes back: with no run
--- claimed, one row of NULLs carrying the count of completions applied. A line ending
+-- running runs, the other queued or failed ones. The claimed runs come back lean (the
+-- columns of ClaimedRun, in claim order); at least one row comes back: with no run claimed,
+-- one row of NULLs carrying the count of completions applied. A line ending
 -- "-- only-queues" is dropped for a worker that takes every queue (see for_queues).
 WITH done AS (
     UPDATE tickwork_runs r
@@ -177,10 +178,15 @@ WITH done AS (
         lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
         started_at = coalesce(%(now)s::timestamptz, now())
     FROM picked WHERE r.id = picked.id
-    RETURNING r.*
+    RETURNING r.id, r.fencing_token, r.job_id, r.tenant, r.task, r.args, r.scheduled_for,
+        r.attempt, r.max_attempts, make_interval(secs => r.timeout) AS timeout,
+        r.priority, r.run_at
 )
-SELECT d.completed, c.* FROM (SELECT count(*) AS completed FROM done) d
-LEFT JOIN claimed c ON true;
+SELECT d.completed, c.id, c.fencing_token, c.job_id, c.tenant, c.task, c.args,
+    c.scheduled_for, c.attempt, c.max_attempts, c.timeout
+FROM (SELECT count(*) AS completed FROM done) d
+LEFT JOIN claimed c ON true
+ORDER BY c.priority DESC, c.run_at, c.id;
 
 -- name: claim
 -- A line ending "-- only-queues" is dropped for a worker that takes every queue.

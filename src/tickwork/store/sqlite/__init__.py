@@ -40,7 +40,16 @@ from tickwork.errors import (
     StoreUnavailable,
     ValidationError,
 )
-from tickwork.job import Job, JobSpec, JobState, MisfirePolicy, OverlapPolicy, Run, RunState
+from tickwork.job import (
+    ClaimedRun,
+    Job,
+    JobSpec,
+    JobState,
+    MisfirePolicy,
+    OverlapPolicy,
+    Run,
+    RunState,
+)
 from tickwork.retry import RetryPolicy
 from tickwork.store.base import (
     CHANNEL_JOBS,
@@ -499,7 +508,7 @@ class SqliteStore(Store):
         queues: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> list[Run]:
-        return self.complete_and_claim(
+        return self._complete_and_claim(
             [], worker, limit=limit, lease=lease, queues=queues, now=now
         )[1]
 
@@ -512,6 +521,21 @@ class SqliteStore(Store):
         lease: timedelta = DEFAULT_LEASE,
         queues: Sequence[str] | None = None,
         now: datetime | None = None,
+    ) -> tuple[list[int], list[ClaimedRun]]:
+        rejected, runs = self._complete_and_claim(
+            completions, worker, limit=limit, lease=lease, queues=queues, now=now
+        )
+        return rejected, [ClaimedRun.of(run) for run in runs]
+
+    def _complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        worker: str,
+        *,
+        limit: int,
+        lease: timedelta,
+        queues: Sequence[str] | None,
+        now: datetime | None,
     ) -> tuple[list[int], list[Run]]:
         if queues is not None and not queues:
             limit = 0
