@@ -27,14 +27,18 @@ throughput, no-op async handlers where the peer supports them):
   an async no-op task); in the lag phase the real ``Scheduler`` runs in the same
   process (as under ``tickwork run``): one-off jobs are submitted for their due time and
   the scheduler triggers each into a run on time;
+- ``tickwork-b500`` (``tickwork-bN`` for any N): the same worker claiming N runs at a
+  time, concurrency 2N (two batches in flight);
 - ``tickwork-store``: no worker machinery, ``complete_and_claim(limit=100)`` in a loop
   (each call completes the batch before): the store alone, what the worker would reach
   if dispatch cost nothing (lag phase: same Scheduler, woken by LISTEN/NOTIFY).
 
 Systems are interleaved (the order rotates per repeat) and each figure is the median of
-``--repeat`` repeats. ``--quick`` (N = 5,000, one repeat, 2 s of lag, without
-``tickwork-store``) finishes in under three minutes on an idle 2-core machine; the
-default is N = 20,000, three repeats, 5 s of lag.
+``--repeat`` repeats. Below the ratios, the runs/s of each side's best worker
+configuration (the best of ``tickwork``/``tickwork-bN`` over the best of
+``pgqueuer``/``pgqueuer-bN``): the figure issue 5 sets a target for. ``--quick``
+(N = 5,000, one repeat, 2 s of lag, without ``tickwork-store``) finishes in under three
+minutes on an idle 2-core machine; the default is N = 20,000, three repeats, 5 s of lag.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ SYSTEMS = (
     "pgqueuer-b500",
     "procrastinate",
     "tickwork",
+    "tickwork-b500",
     "tickwork-store",
 )
 TICKWORK = "tickwork"
@@ -195,9 +200,10 @@ async def procrastinate_worker(url: str, phase: str, expect: int) -> dict[str, A
     return rec.report(seconds, engine)
 
 
-def tickwork_worker(url: str, phase: str, expect: int) -> dict[str, Any]:
-    """The real ``tickwork.worker.Worker`` with an async no-op task; in the lag phase the
-    real ``Scheduler`` runs in the same process (as under ``tickwork run``)."""
+def tickwork_worker(url: str, phase: str, expect: int, batch: int = CLAIM_BATCH) -> dict[str, Any]:
+    """The real ``tickwork.worker.Worker`` with an async no-op task, claiming ``batch``
+    runs at a time with two batches in flight; in the lag phase the real ``Scheduler``
+    runs in the same process (as under ``tickwork run``)."""
     from tickwork.config import Config
     from tickwork.scheduler import Scheduler
     from tickwork.store.postgres import PostgresStore
@@ -211,7 +217,8 @@ def tickwork_worker(url: str, phase: str, expect: int) -> dict[str, Any]:
 
     registry = Registry()
     registry.add(Task(NOOP, noop))
-    config = Config(db_url=url, concurrency=TICKWORK_CONCURRENCY, claim_batch=CLAIM_BATCH)
+    concurrency = TICKWORK_CONCURRENCY * batch // CLAIM_BATCH
+    config = Config(db_url=url, concurrency=concurrency, claim_batch=batch)
     store = PostgresStore(url)
     scheduler = None
     if phase == "lag":
@@ -229,9 +236,7 @@ def tickwork_worker(url: str, phase: str, expect: int) -> dict[str, Any]:
     if scheduler is not None:
         scheduler.stop()
     store.close()
-    engine = (
-        f"tickwork Worker concurrency={TICKWORK_CONCURRENCY} claim_batch={CLAIM_BATCH}, async no-op"
-    )
+    engine = f"tickwork Worker concurrency={concurrency} claim_batch={batch}, async no-op"
     return rec.report(seconds, engine + (", Scheduler in-process" if scheduler else ""))
 
 
@@ -295,6 +300,9 @@ def worker_main(system: str, url: str, phase: str, expect: int) -> None:
         result = asyncio.run(procrastinate_worker(url, phase, expect))
     elif system == TICKWORK_STORE:
         result = tickwork_store_worker(url, phase, expect)
+    elif system.startswith("tickwork-b"):
+        batch = int(system.removeprefix("tickwork-b"))
+        result = tickwork_worker(url, phase, expect, batch=batch)
     else:
         result = tickwork_worker(url, phase, expect)
     print(json.dumps(result), flush=True)
@@ -577,6 +585,10 @@ def report(summary: dict[str, Sample], args: argparse.Namespace) -> str:
             )
         lines.append(table(["ratio", "enqueue/s", "runs/s", "lag p99 (lower: better)"], ratio_rows))
         lines.append("")
+    best = best_of(summary)
+    if best:
+        lines.append(best)
+        lines.append("")
     for s in summary.values():
         lines.append(f"{s.system}: {s.engine}")
         if s.parts:
@@ -585,6 +597,28 @@ def report(summary: dict[str, Sample], args: argparse.Namespace) -> str:
         for note in sorted(set(s.notes)):
             lines.append(f"  note: {note}")
     return "\n".join(lines)
+
+
+def best_of(summary: dict[str, Sample]) -> str | None:
+    """The runs/s ratio of tickwork's best worker configuration (``tickwork``,
+    ``tickwork-bN``) to pgqueuer's best (``pgqueuer``, ``pgqueuer-bN``), when both ran."""
+
+    def best(family: str) -> Sample | None:
+        mine = [
+            s
+            for name, s in summary.items()
+            if (name == family or re.fullmatch(rf"{family}-b\d+", name))
+            and not math.isnan(s.runs_per_s)
+        ]
+        return max(mine, key=lambda s: s.runs_per_s, default=None)
+
+    tick, peer = best(TICKWORK), best("pgqueuer")
+    if tick is None or peer is None:
+        return None
+    return (
+        f"best worker configuration, runs/s: {tick.system} {fmt(tick.runs_per_s)} / "
+        f"{peer.system} {fmt(peer.runs_per_s)} = {fmt(tick.runs_per_s / peer.runs_per_s, 2)}x"
+    )
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -621,7 +655,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         systems = args.only.split(",")
     else:  # --quick leaves out the store-level floor: the table the issue asks for, sooner
         systems = [s for s in SYSTEMS if not (args.quick and s == TICKWORK_STORE)]
-    unknown = {s for s in systems if not re.fullmatch(r"pgqueuer-b\d+", s)} - set(SYSTEMS)
+    unknown = {s for s in systems if not re.fullmatch(r"(pgqueuer|tickwork)-b\d+", s)}
+    unknown -= set(SYSTEMS)
     if unknown:
         print(f"unknown systems: {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
