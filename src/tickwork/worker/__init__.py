@@ -355,31 +355,25 @@ class Worker(Service):
     def _attempts(self, runs: list[ClaimedRun]) -> list[Attempt]:
         """Claimed runs as attempts to execute, now held; a run refused here (see
         :meth:`_refusal`) is held too, but its outcome is reported at once instead."""
-        attempts: list[Attempt] = []
+        made: list[Attempt] = []
         refused: list[tuple[Attempt, Outcome]] = []
         find = self.registry.find
         monotonic = self.clock.monotonic
         for run in runs:
             task = find(run.task)
             refusal = self._refusal(run, task)
-            if refusal is not None:
+            if task is None or refusal is not None:
                 task = Task(run.task, _unknown)
-            assert task is not None
             timeout = run.timeout
             deadline = monotonic() + timeout.total_seconds() if timeout is not None else None
             attempt = Attempt(run, task, Context(run), deadline)
-            if refusal is None:
-                attempts.append(attempt)
-            else:
+            made.append(attempt)
+            if refusal is not None:
                 refused.append((attempt, refusal))
         stale: list[Attempt] = []
         held = self._held
         with self._held_lock:
-            for attempt in attempts:
-                if (old := held.get(attempt.run.id)) is not None:
-                    stale.append(old)
-                held[attempt.run.id] = attempt
-            for attempt, _ in refused:
+            for attempt in made:
                 if (old := held.get(attempt.run.id)) is not None:
                     stale.append(old)
                 held[attempt.run.id] = attempt
@@ -399,7 +393,7 @@ class Worker(Service):
         for attempt, refusal in refused:
             attempt.settle(AttemptState.FINISHED)
             self._on_outcome(attempt, refusal)
-        return attempts
+        return [a for a in made if a.state is AttemptState.RUNNING]  # not the refused
 
     def _refusal(self, run: ClaimedRun, task: Task[..., Any] | None) -> Outcome | None:
         """Why this worker does not execute ``run`` (its ``task`` here, None: unknown)."""

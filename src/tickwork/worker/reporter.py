@@ -183,18 +183,18 @@ class Reporter(Service):
         return left
 
     def _written(self, chunk: list[_Report], rejected: set[int]) -> None:
-        if log.isEnabledFor(logging.INFO):
-            for r in chunk:
-                if r.attempt.run.id not in rejected:
-                    log.info("run %d (%s) succeeded", r.attempt.run.id, r.attempt.run.task)
-        for r in chunk if rejected else ():
-            if r.attempt.run.id in rejected:
+        succeeded = log.isEnabledFor(logging.INFO)  # asked once a batch, not once a run
+        for r in chunk:
+            run = r.attempt.run
+            if run.id in rejected:
                 log.warning(
                     "run %d: completion rejected: the lease was taken over (fencing token "
                     "%d is stale); this result is not recorded",
-                    r.attempt.run.id,
-                    r.attempt.run.fencing_token,
+                    run.id,
+                    run.fencing_token,
                 )
+            elif succeeded:
+                log.info("run %d (%s) succeeded", run.id, run.task)
         self._on_reported([r.attempt for r in chunk], True)
 
     def _write_one(self, r: _Report) -> bool:
