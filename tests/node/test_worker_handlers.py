@@ -258,3 +258,38 @@ def test_runs_of_other_queues_are_left_alone(app: App, store: Store) -> None:
     with running(app.worker(queues=("mine",))):
         assert finished(store, mine).state is RunState.SUCCEEDED
         assert only_run(store, theirs).state is RunState.QUEUED
+
+
+def test_pool_threads_start_as_sync_runs_need_them_and_no_more_than_concurrency(
+    app: App, store: Store
+) -> None:
+    release = threading.Event()
+    holding: list[str] = []
+
+    @app.task
+    async def quick(ctx: Context) -> None:
+        return None
+
+    @app.task
+    def hold(ctx: Context) -> None:
+        holding.append(threading.current_thread().name)
+        release.wait(30)
+
+    worker = app.worker(concurrency=4)
+    quick_jobs = [app.submit(quick) for _ in range(5)]
+    with running(worker):
+        for job in quick_jobs:
+            assert finished(store, job).state is RunState.SUCCEEDED
+        assert worker.executor.pool_size == 0  # async tasks only: no thread was started
+
+        hold_jobs = [app.submit(hold) for _ in range(2)]
+        eventually(lambda: len(holding) == 2)
+        assert worker.executor.pool_size == 2  # one per sync run in hand
+        hold_jobs += [app.submit(hold) for _ in range(3)]
+        eventually(lambda: len(holding) == 4)
+        assert worker.executor.pool_size == 4  # the fifth waits: concurrency is 4
+        assert len(set(holding)) == 4  # each on a thread of its own
+        release.set()
+        for job in hold_jobs:
+            assert finished(store, job).state is RunState.SUCCEEDED
+        assert worker.executor.pool_size == 4  # threads are kept, not started per run

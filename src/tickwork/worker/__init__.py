@@ -72,9 +72,10 @@ log = logging.getLogger("tickwork.worker")
 IDLE_RECHECK = timedelta(seconds=5)
 """With LISTEN/NOTIFY, an idle worker still re-checks this often: rescues and other
 workers' retries are not notified."""
-LISTEN_WAIT = 0.1
-"""Seconds the listener thread blocks per wait: it notices a stop this fast. (A wait is a
-select on the LISTEN socket, not a query; ten a second cost nothing.)"""
+LISTEN_WAIT = 0.02
+"""Seconds the listener thread blocks per wait: it notices a stop this fast, and a stopping
+worker waits for it. (A wait is a select on the LISTEN socket, not a query: fifty a second
+cost a few milliseconds of CPU.)"""
 DUE_CATCHUP = 1.0
 DUE_POLL = 0.01
 """Without LISTEN/NOTIFY, for DUE_CATCHUP seconds after a job falls due the worker looks
@@ -209,7 +210,7 @@ class Worker(Service):
         self.heartbeat.stop()
         self.executor.stop()
         if self._listen_thread is not None:
-            self._listen_thread.join(LISTEN_WAIT * 10)
+            self._listen_thread.join(LISTEN_WAIT * 50)
         if self._listener is not None:
             self._listener.close()
         if self._registered:
@@ -350,7 +351,7 @@ class Worker(Service):
                     self._wakeup.set()
             except Exception as exc:
                 log.warning("listening for runs failed: %s", exc)
-                self.stopping.wait(LISTEN_WAIT)
+                self.stopping.wait(LISTEN_WAIT * 5)
 
     def _attempts(self, runs: list[ClaimedRun]) -> list[Attempt]:
         """Claimed runs as attempts to execute, now held; a run refused here (see

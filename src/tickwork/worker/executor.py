@@ -1,8 +1,9 @@
 """The executor: runs handlers and turns what they do into outcomes.
 
-- Sync handlers run on a pool of ``concurrency`` daemon threads; async handlers run as tasks
-  on one event loop in its own thread. A thread per pool slot, not per run, and daemon
-  threads, so a handler that never returns cannot keep the process alive at exit.
+- Sync handlers run on a pool of up to ``concurrency`` daemon threads, started as sync runs
+  first need them (a worker of async tasks starts none); async handlers run as tasks on one
+  event loop in its own thread. A thread per pool slot, not per run, and daemon threads,
+  so a handler that never returns cannot keep the process alive at exit.
 - A watchdog thread sleeps until the earliest deadline of a run with a timeout (no fixed
   tick) and times it out: the attempt fails with a timeout error, retried per the job's
   policy.
@@ -117,6 +118,7 @@ class Executor:
         self._on_exit = on_exit
         self._clock = clock
         self._busy = 0
+        self._sync_busy = 0  # sync attempts submitted whose pool thread has not let go
         self._busy_lock = threading.Lock()
         self._jobs: queue.SimpleQueue[Attempt | None] = queue.SimpleQueue()
         self._pool: list[threading.Thread] = []
@@ -131,12 +133,6 @@ class Executor:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        for i in range(self.concurrency):
-            thread = threading.Thread(
-                target=self._pool_main, name=f"tickwork-pool-{i}", daemon=True
-            )
-            thread.start()
-            self._pool.append(thread)
         loop_ready = threading.Event()
         self._loop_thread = threading.Thread(
             target=self._loop_main, args=(loop_ready,), name="tickwork-loop", daemon=True
@@ -153,8 +149,9 @@ class Executor:
         with self._deadline_cond:
             self._stopping = True
             self._deadline_cond.notify_all()
-        for _ in self._pool:
-            self._jobs.put(None)
+        with self._busy_lock:  # no pool thread starts after this
+            for _ in self._pool:
+                self._jobs.put(None)
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(loop.stop)
@@ -162,6 +159,12 @@ class Executor:
         for thread in [*self._pool, self._loop_thread, self._watchdog]:
             if thread is not None:
                 thread.join(max(0.0, deadline - time.monotonic()))
+
+    @property
+    def pool_size(self) -> int:
+        """Pool threads started so far (for sync handlers; at most ``concurrency``)."""
+        with self._busy_lock:
+            return len(self._pool)
 
     @property
     def busy(self) -> int:
@@ -174,8 +177,12 @@ class Executor:
     def submit_many(self, attempts: list[Attempt]) -> None:
         """Start ``attempts``; the async ones with a single wake-up of the event loop (one
         write to its self-pipe per claimed batch, not one per run)."""
+        sync = sum(1 for a in attempts if not a.task.is_async)
         with self._busy_lock:
             self._busy += len(attempts)
+            if sync:
+                self._sync_busy += sync
+                self._grow_pool()
         timed = [a for a in attempts if a.deadline is not None]
         if timed:
             with self._deadline_cond:
@@ -225,9 +232,23 @@ class Executor:
     def _exited(self, attempt: Attempt) -> None:
         with self._busy_lock:
             self._busy -= 1
+            if not attempt.task.is_async:
+                self._sync_busy -= 1
         self._on_exit(attempt)
 
     # -- sync handlers: the pool -----------------------------------------------------------
+
+    def _grow_pool(self) -> None:
+        """Start pool threads until there is one per sync attempt in hand (at most
+        ``concurrency``): a worker whose tasks are all async starts none. Holds _busy_lock."""
+        if self._stopping:
+            return
+        while len(self._pool) < min(self._sync_busy, self.concurrency):
+            thread = threading.Thread(
+                target=self._pool_main, name=f"tickwork-pool-{len(self._pool)}", daemon=True
+            )
+            thread.start()
+            self._pool.append(thread)
 
     def _pool_main(self) -> None:
         me = threading.current_thread()
