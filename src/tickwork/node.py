@@ -36,7 +36,12 @@ class Node:
         beside it, the worker's row stands for the process (one node id, one row)."""
         self.config = config
         self._owns_store = store is None
-        self.store = store if store is not None else open_store(config.db_url)
+        role = "run" if scheduler and worker else "scheduler" if scheduler else "worker"
+        self.store = (
+            store
+            if store is not None
+            else open_store(config.db_url, application_name=f"tickwork {role} {config.node_id}")
+        )
         self.scheduler = (
             Scheduler(self.store, config, clock, register=not worker) if scheduler else None
         )

@@ -40,6 +40,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from tickwork.errors import ValidationError
 from tickwork.job import ClaimedRun, Job, JobSpec, JobState, Run, RunState
+from tickwork.store.health import StoreHealth
 
 DEFAULT_LEASE = timedelta(seconds=15)
 """How long a claim holds a run before it may be rescued, unless heartbeated."""
@@ -52,6 +53,13 @@ MAX_PAGE = 1000
 LEADER_LEASE_NAME = "scheduler"
 NODE_FORGET_AFTER = timedelta(days=1)
 """A node row unseen for this long is deleted (a crashed node never deregisters)."""
+NODE_SILENT_BEATS = 3
+"""A node unseen for this many of its own heartbeat intervals is *silent*: its heartbeats
+stopped (it died, stalled, or lost the database)."""
+NODE_SILENT_FLOOR = timedelta(seconds=5)
+"""... but never sooner than this, so a busy host's late beat is not called silence."""
+NODE_DEFAULT_BEAT = timedelta(seconds=3)
+"""The heartbeat interval assumed for a node that did not say its own (``info["beat"]``)."""
 T = TypeVar("T")
 
 # Capabilities a store may declare (named differences, never isinstance checks).
@@ -155,6 +163,20 @@ class Node:
     running: int  # runs the node executes now (workers)
     info: dict[str, Any]
 
+    def silent_after(self) -> timedelta:
+        """How long unseen before this node counts as silent (see NODE_SILENT_BEATS)."""
+        beat = self.info.get("beat") if isinstance(self.info, dict) else None
+        interval = (
+            timedelta(seconds=float(beat))
+            if isinstance(beat, int | float) and beat > 0
+            else NODE_DEFAULT_BEAT
+        )
+        return max(interval * NODE_SILENT_BEATS, NODE_SILENT_FLOOR)
+
+    def silent(self, now: datetime) -> bool:
+        """Whether this node's heartbeats stopped, by the store's clock ``now``."""
+        return now - self.last_seen_at > self.silent_after()
+
 
 @dataclass(frozen=True, slots=True)
 class ApiKey:
@@ -198,6 +220,9 @@ class Store(abc.ABC):
 
     url: str
     capabilities: frozenset[str] = frozenset()
+    health: StoreHealth
+    """Whether the store answers, as this process has seen it: outages logged once each,
+    counted for ``/metrics`` (:mod:`tickwork.store.health`)."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -627,9 +652,25 @@ class Store(abc.ABC):
 
 
 class Listener(abc.ABC):
+    """Notifications on some channels, for a sleeper to wake up early.
+
+    A listener outlives its connection: when the connection is lost it reconnects and
+    listens again by itself, with capped, jittered backoff. Notifications sent while it
+    was not listening are lost, so :meth:`wait` then returns True ("look for yourself"),
+    and :attr:`listening` is False until it listens again: a caller polls meanwhile
+    instead of trusting notifications.
+    """
+
     @abc.abstractmethod
     def wait(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds; True when a notification arrived (drained)."""
+        """Block up to ``timeout`` seconds; True when a notification arrived (the queue is
+        drained), or when notifications may have been missed (the connection was lost, or
+        it listens again after a loss). Never raises for a lost connection."""
+
+    @property
+    def listening(self) -> bool:
+        """Whether notifications are being heard now (False while reconnecting)."""
+        return True
 
     @abc.abstractmethod
     def close(self) -> None:

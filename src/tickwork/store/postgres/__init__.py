@@ -10,9 +10,17 @@ trigger of a deposed epoch can commit after the handover. Each run is unique on
 Clock: ``now()`` of the database (the transaction's start) judges due-ness and leases;
 callers never send their own time (``now`` parameters exist for tests).
 
-Connections: a pool of autocommit connections; a single-statement transition is one
-round trip; multi-statement ones use an explicit transaction. Statements are prepared by
-psycopg after a few executions. Notifications use LISTEN/NOTIFY on a dedicated connection.
+Connections: a pool of autocommit connections (:mod:`.pool`: what every session is told,
+and how a lost connection is found and replaced in bounded time); a single-statement
+transition is one round trip; multi-statement ones use an explicit transaction. Statements
+are prepared by psycopg after a few executions. Notifications use LISTEN/NOTIFY on a
+dedicated connection that re-listens by itself (:mod:`.listener`). Every call reports to
+:attr:`PostgresStore.health`, which logs an outage once when it begins and once when it
+ends.
+
+High availability: a multi-host URL (``postgresql://h1:5432,h2:5432/db?target_session_attrs
+=read-write``) is passed to libpq as it is; after a failover every new connection finds the
+new primary, and the old primary's connections are replaced as they fail.
 """
 
 from __future__ import annotations
@@ -27,9 +35,8 @@ from typing import Any, NamedTuple, cast
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.rows import DictRow, dict_row, tuple_row
+from psycopg.rows import DictRow, tuple_row
 from psycopg.types.json import Jsonb, set_json_loads
-from psycopg_pool import ConnectionPool
 
 from tickwork import schedule as schedules
 from tickwork.errors import (
@@ -41,6 +48,7 @@ from tickwork.errors import (
     MigrationError,
     RunNotFound,
     StoreUnavailable,
+    TickworkError,
     ValidationError,
 )
 from tickwork.job import (
@@ -83,45 +91,46 @@ from tickwork.store.base import (
     TriggerResult,
     page_limit,
 )
+from tickwork.store.health import StoreHealth
 from tickwork.store.planning import paused_slots, plan_batch, same_schedule, spec_matches
+from tickwork.store.postgres.listener import PgListener
+from tickwork.store.postgres.pool import POOL_MAX_SIZE, Conn, Pool, connect_kwargs
 from tickwork.store.queries import load_queries, migration_files
 
 HERE = Path(__file__).parent
 Q = load_queries(HERE / "queries.sql")
 MIGRATIONS = migration_files(HERE / "migrations")
 LATEST_VERSION = MIGRATIONS[-1][0]
-POOL_MAX_SIZE = 10
-"""Connections per store instance (per process)."""
-CONNECT_TIMEOUT = 10.0
-"""Seconds to wait for a pooled connection before StoreUnavailable."""
-
-UTC_SESSION = "-c TimeZone=UTC"
-"""Every session reads and writes times in UTC, whatever the server's default zone."""
-
-Conn = psycopg.Connection[DictRow]
+DEFAULT_APPLICATION_NAME = "tickwork"
+"""How tickwork's sessions show in ``pg_stat_activity`` unless told who they are."""
+OUTAGE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "25006"})
+"""Errors that mean "this server cannot serve us now", beside the connection exceptions
+(class 08): admin or crash shutdown, not accepting connections yet, read-only (a demoted
+primary)."""
 
 
 class PostgresStore(Store):
     capabilities = frozenset({LISTEN_NOTIFY, SKIP_LOCKED, MULTI_HOST})
 
-    def __init__(self, url: str, *, migrate: bool = False, pool_size: int = POOL_MAX_SIZE) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        migrate: bool = False,
+        pool_size: int = POOL_MAX_SIZE,
+        application_name: str = DEFAULT_APPLICATION_NAME,
+    ) -> None:
         self.url = url
-        try:
-            self._pool: ConnectionPool[Conn] = ConnectionPool(
-                url,
-                min_size=1,
-                max_size=pool_size,
-                kwargs={"autocommit": True, "row_factory": dict_row, "options": UTC_SESSION},
-                configure=_configure,
-                timeout=CONNECT_TIMEOUT,
-                open=False,
-                name="tickwork",
-            )
-            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
-        except (psycopg.Error, OSError) as exc:
-            raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
-        except Exception as exc:  # psycopg_pool.PoolTimeout is not a psycopg.Error
-            raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+        self.health = StoreHealth(_redact(url))
+        self._pool = Pool(
+            url,
+            connect_kwargs(url, application_name),
+            health=self.health,
+            configure=_configure,
+            max_size=pool_size,
+        )
+        with self._conn():  # fail now, not at the first call, if it cannot connect at all
+            pass
         if migrate:
             self.migrate()
 
@@ -133,12 +142,26 @@ class PostgresStore(Store):
             with self._pool.connection() as conn:
                 yield conn
         except (pg_errors.OperationalError, pg_errors.InterfaceError) as exc:
+            if _is_outage(exc):
+                self.health.failed(exc)
+            raise StoreUnavailable(f"PostgreSQL: {exc}") from exc
+        except pg_errors.ReadOnlySqlTransaction as exc:  # a demoted primary
+            self.health.failed(exc)
+            raise StoreUnavailable(f"PostgreSQL: {exc}") from exc
+        except pg_errors.IdleInTransactionSessionTimeout as exc:  # this process stalled
             raise StoreUnavailable(f"PostgreSQL: {exc}") from exc
         except pg_errors.UndefinedTable as exc:
             raise MigrationError(
                 f"the tickwork schema is missing ({exc.diag.message_primary}): "
                 "run `tickwork db migrate`"
             ) from exc
+        except StoreUnavailable:
+            raise
+        except TickworkError:
+            self.health.answered()  # a refusal (fenced, not found ...) is an answer
+            raise
+        else:
+            self.health.answered()
 
     @contextmanager
     def _tx(self) -> Iterator[Conn]:
@@ -973,7 +996,16 @@ class PostgresStore(Store):
     def acquire_leadership(
         self, node_id: str, ttl: timedelta, *, now: datetime | None = None
     ) -> Lease | None:
-        row = self._one(Q["acquire_leadership"], {"node": node_id, "ttl": ttl, "now": now})
+        try:
+            with self._tx() as conn:
+                conn.execute(Q["leadership_lock_timeout"])
+                row = conn.execute(
+                    Q["acquire_leadership"], {"node": node_id, "ttl": ttl, "now": now}
+                ).fetchone()
+        except StoreUnavailable as exc:
+            if isinstance(exc.__cause__, pg_errors.LockNotAvailable):
+                return None  # another node's renew or trigger holds the row: not free now
+            raise
         return _lease(row) if row is not None else None
 
     def renew_leadership(
@@ -997,35 +1029,7 @@ class PostgresStore(Store):
     # -- notifications ----------------------------------------------------------------------
 
     def listener(self, channels: Sequence[str]) -> Listener:
-        return _PgListener(self.url, channels)
-
-
-class _PgListener(Listener):
-    """LISTEN on a dedicated autocommit connection (a pooled one would lose its LISTENs)."""
-
-    def __init__(self, url: str, channels: Sequence[str]) -> None:
-        try:
-            self.conn = psycopg.connect(url, autocommit=True, options=UTC_SESSION)
-            for channel in channels:
-                self.conn.execute(cast(Any, f'LISTEN "{channel}"'))
-        except psycopg.Error as exc:
-            raise StoreUnavailable(f"cannot LISTEN: {exc}") from exc
-
-    def wait(self, timeout: float) -> bool:
-        arrived = False
-        try:
-            for _ in self.conn.notifies(timeout=max(timeout, 0.0), stop_after=1):
-                arrived = True
-            if arrived:  # drain what else is already queued, without waiting
-                for _ in self.conn.notifies(timeout=0.0):
-                    pass
-        except psycopg.Error as exc:
-            raise StoreUnavailable(f"lost the LISTEN connection: {exc}") from exc
-        return arrived
-
-    def close(self) -> None:
-        if not self.conn.closed:
-            self.conn.close()
+        return PgListener(self._pool, channels)
 
 
 # -- row mapping ----------------------------------------------------------------------------
@@ -1033,6 +1037,22 @@ class _PgListener(Listener):
 
 def _configure(conn: Conn) -> None:
     set_json_loads(_json_loads, conn)
+
+
+def _is_outage(exc: psycopg.Error) -> bool:
+    """Whether ``exc`` means the database does not answer (not: it refused this statement,
+    as a lock or statement timeout does)."""
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in OUTAGE_SQLSTATES
+
+
+def _redact(url: str) -> str:
+    """``url`` without a password, for log lines."""
+    head, at, tail = url.rpartition("@")
+    if not at or ":" not in head.partition("://")[2]:
+        return url
+    scheme, _, user = head.partition("://")
+    return f"{scheme}://{user.partition(':')[0]}:***@{tail}"
 
 
 def _json_loads(data: bytes | str) -> Any:

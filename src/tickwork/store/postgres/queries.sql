@@ -334,6 +334,12 @@ INSERT INTO tickwork_slot_skips (job_id, first_slot, last_slot, count, fate, run
 VALUES (%(job_id)s, %(first_slot)s, %(last_slot)s, %(count)s, %(fate)s, NULL, %(more)s,
     %(now)s);
 
+-- name: leadership_lock_timeout
+-- The lease row is locked only for milliseconds (a renew, or a trigger's FOR SHARE), so an
+-- acquire that waits longer is behind something stuck: give up and try at the next beat
+-- instead of queueing behind it (the election thread stays on its cadence).
+SET LOCAL lock_timeout = '500ms';
+
 -- name: acquire_leadership
 UPDATE tickwork_leases
 SET epoch = CASE WHEN holder = %(node)s AND expires_at > coalesce(%(now)s::timestamptz, now())

@@ -77,6 +77,7 @@ from tickwork.store.base import (
     TriggerResult,
     page_limit,
 )
+from tickwork.store.health import StoreHealth
 from tickwork.store.planning import paused_slots, plan_batch, same_schedule, spec_matches
 from tickwork.store.queries import load_queries, migration_files
 
@@ -102,6 +103,9 @@ class SqliteStore(Store):
     def __init__(self, url: str, *, migrate: bool | None = None) -> None:
         self.url = url
         self.path = path_from_url(url)
+        # A file on this host has no outages to tell: a busy write lock is contention, and
+        # the callers' own retries cover it.
+        self.health = StoreHealth(url)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()

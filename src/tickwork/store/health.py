@@ -1,0 +1,99 @@
+"""StoreHealth: whether this process's store answers, told once per outage.
+
+Every store call that fails for want of the database (``StoreUnavailable``) reports
+:meth:`StoreHealth.failed`; every call that succeeds reports :meth:`StoreHealth.answered`;
+every connection opened to replace a lost one reports :meth:`StoreHealth.reconnected`.
+From that the process logs exactly two lines per outage, whatever the number of threads
+and retries:
+
+- one WARNING when the store is lost (``store ... lost: <the first error>``);
+- one INFO when it answers again, with the outage's length.
+
+The services that retry during an outage (claim, heartbeat, report, trigger, rescue,
+election) log their own retries at DEBUG only. ``outages`` and ``reconnects`` are counted
+for ``/metrics`` and the cluster view (each node sends :meth:`snapshot` with its
+heartbeat).
+
+``answered`` is on every store call's path, so it costs one attribute read while the store
+is up; the lock is taken only at the transitions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("tickwork.store")
+
+
+class StoreHealth:
+    """The store's reachability as this process has seen it (see the module docstring)."""
+
+    def __init__(self, name: str, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.name = name
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._down_since: float | None = None
+        self.outages = 0
+        """Times the store went from answering to not answering."""
+        self.reconnects = 0
+        """Connections opened to replace lost ones (pool and LISTEN)."""
+        self.last_outage: float | None = None
+        """Seconds the last finished outage lasted."""
+
+    @property
+    def up(self) -> bool:
+        return self._down_since is None
+
+    def down_for(self) -> float:
+        """Seconds the current outage has lasted (0 while the store answers)."""
+        since = self._down_since
+        return 0.0 if since is None else max(0.0, self._clock() - since)
+
+    def failed(self, error: BaseException | str) -> None:
+        """A call failed because the database did not answer."""
+        with self._lock:
+            if self._down_since is not None:
+                return
+            self._down_since = self._clock()
+            self.outages += 1
+        log.warning(
+            "store %s lost: %s; retrying (one line again when it answers)",
+            self.name,
+            _first_line(error),
+        )
+
+    def answered(self) -> None:
+        """A call succeeded."""
+        if self._down_since is None:
+            return
+        with self._lock:
+            since = self._down_since
+            if since is None:
+                return
+            self._down_since = None
+            self.last_outage = max(0.0, self._clock() - since)
+            reconnects = self.reconnects
+        log.info(
+            "store %s is back after %.1f s (%d reconnects so far)",
+            self.name,
+            self.last_outage,
+            reconnects,
+        )
+
+    def reconnected(self) -> None:
+        """A lost connection was replaced by a new one."""
+        with self._lock:
+            self.reconnects += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """What a node reports with its heartbeat: ``{"up", "outages", "reconnects"}``."""
+        return {"up": self.up, "outages": self.outages, "reconnects": self.reconnects}
+
+
+def _first_line(error: BaseException | str) -> str:
+    text = str(error).strip()
+    return text.partition("\n")[0] or type(error).__name__

@@ -1,0 +1,77 @@
+"""A leader cut off from PostgreSQL in the middle of a trigger transaction.
+
+What the partition leaves on the server is a session *idle in transaction* that holds the
+leader lease row ``FOR SHARE``: a standby's acquire waits behind it. Nothing on the client
+can end it (its packets are dropped), so the server must: tickwork's sessions carry
+``idle_in_transaction_session_timeout``, and failover stays within lease + renew + 2 s.
+
+The vanished leader is played by a connection with tickwork's own session settings that
+opens the trigger's fence and then never says another word, exactly what the server sees
+of a black-holed client.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+from tickwork.config import Config
+from tickwork.scheduler import Scheduler
+from tickwork.store import open_store
+from tickwork.store.postgres import PostgresStore, Q
+
+LEASE = timedelta(seconds=3)
+RENEW = timedelta(milliseconds=600)
+FAILOVER_BOUND = LEASE + RENEW + timedelta(seconds=2)
+"""The promise: failover after any leader fault, a mid-transaction partition included."""
+
+
+def test_a_standby_leads_within_lease_plus_renew_plus_2s_of_a_partition_mid_trigger(
+    pg_database: str,
+) -> None:
+    leader_store = open_store(pg_database)
+    standby_store = open_store(pg_database)
+    assert isinstance(leader_store, PostgresStore)
+    standby: Scheduler | None = None
+    try:
+        lease = leader_store.acquire_leadership("partitioned-leader", LEASE)
+        assert lease is not None
+        acquired = time.monotonic()
+        # The leader's trigger opens its fence and the link goes dark: on the server the
+        # session sits idle in transaction, holding the lease row.
+        vanished = leader_store._pool.connect()
+        vanished.execute("BEGIN")
+        vanished.execute(Q["trigger_head"], {"epoch": lease.epoch, "now": None})
+
+        config = Config(
+            db_url=pg_database,
+            node_id="standby",
+            leader_lease=LEASE,
+            leader_renew=RENEW,
+            leader_safety_margin=timedelta(milliseconds=300),
+        )
+        standby = Scheduler(standby_store, config)
+        standby.start()
+        deadline = acquired + FAILOVER_BOUND.total_seconds()
+        while not standby.leading:
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"no failover within {FAILOVER_BOUND.total_seconds():g} s: the stuck "
+                    "transaction still holds the lease row"
+                )
+            time.sleep(0.02)
+        took = time.monotonic() - acquired
+        assert took >= LEASE.total_seconds() - 0.1  # not before the old lease could lapse
+
+        # The server ended the stuck session; its client learns it at its next word.
+        with pytest.raises(psycopg.Error):
+            vanished.execute("SELECT 1")
+        vanished.close()
+    finally:
+        if standby is not None:
+            standby.stop()
+        leader_store.close()
+        standby_store.close()
