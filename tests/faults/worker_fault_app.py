@@ -25,6 +25,7 @@ def record(event: str, ctx: Context) -> None:
         "attempt": ctx.attempt,
         "token": ctx.fencing_token,
         "pid": os.getpid(),
+        "mono": time.monotonic(),  # CLOCK_MONOTONIC: comparable across processes of a host
     }
     fd = os.open(os.environ["TICKWORK_TEST_RECORD"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:

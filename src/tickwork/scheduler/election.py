@@ -50,10 +50,11 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import Config
-from tickwork.errors import LeadershipLost, StoreError
+from tickwork.errors import LeadershipLost, StoreError, StoreUnavailable
 from tickwork.service import Service
 from tickwork.store.base import Store
 
@@ -157,6 +158,8 @@ class Election(Service):
         except StoreError as exc:
             if held is not None:
                 self._drop(held.epoch, f"store error: {exc}")
+            elif isinstance(exc, StoreUnavailable):
+                log.debug("election: acquire failed: %s", exc)  # the outage is logged once
             else:
                 log.warning("election: acquire failed: %s", exc)
             return
@@ -216,14 +219,19 @@ class Election(Service):
 
     # -- the cluster view (a failure here changes nothing about leadership) ----------------
 
-    def _register(self) -> bool:
-        info = {
+    def _info(self) -> dict[str, Any]:
+        """What the cluster view shows of this scheduler; sent with every beat."""
+        return {
             "leader_lease": self.config.leader_lease.total_seconds(),
             "leader_renew": self.config.leader_renew.total_seconds(),
+            "beat": self.config.leader_renew.total_seconds(),
+            "store": self.store.health.snapshot(),
         }
+
+    def _register(self) -> bool:
         try:
             self.store.register_node(
-                self.node_id, "scheduler", socket.gethostname(), os.getpid(), info
+                self.node_id, "scheduler", socket.gethostname(), os.getpid(), self._info()
             )
         except Exception as exc:
             log.warning("could not register node %s: %s", self.node_id, exc)
@@ -232,7 +240,7 @@ class Election(Service):
 
     def _seen(self) -> None:
         try:
-            self.store.node_heartbeat(self.node_id)
+            self.store.node_heartbeat(self.node_id, info=self._info())
         except Exception as exc:
             log.debug("node heartbeat of %s failed: %s", self.node_id, exc)
 

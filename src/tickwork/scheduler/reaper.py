@@ -24,7 +24,7 @@ import threading
 
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import Config
-from tickwork.errors import StoreError
+from tickwork.errors import StoreError, StoreUnavailable
 from tickwork.scheduler.election import Election
 from tickwork.service import Service
 from tickwork.store.base import DEFAULT_RESCUE_BATCH, Store
@@ -87,6 +87,8 @@ class Reaper(Service):
                 self.rescued += count  # one writer (this loop); readers see an int
                 if count < DEFAULT_RESCUE_BATCH:
                     break
+        except StoreUnavailable as exc:  # the outage is logged once, by the store's health
+            log.debug("rescue failed: %s; retrying at the next interval", exc)
         except StoreError as exc:
             log.warning("rescue failed: %s; retrying at the next interval", exc)
         except Exception:

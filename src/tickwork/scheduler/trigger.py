@@ -10,11 +10,12 @@ re-reading the due time). It wakes up earlier when:
 
 - a job is submitted or changed: a listener thread waits on ``CHANNEL_JOBS`` and wakes
   the loop. With the ``listen_notify`` capability (PostgreSQL) that covers every process
-  and host, and the loop still re-plans every ``LISTEN_REPLAN`` in case a notification was
-  lost while the listener reconnected. Without it (SQLite) a listener hears submits made
-  in this process only (``tickwork run``), so the loop also re-reads the earliest
-  ``next_run_at`` every ``poll_interval`` (200 ms by default), a read that takes no write
-  lock;
+  and host, and the loop still re-plans every ``LISTEN_REPLAN``; while the listener is
+  re-establishing a lost connection it re-plans every ``poll_interval`` instead, and once
+  it listens again it re-plans at once (what was notified meanwhile is lost). Without the
+  capability (SQLite) a listener hears submits made in this process only (``tickwork
+  run``), so the loop also re-reads the earliest ``next_run_at`` every ``poll_interval``
+  (200 ms by default), a read that takes no write lock;
 - this node starts leading (the election wakes it).
 
 Misfire and overlap policies are applied inside ``store.trigger`` (see
@@ -24,6 +25,9 @@ and each range is logged here as one ``skip`` line with its fate.
 Before every ``store.trigger`` call the loop asks :meth:`Election.epoch`, which turns None
 as soon as the lease may have lapsed by the local monotonic clock; the epoch passed to the
 store is the second line of defence (a stale one raises ``LeadershipLost``).
+
+A trigger that fails for want of the database is retried after a capped, jittered backoff
+(at most about 1 s); the outage is logged once by the store's health, not once per try.
 """
 
 from __future__ import annotations
@@ -34,9 +38,9 @@ from datetime import datetime, timedelta
 
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import Config
-from tickwork.errors import LeadershipLost, StoreError
+from tickwork.errors import LeadershipLost, StoreError, StoreUnavailable
 from tickwork.scheduler.election import Election
-from tickwork.service import Service
+from tickwork.service import Backoff, Service
 from tickwork.store.base import CHANNEL_JOBS, LISTEN_NOTIFY, Listener, Store, TriggerResult
 
 log = logging.getLogger("tickwork.scheduler")
@@ -45,8 +49,9 @@ LISTEN_REPLAN = timedelta(seconds=5)
 """With notifications, the trigger loop still re-reads the earliest due time this often."""
 LISTEN_SLICE = timedelta(milliseconds=250)
 """The listener thread checks for a stop this often (it blocks on the database between)."""
-ERROR_BACKOFF = timedelta(seconds=1)
-"""After a store error, the loops wait this long before trying again."""
+RETRY = (0.05, 1.0)
+"""Seconds: first and longest wait before triggering again after a store error
+(jittered, see :class:`~tickwork.service.Backoff`)."""
 STALL_BACKOFF = timedelta(milliseconds=1)
 """First retry delay when a job is due but a trigger advanced nothing; doubles each time,
 up to ``poll_interval``."""
@@ -74,6 +79,8 @@ class Trigger(Service):
         self.clock = clock
         self._wakeup = threading.Event()
         self._notified = LISTEN_NOTIFY in store.capabilities
+        self._listener: Listener | None = None
+        self._retry = Backoff(*RETRY)
         self._stalls = 0
 
     def wake(self) -> None:
@@ -99,7 +106,8 @@ class Trigger(Service):
 
     def _idle(self) -> float:
         """The longest sleep: until a notification (bounded), or the next poll."""
-        if self._notified:
+        listener = self._listener
+        if self._notified and listener is not None and listener.listening:
             return LISTEN_REPLAN.total_seconds()
         return self.config.poll_interval.total_seconds()
 
@@ -129,16 +137,23 @@ class Trigger(Service):
                 backoff = STALL_BACKOFF.total_seconds() * 2 ** min(self._stalls - 1, 16)
                 return min(backoff, self.config.poll_interval.total_seconds()), False
             self._stalls = 0
+            self._retry.reset()
             return self._until(due, now)
         except LeadershipLost:
             self.election.lost(epoch)
             return 0.0, False
+        except StoreUnavailable as exc:
+            wait = self._retry.next()
+            log.debug("trigger failed: %s; retrying in %.2f s", exc, wait)  # logged once
+            return wait, False
         except StoreError as exc:
-            log.warning("trigger failed: %s; retrying in %g s", exc, ERROR_BACKOFF.total_seconds())
-            return ERROR_BACKOFF.total_seconds(), False
+            wait = self._retry.next()
+            log.warning("trigger failed: %s; retrying in %.2f s", exc, wait)
+            return wait, False
         except Exception:
-            log.exception("trigger failed; retrying in %g s", ERROR_BACKOFF.total_seconds())
-            return ERROR_BACKOFF.total_seconds(), False
+            wait = self._retry.next()
+            log.exception("trigger failed; retrying in %.2f s", wait)
+            return wait, False
 
     def _until(self, due: datetime | None, now: datetime) -> tuple[float, bool]:
         idle = self._idle()
@@ -189,27 +204,24 @@ class Trigger(Service):
             log.info("cancel run=%d reason=overlap-replace", run_id)
 
     def _listen(self) -> None:
-        """Wake the loop on CHANNEL_JOBS notifications until stopped; reconnect on errors."""
-        listener: Listener | None = None
+        """Wake the loop on CHANNEL_JOBS notifications until stopped. The listener
+        re-listens by itself after a loss, and says so (a wake-up: re-plan now)."""
         slice_s = LISTEN_SLICE.total_seconds()
         try:
+            self._listener = self.store.listener([CHANNEL_JOBS])
+            self._wakeup.set()  # anything submitted before we listened: plan now
             while not self.stopping.is_set():
                 try:
-                    if listener is None:
-                        listener = self.store.listener([CHANNEL_JOBS])
-                        # Anything submitted while we were not listening: re-plan now.
+                    if self._listener.wait(slice_s):
                         self._wakeup.set()
-                    if listener.wait(slice_s):
-                        self._wakeup.set()
-                except Exception as exc:
-                    log.warning("trigger: listener failed (%s); re-listening", exc)
-                    if listener is not None:
-                        _close_quietly(listener)
-                        listener = None
-                    self.stopping.wait(ERROR_BACKOFF.total_seconds())
+                except Exception:
+                    log.exception("trigger: listening failed; re-planning by polling")
+                    self.stopping.wait(self.config.poll_interval.total_seconds())
+        except Exception:
+            log.exception("trigger: cannot listen; re-planning by polling")
         finally:
-            if listener is not None:
-                _close_quietly(listener)
+            if self._listener is not None:
+                _close_quietly(self._listener)
 
 
 def _close_quietly(listener: Listener) -> None:

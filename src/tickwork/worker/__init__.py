@@ -11,7 +11,18 @@ The claim loop
     came back short, it sleeps until the earliest ``next_claimable_at`` (a retry's backoff,
     a delayed job), a notification on ``tickwork_runs``, or a handler finishing, whichever
     is first. With LISTEN/NOTIFY (PostgreSQL) it re-checks at least every IDLE_RECHECK;
-    without it (SQLite across processes) every ``poll_interval`` (default 200 ms).
+    without it (SQLite across processes), and while the LISTEN connection is being
+    re-established, every ``poll_interval`` (default 200 ms).
+
+Outages
+    A claim that fails for want of the database is retried after a capped, jittered
+    backoff (at most about 1 s), so the worker is back at speed within a second or two of
+    the database answering again; the outage is logged once when it begins and once when
+    it ends (:mod:`tickwork.store.health`). Running handlers run on through an outage
+    shorter than their lease: the heartbeat retries every half second or so, and their
+    outcomes wait to be written with their fencing tokens. A claim whose answer did not
+    arrive starts nothing: its runs are rescued when their (never heartbeated) leases
+    expire.
 
 Execution (:mod:`.executor`)
     Sync handlers on a pool of threads, async handlers on one event loop. A run with a
@@ -57,8 +68,9 @@ from typing import Any
 
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import Config
+from tickwork.errors import StoreUnavailable
 from tickwork.job import ClaimedRun
-from tickwork.service import Service
+from tickwork.service import Backoff, Service
 from tickwork.store.base import CHANNEL_RUNS, LISTEN_NOTIFY, LeaseStatus, Listener, Store
 from tickwork.worker.builtins import SHELL
 from tickwork.worker.executor import Attempt, AttemptState, Executor, Outcome
@@ -81,8 +93,9 @@ DUE_POLL = 0.01
 """Without LISTEN/NOTIFY, for DUE_CATCHUP seconds after a job falls due the worker looks
 for its run every DUE_POLL seconds instead of every poll interval: runs start within
 milliseconds of their slot across processes on SQLite too."""
-CLAIM_ERROR_BACKOFF = (0.1, 5.0)
-"""Seconds: first and longest wait before claiming again after the store failed."""
+CLAIM_RETRY = (0.05, 1.0)
+"""Seconds: first and longest wait before claiming again after the store failed (each
+jittered, see :class:`~tickwork.service.Backoff`)."""
 ARRIVAL_TIMEOUT = 5.0
 """Seconds a stopping worker waits for its last claimed runs to be held."""
 REPORT_DRAIN_TIMEOUT = 10.0
@@ -140,6 +153,7 @@ class Worker(Service):
             lease=self.config.run_lease,
             clock=clock,
             node_id=self.node_id,
+            info=self._node_info,
         )
         self.reporter = Reporter(store, on_reported=self._on_reported)
 
@@ -220,17 +234,22 @@ class Worker(Service):
                 log.debug("could not deregister node %s: %s", self.node_id, exc)
         log.info("worker %s stopped", self.node_id)
 
-    def _register(self) -> None:
-        """Show this worker in the cluster view; a failure here stops nothing."""
-        info = {
+    def _node_info(self) -> dict[str, Any]:
+        """What the cluster view shows of this worker; sent with every node heartbeat."""
+        return {
             "concurrency": self.config.concurrency,
             "queues": list(self.config.queues) if self.config.queues else None,
             "tasks": self.registry.names(),
             "allow_shell": self.config.allow_shell,
+            "beat": self.config.run_heartbeat.total_seconds(),
+            "store": self.store.health.snapshot(),
         }
+
+    def _register(self) -> None:
+        """Show this worker in the cluster view; a failure here stops nothing."""
         try:
             self.store.register_node(
-                self.node_id, "worker", socket.gethostname(), os.getpid(), info
+                self.node_id, "worker", socket.gethostname(), os.getpid(), self._node_info()
             )
             self._registered = True
         except Exception as exc:
@@ -242,6 +261,13 @@ class Worker(Service):
 
     def wake(self) -> None:
         self._wakeup.set()
+
+    @property
+    def listening(self) -> bool:
+        """Whether this worker hears notifications now (False while it re-listens after
+        losing its LISTEN connection, when it polls every ``poll_interval`` instead)."""
+        listener = self._listener
+        return listener is not None and listener.listening
 
     @property
     def held(self) -> list[int]:
@@ -260,15 +286,15 @@ class Worker(Service):
             self.reporter.claimer(False)  # outcomes from here on: the reporter writes them
 
     def _claim_loop(self) -> None:
-        error_wait = CLAIM_ERROR_BACKOFF[0]
+        retry = Backoff(*CLAIM_RETRY)
         while not self.stopping.is_set():
             self._wakeup.clear()
             done = self._claim_once()
             if done.failed:
-                self._wakeup.wait(error_wait)
-                error_wait = min(error_wait * 2, CLAIM_ERROR_BACKOFF[1])
+                # Not woken by handlers finishing: only a stop ends this wait early.
+                self.stopping.wait(retry.next())
                 continue
-            error_wait = CLAIM_ERROR_BACKOFF[0]
+            retry.reset()
             if done.no_room:
                 self._wakeup.wait()  # set when a handler returns or an outcome is written
             elif done.claimed < done.wanted and not self._wakeup.is_set():
@@ -295,6 +321,10 @@ class Worker(Service):
                 lease=self.config.run_lease,
                 queues=self.config.queues,
             )
+        except StoreUnavailable as exc:
+            self.reporter.completions_unwritten(taken)
+            log.debug("claim failed (retrying): %s", exc)  # the outage is logged once
+            return _Pass(failed=True)
         except Exception as exc:
             self.reporter.completions_unwritten(taken)
             log.warning("claim failed (retrying): %s", exc)
@@ -322,7 +352,10 @@ class Worker(Service):
     def _idle_seconds(self) -> float:
         """How long to sleep when there was nothing (more) to claim."""
         poll = self.config.poll_interval.total_seconds()
-        notified = LISTEN_NOTIFY in self.store.capabilities
+        listener = self._listener
+        notified = LISTEN_NOTIFY in self.store.capabilities and (
+            listener is not None and listener.listening
+        )
         cap = max(IDLE_RECHECK.total_seconds(), poll) if notified else poll
         try:
             now = self.store.now()
@@ -330,6 +363,9 @@ class Worker(Service):
             # Without notifications, a job's next trigger is the best hint of when a run
             # will appear: be awake then rather than up to a poll interval later.
             next_job = None if notified else self.store.next_due_at()
+        except StoreUnavailable as exc:
+            log.debug("could not ask the store when to claim next: %s", exc)
+            return poll
         except Exception as exc:
             log.warning("could not ask the store when to claim next: %s", exc)
             return cap
@@ -344,14 +380,16 @@ class Worker(Service):
         return min(*ahead, cap)
 
     def _listen_main(self) -> None:
+        """Wake the claim loop on notifications (the listener re-listens by itself after a
+        loss, and wakes us then too: runs may have come meanwhile)."""
         assert self._listener is not None
         while not self.stopping.is_set():
             try:
                 if self._listener.wait(LISTEN_WAIT):
                     self._wakeup.set()
-            except Exception as exc:
-                log.warning("listening for runs failed: %s", exc)
-                self.stopping.wait(LISTEN_WAIT * 5)
+            except Exception:
+                log.exception("listening for runs failed; polling until it listens again")
+                self.stopping.wait(self.config.poll_interval.total_seconds())
 
     def _attempts(self, runs: list[ClaimedRun]) -> list[Attempt]:
         """Claimed runs as attempts to execute, now held; a run refused here (see

@@ -7,12 +7,16 @@ interval for its first, far inside its lease.
 
 Each run comes back HELD, CANCELLED or LOST; the worker stops the handler of a CANCELLED
 or LOST run and reports nothing for it (its lease was taken over: someone else may already
-be running it). A beat that fails (the database is down) is logged and retried at the next
-interval; the leases run on, and if the outage outlasts them the runs are rescued and this
-worker's late writes are rejected by their fencing tokens.
+be running it). A beat that fails (the database is down) is retried soon, after a capped,
+jittered backoff (RETRY, at most 0.5 s and never more than an interval), not a whole
+interval later: when the database answers again, the leases are extended within about
+half a second, so an outage a little shorter than the lease costs no run. If the outage
+outlasts the leases the runs are rescued and this worker's late writes are rejected by
+their fencing tokens.
 
-Each beat also marks the worker's node row seen, with how many runs it holds (the cluster
-view), whether or not it holds any.
+Each beat also marks the worker's node row seen, with how many runs it holds and its
+``info`` (the cluster view: heartbeat interval, store outages and reconnects), whether or
+not it holds any.
 """
 
 from __future__ import annotations
@@ -20,12 +24,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import Any
 
 from tickwork.clock import Clock
-from tickwork.service import Service
+from tickwork.errors import StoreUnavailable
+from tickwork.service import Backoff, Service
 from tickwork.store.base import LeaseStatus, Store
 
 log = logging.getLogger("tickwork.worker")
+
+RETRY = (0.1, 0.5)
+"""Seconds: first and longest wait before beating again after a failed beat (jittered)."""
 
 
 class Heartbeat(Service):
@@ -41,6 +50,7 @@ class Heartbeat(Service):
         lease: timedelta,
         clock: Clock,
         node_id: str | None = None,
+        info: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         super().__init__()
         self.store = store
@@ -50,31 +60,37 @@ class Heartbeat(Service):
         self.lease = lease
         self.clock = clock
         self.node_id = node_id  # also marks the node seen (``tickwork cluster``) each beat
+        self._info = info
+        self._failed = False
 
     def run(self) -> None:
         self.started.set()
+        retry = Backoff(RETRY[0], min(RETRY[1], self.interval))
         next_beat = self.clock.monotonic() + self.interval
         while not self.stopping.wait(max(0.0, next_beat - self.clock.monotonic())):
+            self.beat()
+            if self._failed:
+                next_beat = self.clock.monotonic() + retry.next()
+                continue
+            retry.reset()
             # Fixed cadence, not "interval after the last beat ended": a slow beat does not
             # push the next one later.
             next_beat = max(next_beat + self.interval, self.clock.monotonic())
-            self.beat()
 
     def beat(self) -> dict[tuple[int, int], LeaseStatus]:
         """Extend every lease now; returns what the store said of each (run id, fencing
         token) (empty when it failed)."""
         pairs = list(self._leases())
         answered: dict[tuple[int, int], LeaseStatus] = {}
+        self._failed = False
         if pairs:
             try:
                 statuses = self.store.heartbeat_many(pairs, lease=self.lease)
             except Exception as exc:
-                log.warning(
-                    "heartbeat of %d leases failed (retrying in %g s): %s",
-                    len(pairs),
-                    self.interval,
-                    exc,
-                )
+                self._failed = True
+                # An outage is logged once by the store's health; anything else here.
+                level = logging.DEBUG if isinstance(exc, StoreUnavailable) else logging.WARNING
+                log.log(level, "heartbeat of %d leases failed (retrying soon): %s", len(pairs), exc)
                 return {}
             # A run the store did not answer for is not held: treat it as lost.
             # Keyed by the token too: by the time the answer is read, the worker may hold the
@@ -83,7 +99,8 @@ class Heartbeat(Service):
             self._on_status(answered)
         if self.node_id is not None:
             try:
-                self.store.node_heartbeat(self.node_id, running=len(pairs))
+                info = self._info() if self._info is not None else None
+                self.store.node_heartbeat(self.node_id, running=len(pairs), info=info)
             except Exception as exc:
                 log.debug("node heartbeat failed: %s", exc)
         return answered

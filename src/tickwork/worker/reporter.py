@@ -14,7 +14,10 @@ again once the claim loop has stopped.
 A write the store rejects for a stale fencing token (the lease was taken over: another
 worker may have run the same slot) is logged as *rejected* and dropped; the run's fate is
 the new holder's. A write that fails because the database is unavailable is retried with
-backoff; the runs stay in the heartbeat meanwhile.
+capped, jittered backoff (at most about 1 s, so outcomes are written within a second or so
+of the database answering again); the runs stay in the heartbeat meanwhile, and each is
+written with the fencing token of its claim, so one whose lease was taken over during the
+outage is refused and logged as such.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from tickwork.errors import FencingError, StoreError
-from tickwork.service import Service
+from tickwork.errors import FencingError, StoreError, StoreUnavailable
+from tickwork.service import Backoff, Service
 from tickwork.store.base import Completion, Store
 from tickwork.worker.executor import NOTHING_RETURNED, Attempt, Outcome
 
@@ -34,8 +37,9 @@ log = logging.getLogger("tickwork.worker")
 
 COMPLETE_BATCH = 500
 """Runs completed per ``complete_many`` call at most."""
-RETRY_BACKOFF = (0.05, 2.0)
-"""Seconds: first and longest wait before writing again after the store failed."""
+RETRY_BACKOFF = (0.05, 1.0)
+"""Seconds: first and longest wait before writing again after the store failed (jittered,
+see :class:`~tickwork.service.Backoff`)."""
 
 
 class _Report(NamedTuple):
@@ -131,7 +135,7 @@ class Reporter(Service):
 
     def run(self) -> None:
         self.started.set()
-        backoff = RETRY_BACKOFF[0]
+        retry = Backoff(*RETRY_BACKOFF)
         while True:
             with self._cond:
                 self._cond.wait_for(lambda: self._work() or self.stopping.is_set())
@@ -149,16 +153,15 @@ class Reporter(Service):
                     (self._completions if r.kind == "complete" else self._pending).append(r)
                 self._cond.notify_all()
             if left:
-                if self.stopping.wait(backoff):
+                if self.stopping.wait(retry.next()):
                     log.error(
                         "stopping with %d outcomes unwritten (the store is unavailable); "
                         "their runs are rescued when their leases expire",
                         len(left),
                     )
                     return
-                backoff = min(backoff * 2, RETRY_BACKOFF[1])
             else:
-                backoff = RETRY_BACKOFF[0]
+                retry.reset()
 
     def _work(self) -> bool:
         return bool(self._pending or (self._completions and not self._claimer_active))
@@ -173,7 +176,7 @@ class Reporter(Service):
             try:
                 rejected = set(self.store.complete_many([_completion(r) for r in chunk]))
             except StoreError as exc:
-                log.warning("completing %d runs failed, will retry: %s", len(chunk), exc)
+                _retrying(exc, "completing %d runs failed, will retry: %s", len(chunk), exc)
                 left.extend(chunk)
                 continue
             self._written(chunk, rejected)
@@ -220,12 +223,19 @@ class Reporter(Service):
                 run.fencing_token,
             )
         except StoreError as exc:
-            log.warning("run %d: %s failed, will retry: %s", run.id, r.kind, exc)
+            _retrying(exc, "run %d: %s failed, will retry: %s", run.id, r.kind, exc)
             return False
         except Exception:
             log.exception("run %d: %s failed and is dropped", run.id, r.kind)
         self._on_reported([r.attempt], False)
         return True
+
+
+def _retrying(exc: StoreError, message: str, *args: Any) -> None:
+    """Log a write to retry: DEBUG for an outage (the store's health logs it once),
+    WARNING for any other store error."""
+    level = logging.DEBUG if isinstance(exc, StoreUnavailable) else logging.WARNING
+    log.log(level, message, *args)
 
 
 def _completion(r: _Report) -> Completion:
