@@ -459,6 +459,11 @@ class Client:
         polled every few seconds, such as the dashboard's overview."""
         return self.store.leader()
 
+    def store_health(self) -> dict[str, Any]:
+        """This process's view of the database: ``{"up", "outages", "reconnects"}`` (see
+        :mod:`tickwork.store.health`). Read in memory: it answers when the store does not."""
+        return self.store.health.snapshot()
+
     def schema_version(self) -> tuple[int, int]:
         """(applied, latest) schema version of the store: behind means migrations pending."""
         return self.store.schema_version()
@@ -576,7 +581,7 @@ def to_json(value: JsonValue) -> dict[str, Any]:
     elif isinstance(value, Cluster):
         raw = {
             "leader": to_json(value.leader) if value.leader else None,
-            "nodes": [to_json(node) for node in value.nodes],
+            "nodes": [{**to_json(node), "silent": node.silent(value.now)} for node in value.nodes],
             "now": value.now,
         }
     elif is_dataclass(value):

@@ -42,11 +42,36 @@ def test_cluster_shows_the_leader_and_the_nodes(store: Store) -> None:
 
     lines = ok("cluster", "--db", store.url).out.strip().splitlines()
     assert lines[0].startswith(f"leader: sched-a, epoch {lease.epoch}, lease expires ")
-    assert lines[1].split() == ["NODE", "KIND", "HOST", "PID", "STARTED", "LAST", "SEEN", "RUNNING"]
+    assert lines[1].split() == [
+        "NODE", "KIND", "HOST", "PID", "STARTED", "LAST", "SEEN", "STATUS", "RUNNING", "STORE"
+    ]  # fmt: skip
     rows = {line.split()[0]: line for line in lines[2:]}
     assert "scheduler (leader)" in rows["sched-a"]
-    assert rows["work-b"].split()[-1] == "3"
+    assert rows["work-b"].split()[-3:] == ["up", "3", "-"]
     assert re.search(r" s ago ", rows["work-b"])
+
+
+def test_cluster_marks_a_node_whose_heartbeats_stopped_as_silent(store: Store) -> None:
+    # Beats every 0.1 s by its own account: silent once unseen for 5 s (the floor).
+    store.register_node("quiet", "worker", "host-q", 303, {"beat": 0.1})
+    store.register_node("alive", "worker", "host-a", 404, {"beat": 0.1, "store": {
+        "up": True, "outages": 2, "reconnects": 5}})  # fmt: skip
+    later = store.now() + timedelta(seconds=6)
+    store.node_heartbeat("alive", now=later)
+
+    with Client(store) as client:
+        view = client.cluster()
+    nodes = {node.id: node for node in view.nodes}
+    assert nodes["quiet"].silent(later)
+    assert not nodes["alive"].silent(later)
+    assert not nodes["quiet"].silent(nodes["quiet"].last_seen_at + timedelta(seconds=4.9))
+
+    # By the store's clock now, nobody is silent yet; six seconds on, "quiet" is.
+    listed = ok("cluster", "--db", store.url, "--json").json()["nodes"]
+    assert {n["id"]: n["silent"] for n in listed} == {"quiet": False, "alive": False}
+    lines = ok("cluster", "--db", store.url).out.strip().splitlines()
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    assert rows["alive"][-4:] == ["up", "0", "up", "2/5"]
 
 
 def test_cluster_without_a_leader_or_nodes_says_so(store: Store) -> None:

@@ -3,12 +3,18 @@
 ::
 
     leader: sched-a-4711-1f2e3d, epoch 7, lease expires 2026-12-01 09:00:12 (in 8.1 s)
-    NODE                KIND       HOST    PID   STARTED              LAST SEEN  RUNNING
-    worker-b-812-a1b2c3 worker     host-b  812   2026-12-01 08:10:02  1 s ago    4
+    NODE                KIND    HOST    PID  STARTED              LAST SEEN  STATUS  RUNNING  STORE
+    worker-b-812-a1b2c3 worker  host-b  812  2026-12-01 08:10:02  1.0 s ago  up      4        up
+    worker-c-913-c3d4e5 worker  host-c  913  2026-12-01 08:10:05  42 s ago   SILENT  2        up
 
-Times are the store's clock, so an "ago" is never skewed by this host's clock. A node
-that stopped cleanly removed its row; one that crashed stays until unseen for a day.
-``--json``: ``{"leader": {"holder", "epoch", "expires_at"} | null, "nodes": [...], "now"}``.
+Times are the store's clock, so an "ago" is never skewed by this host's clock. STATUS is
+SILENT when a node's heartbeats stopped: unseen for three of its own heartbeat intervals
+(at least 5 s). It died, is stalled, or cannot reach the database; its runs are rescued
+when their leases expire. A node that stopped cleanly removed its row; one that crashed
+stays (silent) until unseen for a day. STORE is what the node saw of the database at its
+last beat, with its outages and reconnects since it started (``up 2/5``).
+``--json``: ``{"leader": {"holder", "epoch", "expires_at"} | null, "nodes": [... "silent"],
+"now"}``.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ def cluster(*, db: DbOption = "", as_json: JsonOption = False) -> None:
     if not view.nodes:
         echo("nodes: none registered")
         return
-    header = ("NODE", "KIND", "HOST", "PID", "STARTED", "LAST SEEN", "RUNNING")
+    header = ("NODE", "KIND", "HOST", "PID", "STARTED", "LAST SEEN", "STATUS", "RUNNING", "STORE")
     rows = [
         (
             node.id,
@@ -48,11 +54,22 @@ def cluster(*, db: DbOption = "", as_json: JsonOption = False) -> None:
             str(node.pid),
             when(node.started_at),
             f"{_seconds(view.now - node.last_seen_at)} ago",
+            "SILENT" if node.silent(view.now) else "up",
             str(node.running),
+            _store(node.info.get("store")),
         )
         for node in view.nodes
     ]
     print_table(header, rows)
+
+
+def _store(seen: object) -> str:
+    """A node's view of the database: ``up`` or ``DOWN``, then ``outages/reconnects``."""
+    if not isinstance(seen, dict):
+        return "-"
+    state = "up" if seen.get("up", True) else "DOWN"
+    outages, reconnects = seen.get("outages", 0), seen.get("reconnects", 0)
+    return state if not outages and not reconnects else f"{state} {outages}/{reconnects}"
 
 
 def _seconds(span: timedelta) -> str:

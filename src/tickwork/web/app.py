@@ -7,7 +7,8 @@
     /                    the dashboard (tickwork.web.dashboard)
     /metrics             Prometheus metrics (tickwork.web.metrics); admin key, unless open
     /healthz             200 while the process serves requests (liveness)
-    /readyz              200 when the store answers and its schema is current, else 503
+    /readyz              200 when the store answers (within 2 s) and its schema is
+                         current, else 503
 
 Served by ``tickwork api`` and by ``tickwork run`` (see :mod:`tickwork.cli.api`). Handlers
 are plain functions: FastAPI runs them on its thread pool, since the client blocks on the
@@ -18,8 +19,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 from fastapi import Depends, FastAPI, Response
@@ -29,7 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tickwork.client import Client
 from tickwork.errors import TickworkError
 from tickwork.web import api, dashboard, errors
-from tickwork.web.auth import Gate, Principal, get_admin, get_client
+from tickwork.web.auth import Gate, Principal, get_admin
 from tickwork.web.metrics import CONTENT_TYPE, Metrics
 
 log = logging.getLogger("tickwork.web")
@@ -87,12 +90,20 @@ def create_app(
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    readiness = Readiness(client)
+
     @app.get("/readyz", include_in_schema=False)
-    def readyz(client: Client = Depends(get_client)) -> Response:  # noqa: B008
+    def readyz() -> Response:
         try:
-            applied, latest = client.schema_version()
+            applied, latest = readiness.schema_version()
+        except TimeoutError:
+            return errors.error_response(
+                503,
+                "store_unavailable",
+                f"the store did not answer within {READY_TIMEOUT:g} s",
+            )
         except TickworkError as exc:
-            log.warning("readyz: the store does not answer: %s", exc)
+            log.debug("readyz: the store does not answer: %s", exc)  # the outage is logged once
             return errors.error_response(503, "store_unavailable", "the store does not answer")
         schema = {"applied": applied, "latest": latest}
         if applied < latest:
@@ -115,6 +126,42 @@ def create_app(
 
     app.include_router(dashboard.router)
     return app
+
+
+READY_TIMEOUT = 2.0
+"""Seconds ``/readyz`` waits for the store before answering 503: a probe must get an answer
+while the database is black-holed, not when TCP gives up."""
+
+
+class Readiness:
+    """The store's schema version for ``/readyz``, read with a deadline.
+
+    The read runs in a thread of its own; a probe waits for it at most READY_TIMEOUT. While
+    one read is in flight every probe waits for that one, so a hung database costs one
+    stuck thread, not one per probe.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._lock = threading.Lock()
+        self._pending: Future[tuple[int, int]] | None = None
+
+    def schema_version(self) -> tuple[int, int]:
+        """(applied, latest); raises TimeoutError, or what the read raised."""
+        with self._lock:
+            pending = self._pending
+            if pending is None or pending.done():
+                pending = self._pending = Future()
+                threading.Thread(
+                    target=self._read, args=(pending,), name="readyz", daemon=True
+                ).start()
+        return pending.result(timeout=READY_TIMEOUT)
+
+    def _read(self, into: Future[tuple[int, int]]) -> None:
+        try:
+            into.set_result(self.client.schema_version())
+        except BaseException as exc:
+            into.set_exception(exc)
 
 
 class TickworkAPI(FastAPI):

@@ -36,8 +36,23 @@ API is open):
     heartbeat; workers beat every few seconds), and the runs it is executing.
 ``tickwork_dead_letter_size`` (gauge)
     Runs in the dead-letter list (state dead).
+``tickwork_store_up`` (gauge), ``tickwork_store_outages_total``,
+``tickwork_store_reconnects_total`` (counters)
+    *This process's* view of the database: 1 while its last call was answered; how many
+    times it lost the database; how many lost connections it replaced (a restart or
+    failover shows as reconnects even when no call failed). Exported even when the store
+    cannot be read.
+``tickwork_node_silent{node, kind}`` (gauge)
+    1 for a node whose heartbeats stopped: unseen for three of its heartbeat intervals,
+    at least 5 s (dead, stalled, or cut off from the database).
+``tickwork_node_store_up{node, kind}`` (gauge),
+``tickwork_node_store_outages_total{node, kind}``,
+``tickwork_node_store_reconnects_total{node, kind}`` (counters)
+    The same three as each scheduler and worker process saw them at its last heartbeat
+    (counters restart with the process).
 ``tickwork_scrape_error`` (gauge)
-    1 when the store could not be read at this scrape (the other series are then absent).
+    1 when the store could not be read at this scrape (the series read from it are then
+    absent).
 
 Times are by the store's clock, so node clocks do not skew the ages. The answer is the
 classic text format (0.0.4), where ``tickwork_runs`` (gauge) and ``tickwork_runs_total``
@@ -49,6 +64,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -82,6 +98,7 @@ class StoreCollector(Collector):
         self._totals: dict[str, int] = {}
 
     def collect(self) -> Iterator[Metric]:
+        yield from _store_health(self.client.store_health())
         try:
             stats = self.client.run_stats()
             cluster = self.client.cluster()
@@ -157,12 +174,38 @@ class StoreCollector(Collector):
         running = GaugeMetricFamily(
             "tickwork_node_running", "Runs each node executes now.", labels=["node", "kind"]
         )
+        silent = GaugeMetricFamily(
+            "tickwork_node_silent",
+            "1 for a node whose heartbeats stopped (unseen for 3 of its beats, at least 5 s).",
+            labels=["node", "kind"],
+        )
+        node_up = GaugeMetricFamily(
+            "tickwork_node_store_up",
+            "1 while the node reached the database at its last heartbeat.",
+            labels=["node", "kind"],
+        )
+        outages = CounterMetricFamily(
+            "tickwork_node_store_outages",
+            "Times each node lost the database (since it started).",
+            labels=["node", "kind"],
+        )
+        reconnects = CounterMetricFamily(
+            "tickwork_node_store_reconnects",
+            "Lost database connections each node replaced (since it started).",
+            labels=["node", "kind"],
+        )
         for node in cluster.nodes:
+            labels = [node.id, node.kind]
             age = max(0.0, (cluster.now - node.last_seen_at).total_seconds())
-            seen.add_metric([node.id, node.kind], age)
-            running.add_metric([node.id, node.kind], node.running)
-        yield seen
-        yield running
+            seen.add_metric(labels, age)
+            running.add_metric(labels, node.running)
+            silent.add_metric(labels, 1 if node.silent(cluster.now) else 0)
+            health = node.info.get("store")
+            if isinstance(health, dict):
+                node_up.add_metric(labels, 1 if health.get("up", True) else 0)
+                outages.add_metric(labels, _number(health.get("outages")))
+                reconnects.add_metric(labels, _number(health.get("reconnects")))
+        yield from (seen, running, silent, node_up, outages, reconnects)
 
     def _count_finished(self, by_state: dict[str, int]) -> dict[str, int]:
         """Monotonic totals from the retained counts of final states (see the docstring)."""
@@ -175,6 +218,26 @@ class StoreCollector(Collector):
                     self._totals[state] += max(0, count - self._retained.get(state, 0))
             self._retained = current
             return dict(self._totals)
+
+
+def _store_health(health: dict[str, Any]) -> Iterator[Metric]:
+    yield _gauge(
+        "tickwork_store_up",
+        "1 while this process's last database call was answered.",
+        1 if health["up"] else 0,
+    )
+    outages = CounterMetricFamily("tickwork_store_outages", "Times this process lost the database.")
+    outages.add_metric([], health["outages"])
+    yield outages
+    reconnects = CounterMetricFamily(
+        "tickwork_store_reconnects", "Lost database connections this process replaced."
+    )
+    reconnects.add_metric([], health["reconnects"])
+    yield reconnects
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
