@@ -1,0 +1,1 @@
+"""The nemesis run: a real tickwork cluster under injected faults, checked Jepsen's way."""
