@@ -471,11 +471,17 @@ class PostgresStore(Store):
         # Pipelined: statements whose results are not needed before the next are sent
         # together, so a typical trigger is three round trips, not nine (BEGIN + fence +
         # due jobs; runs + advance + next due; ledger + notify + COMMIT).
-        with self._conn() as conn, conn.pipeline(), conn.transaction():
+        # Hazard: each batch ends with a Sync (p.sync()), not the flush request a fetch
+        # would send. Only after a Sync does the server count the session "idle in
+        # transaction" and arm idle_in_transaction_session_timeout; without one, a leader
+        # cut off between two batches left its session waiting, holding the lease row FOR
+        # SHARE and the due jobs' rows, and no standby could lead until TCP gave up.
+        with self._conn() as conn, conn.pipeline() as p, conn.transaction():
             head = conn.execute(Q["trigger_head"], {"epoch": epoch, "now": now})
             due = conn.cursor(row_factory=tuple_row).execute(
                 Q["due_jobs"], {"now": now, "limit": limit}
             )
+            p.sync()
             fence = head.fetchone()
             if fence is None or not fence["leads"]:
                 raise LeadershipLost(fence["holder"] if fence else "", epoch)
@@ -485,6 +491,7 @@ class PostgresStore(Store):
             unfinished: set[int] = set()
             if watched:
                 cursor = conn.execute(Q["unfinished_jobs"], {"ids": watched})
+                p.sync()
                 unfinished = {r["job_id"] for r in cursor.fetchall()}
             plan = plan_batch(jobs, unfinished, t)
             cancelled: list[int] = []
@@ -493,29 +500,29 @@ class PostgresStore(Store):
                     Q["cancel_unfinished_runs_of_jobs"],
                     {"ids": plan.replace_job_ids, "now": t, "reason": "replaced by a newer slot"},
                 )
+                p.sync()
                 cancelled = sorted(r["id"] for r in cursor.fetchall())
+            # Every parameter first, then the batch back to back, then its Sync: the window
+            # in which the server holds part of a batch and waits for the rest is a write.
+            insert = {
+                "job_ids": [n.job.id for n in plan.runs],
+                "slots": [n.scheduled_for for n in plan.runs],
+                "now": t,
+            }
+            advance = {
+                "ids": [a.job_id for a in plan.advances],
+                "next_run_ats": [a.next_run_at for a in plan.advances],
+                "states": [str(a.state) for a in plan.advances],
+                "now": t,
+            }
             inserted = None
             if plan.runs:
-                inserted = conn.cursor(row_factory=tuple_row).execute(
-                    Q["insert_runs"],
-                    {
-                        "job_ids": [n.job.id for n in plan.runs],
-                        "slots": [n.scheduled_for for n in plan.runs],
-                        "now": t,
-                    },
-                )
+                inserted = conn.cursor(row_factory=tuple_row).execute(Q["insert_runs"], insert)
                 _notify(conn, CHANNEL_RUNS)
             if plan.advances:
-                conn.execute(
-                    Q["advance_jobs"],
-                    {
-                        "ids": [a.job_id for a in plan.advances],
-                        "next_run_ats": [a.next_run_at for a in plan.advances],
-                        "states": [str(a.state) for a in plan.advances],
-                        "now": t,
-                    },
-                )
+                conn.execute(Q["advance_jobs"], advance)
             next_due_cursor = conn.execute(Q["next_due_at_with_clock"], {"now": now})
+            p.sync()
             runs: list[Run] = []
             if inserted is not None:
                 by_id = {j.id: j for j in jobs}
