@@ -1,0 +1,104 @@
+"""No handler starts on a claim the database did not acknowledge.
+
+A PostgreSQL of the test's own waits, at every commit, for a synchronous standby that does
+not exist (``synchronous_standby_names``): a claim's commit is then written locally but
+never acknowledged, the state a client is in when the server or the link dies before
+answering. The worker must start nothing on it. Once commits are acknowledged again (the
+server releases the waiting commit), the run executes once.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from worker_procs import Cluster, eventually
+
+from chaos import pg
+from tickwork.job import JobSpec, RunState
+from tickwork.schedule import Once
+from tickwork.store import open_store
+
+pytestmark = pytest.mark.slow
+
+
+def unavailable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"this test needs {reason}", pytrace=False)
+    pytest.skip(f"this test needs {reason}")
+
+
+@pytest.fixture
+def server() -> Iterator[pg.PgCluster]:
+    """A PostgreSQL of this test's own (its commits will be held)."""
+    if os.geteuid() != 0:
+        unavailable("root (PostgreSQL runs as its own user)")
+    try:
+        pg.find_bin_dir()
+    except pg.PgError as exc:
+        unavailable(str(exc))
+    base = Path(tempfile.mkdtemp(prefix="tw-unacked-"))
+    base.chmod(0o755)
+    cluster = pg.PgCluster(base / "data", pg.free_port(), name="unacked")
+    try:
+        cluster.init()
+        cluster.start()
+        cluster.create_database("tw")
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+def test_a_worker_starts_nothing_on_a_claim_whose_commit_was_not_acknowledged(
+    server: pg.PgCluster, tmp_path: Path
+) -> None:
+    url = server.url("tw")
+    store = open_store(url, migrate=True)
+    try:
+        # Commits wait for a standby that never comes: the run, due now, is submitted first.
+        run = store.submit(JobSpec(task="work", schedule=Once(delay=timedelta(0)))).run
+        assert run is not None
+        server.set_system("synchronous_standby_names", "nobody")
+
+        nodes = Cluster(url, tmp_path)
+        try:
+            worker = nodes.worker("w1")
+            # The claim is written and its commit waits for an acknowledgement (invisible to
+            # everyone else meanwhile); the handler must wait too.
+            eventually(lambda: _waiting_commits(server) > 0)
+            time.sleep(2.0)
+            assert nodes.executions() == [], "a handler started on an unacknowledged claim"
+
+            # Commits are acknowledged again: the claim's answer arrives, or (had the worker
+            # given up on it) the scheduler rescues the run when its lease expires.
+            server.set_system("synchronous_standby_names", None)
+            nodes.scheduler()
+            done = eventually(lambda: _finished(store, run.id), timeout=30)
+        finally:
+            nodes.kill_all()
+    finally:
+        store.close()
+
+    assert done.state is RunState.SUCCEEDED
+    starts = [e for e in nodes.executions() if e["event"] == "start"]
+    assert [e["run"] for e in starts] == [run.id]  # once
+    assert worker.pid == starts[0]["pid"]
+
+
+def _waiting_commits(server: pg.PgCluster) -> int:
+    """Sessions whose commit waits for the synchronous standby."""
+    rows = server.sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")
+    return int(rows[0][0])
+
+
+def _finished(store: object, run_id: int) -> object:
+    from tickwork.store import Store
+
+    assert isinstance(store, Store)
+    found = store.get_run(run_id)
+    return found if found.state in (RunState.SUCCEEDED, RunState.DEAD) else None
