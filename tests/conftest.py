@@ -42,6 +42,7 @@ from hypothesis import settings
 from psycopg import sql
 
 import tickwork.store
+from chaos import pg
 from tickwork.store import Store, open_store
 
 # CI explores the same examples on every run, so a red build always reproduces; locally
@@ -317,6 +318,29 @@ def pg_database(pg_server: PgServer) -> Iterator[str]:
         yield with_dbname(pg_server.url, name)
     finally:
         pg_server.drop_database(name)
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[tuple[pg.PgCluster, Path]]:
+    """A PostgreSQL server of this test's own (``chaos.pg``), started, with a database
+    ``tw``, and the directory for more (a standby); destroyed afterwards. For tests that
+    stop, hold or promote the server itself. Needs root: PostgreSQL runs as its own user."""
+    if os.geteuid() != 0:
+        unavailable("a server of the test's own needs root (PostgreSQL runs as its own user)")
+    try:
+        pg.find_bin_dir()
+    except pg.PgError as exc:
+        unavailable(str(exc))
+    base = Path(tempfile.mkdtemp(prefix="tw-own-pg-"))
+    base.chmod(0o755)  # the server's user must traverse it
+    cluster = pg.PgCluster(base / "primary", pg.free_port(), name=f"own-{base.name[-8:]}")
+    try:
+        cluster.init()
+        cluster.start()
+        cluster.create_database("tw")
+        yield cluster, base
+    finally:
+        cluster.destroy()
 
 
 @pytest.fixture(params=BACKENDS)

@@ -9,10 +9,7 @@ server releases the waiting commit), the run executes once.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -27,36 +24,10 @@ from tickwork.store import open_store
 pytestmark = pytest.mark.slow
 
 
-def unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"this test needs {reason}", pytrace=False)
-    pytest.skip(f"this test needs {reason}")
-
-
-@pytest.fixture
-def server() -> Iterator[pg.PgCluster]:
-    """A PostgreSQL of this test's own (its commits will be held)."""
-    if os.geteuid() != 0:
-        unavailable("root (PostgreSQL runs as its own user)")
-    try:
-        pg.find_bin_dir()
-    except pg.PgError as exc:
-        unavailable(str(exc))
-    base = Path(tempfile.mkdtemp(prefix="tw-unacked-"))
-    base.chmod(0o755)
-    cluster = pg.PgCluster(base / "data", pg.free_port(), name="unacked")
-    try:
-        cluster.init()
-        cluster.start()
-        cluster.create_database("tw")
-        yield cluster
-    finally:
-        cluster.destroy()
-
-
 def test_a_worker_starts_nothing_on_a_claim_whose_commit_was_not_acknowledged(
-    server: pg.PgCluster, tmp_path: Path
+    own_postgres: tuple[pg.PgCluster, Path], tmp_path: Path
 ) -> None:
+    server, _ = own_postgres
     url = server.url("tw")
     store = open_store(url, migrate=True)
     try:

@@ -9,11 +9,9 @@ restart, and not one submit the API acknowledged is lost.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -34,37 +32,22 @@ FAULT_APP_DIR = Path(__file__).parent.parent / "faults"
 DEADLINE = 30.0
 
 
-def unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"PostgreSQL fail-over test needs {reason}", pytrace=False)
-    pytest.skip(f"PostgreSQL fail-over test needs {reason}")
-
-
 @pytest.fixture
-def replicated() -> Iterator[tuple[pg.PgCluster, pg.PgCluster, str]]:
+def replicated(
+    own_postgres: tuple[pg.PgCluster, Path],
+) -> Iterator[tuple[pg.PgCluster, pg.PgCluster, str]]:
     """A primary, its synchronous standby, and the URL that names both."""
-    if os.geteuid() != 0:
-        unavailable("root (PostgreSQL runs as its own user)")
+    primary, base = own_postgres
+    standby = pg.make_standby(primary, base / "standby", pg.free_port(), sync=True)
     try:
-        pg.find_bin_dir()
-    except pg.PgError as exc:
-        unavailable(str(exc))
-    base = Path(tempfile.mkdtemp(prefix="tw-failover-"))
-    base.chmod(0o755)
-    primary = pg.PgCluster(base / "primary", pg.free_port(), name="failover-primary")
-    standby: pg.PgCluster | None = None
-    try:
-        primary.init()
-        primary.start()
-        primary.create_database("tw")
-        standby = pg.make_standby(primary, base / "standby", pg.free_port(), sync=True)
         hosts = f"127.0.0.1:{primary.port},127.0.0.1:{standby.port}"
-        url = f"postgresql://{pg.SUPERUSER}@{hosts}/tw?target_session_attrs=read-write"
-        yield primary, standby, url
+        yield (
+            primary,
+            standby,
+            f"postgresql://{pg.SUPERUSER}@{hosts}/tw?target_session_attrs=read-write",
+        )
     finally:
-        for cluster in (primary, standby):
-            if cluster is not None:
-                cluster.destroy()
+        standby.destroy()
 
 
 class Node:
