@@ -153,7 +153,9 @@ async def _tickwork_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, TickworkError)
     status = status_of(exc)
     if status == 503:
-        log.warning("%s %s: store unavailable: %s", request.method, request.url.path, exc)
+        # DEBUG: the outage is logged once by the store's health, and each answer shows in
+        # the access log (status 503); a dashboard polling through an outage adds no WARNING.
+        log.debug("%s %s: store unavailable: %s", request.method, request.url.path, exc)
         return error_response(
             503, "store_unavailable", "the database is unavailable; try again shortly"
         )
