@@ -9,6 +9,13 @@ and retries:
 - one WARNING when the store is lost (``store ... lost: <the first error>``);
 - one INFO when it answers again, with the outage's length.
 
+An outage is failures that last: calls failing for OUTAGE_AFTER (1 s) with no call
+answered in between. A single call cut off while a healthy server ended its session (an
+administrator's ``pg_terminate_backend``, a connection past its lifetime) fails that call,
+and its caller retries, but it is no outage: the next call is answered, and nothing is
+logged above DEBUG. A real outage is noticed within OUTAGE_AFTER plus one retry, since
+every service retries within a second.
+
 The services that retry during an outage (claim, heartbeat, report, trigger, rescue,
 election) log their own retries at DEBUG only. ``outages`` and ``reconnects`` are counted
 for ``/metrics`` and the cluster view (each node sends :meth:`snapshot` with its
@@ -28,6 +35,9 @@ from typing import Any
 
 log = logging.getLogger("tickwork.store")
 
+OUTAGE_AFTER = 1.0
+"""Seconds calls must keep failing, with none answered, before it counts as an outage."""
+
 
 class StoreHealth:
     """The store's reachability as this process has seen it (see the module docstring)."""
@@ -36,7 +46,9 @@ class StoreHealth:
         self.name = name
         self._clock = clock
         self._lock = threading.Lock()
-        self._down_since: float | None = None
+        self._failing_since: float | None = None  # the first failure not yet answered
+        self._first_error = ""
+        self._down_since: float | None = None  # set once the failures lasted: an outage
         self.outages = 0
         """Times the store went from answering to not answering."""
         self.reconnects = 0
@@ -55,27 +67,37 @@ class StoreHealth:
 
     def failed(self, error: BaseException | str) -> None:
         """A call failed because the database did not answer."""
+        now = self._clock()
         with self._lock:
             if self._down_since is not None:
                 return
-            self._down_since = self._clock()
+            if self._failing_since is None:
+                self._failing_since = now
+                self._first_error = _first_line(error)
+                log.debug("store %s: a call failed: %s", self.name, self._first_error)
+                return
+            if now - self._failing_since < OUTAGE_AFTER:
+                return
+            self._down_since = self._failing_since
             self.outages += 1
+            first = self._first_error
         log.warning(
-            "store %s lost: %s; retrying (one line again when it answers)",
-            self.name,
-            _first_line(error),
+            "store %s lost: %s; retrying (one line again when it answers)", self.name, first
         )
 
     def answered(self) -> None:
         """A call succeeded."""
-        if self._down_since is None:
+        if self._failing_since is None:  # the hot path: one attribute read
             return
         with self._lock:
-            since = self._down_since
+            since, down = self._failing_since, self._down_since
             if since is None:
                 return
+            self._failing_since = None
             self._down_since = None
-            self.last_outage = max(0.0, self._clock() - since)
+            if down is None:
+                return  # a failure that did not last: no outage
+            self.last_outage = max(0.0, self._clock() - down)
             reconnects = self.reconnects
         log.info(
             "store %s is back after %.1f s (%d reconnects so far)",
