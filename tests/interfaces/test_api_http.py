@@ -605,6 +605,49 @@ def test_the_open_api_refuses_requests_addressed_to_another_host(client: Client)
     assert client.list_jobs().items == []
 
 
+LOOKALIKE_HOSTS = [
+    "evil.example:8765@127.0.0.1",  # userinfo before a loopback address
+    "evil.example@127.0.0.1:8765",
+    "127.0.0.1:8765.evil.example",  # a "port" that goes on as a name
+    "127.0.0.1:8765@evil.example",
+    "127.0.0.1:8765/evil.example",
+    "127.0.0.1:8765#evil.example",
+    "127.0.0.1:8765?evil.example",
+    "127.0.0.1:evil",
+    "127.0.0.1:99999",
+    "127.0.0.1:",
+    "127.0.0.1:8765:8765",
+    "[::1]evil.example",
+    "[::1]:8765.evil.example",
+    "localhost.evil.example",
+    "127.0.0.1.evil.example",
+]
+"""Host headers that name another host but contain a loopback address or name."""
+
+
+@pytest.mark.parametrize("host", LOOKALIKE_HOSTS)
+def test_the_open_api_refuses_a_host_that_only_contains_a_loopback_address(
+    client: Client, host: str
+) -> None:
+    with TestClient(create_app(client, open_access=True), base_url=LOCAL) as web:
+        read = web.get("/api/v1/jobs", headers={"Host": host})
+        submitted = web.post(
+            "/api/v1/jobs", json={"task": "http", "args": HTTP_ARGS}, headers={"Host": host}
+        )
+
+    assert (read.status_code, submitted.status_code) == (401, 401)
+    assert "loopback" in error_of(read)["message"]
+    assert client.list_jobs().items == []
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.1:8765", "localhost:1", "[::1]:8765"])
+def test_the_open_api_serves_a_loopback_host_with_or_without_a_port(
+    client: Client, host: str
+) -> None:
+    with TestClient(create_app(client, open_access=True), base_url=LOCAL) as web:
+        assert web.get("/api/v1/jobs", headers={"Host": host}).status_code == 200
+
+
 @pytest.mark.parametrize(
     "headers",
     [

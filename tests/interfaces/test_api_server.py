@@ -115,6 +115,32 @@ def test_on_loopback_without_keys_the_api_runs_open_with_a_warning(store_url: st
     assert "WARNING" in "".join(server.err)
 
 
+def test_the_open_api_refuses_host_headers_that_only_contain_a_loopback_address(
+    store_url: str, client: Client
+) -> None:
+    with serving(api_argv(store_url, "--host", "127.0.0.1")) as server, server.http() as anyone:
+        port = server.url.rsplit(":", 1)[1]
+        hosts = [f"evil.example:{port}@127.0.0.1", f"127.0.0.1:{port}.evil.example"]
+        refused = {
+            host: (
+                anyone.get("/api/v1/jobs", headers={"Host": host}),
+                anyone.post(
+                    "/api/v1/jobs",
+                    json={"task": "http", "args": HTTP_ARGS},
+                    headers={"Host": host},
+                ),
+            )
+            for host in hosts
+        }
+        served = anyone.get("/api/v1/jobs")
+
+    assert {h: (r.status_code, s.status_code) for h, (r, s) in refused.items()} == dict.fromkeys(
+        hosts, (401, 401)
+    )
+    assert served.status_code == 200
+    assert client.list_jobs().items == []
+
+
 def test_off_loopback_without_keys_the_api_refuses_to_start(store_url: str) -> None:
     done = run_tickwork(*api_argv(store_url, "--host", "0.0.0.0"))
 

@@ -476,8 +476,26 @@ def test_retrying_a_run_that_is_no_longer_dead_says_why(
         {"Origin": "null"},
         {"Referer": "https://evil.example/page"},
         {"Origin": "http://testserver.evil.example"},
+        {"Origin": "http://evil.example@testserver"},
+        {"Referer": "http://testserver@evil.example/dead"},
+        {"Referer": "http://evil.example/?testserver"},
+        {"Origin": "http://testserver:1"},
+        {"Origin": "http://testserver/"},
+        {"Origin": "garbage"},
     ],
-    ids=["no-origin", "foreign-origin", "null-origin", "foreign-referer", "lookalike-host"],
+    ids=[
+        "no-origin",
+        "foreign-origin",
+        "null-origin",
+        "foreign-referer",
+        "lookalike-host",
+        "user-info-origin",
+        "user-info-referer",
+        "host-in-query",
+        "other-port",
+        "origin-with-path",
+        "malformed-origin",
+    ],
 )
 def test_a_cross_site_post_is_refused_and_changes_nothing(
     web: TestClient, client: Client, admin_key: str, headers: dict[str, str]

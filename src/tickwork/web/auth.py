@@ -32,17 +32,22 @@ browser. Two checks in :meth:`Gate.for_request` see to it:
   addressed to a loopback host (``Host: 127.0.0.1:8765``, ``localhost``, ``[::1]``). A page
   of ``evil.example`` whose name is made to resolve to 127.0.0.1 sends ``Host:
   evil.example`` and is refused, so it can neither read the jobs nor submit one.
+
+Both read hosts through one strict parser, :func:`parse_authority` (``host[:port]`` and
+nothing else), so ``Host: evil.example:80@127.0.0.1`` or ``127.0.0.1:80.evil.example``
+is no loopback host, and an ``Origin`` with user info is no page of this site.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Annotated
-from urllib.parse import urlsplit
+from enum import Enum
+from typing import Annotated, NamedTuple
 
 from fastapi import Depends, Request
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
@@ -59,6 +64,10 @@ OPEN_RECHECK_SECONDS = 1.0
 """How stale the open API's "no key exists yet" may be: a new key closes it this fast."""
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 """Methods that change nothing: no cross-site check."""
+MAX_PORT = 65_535
+MAX_HOST_NAME = 253
+"""Characters in a DNS name, dots included (RFC 1035)."""
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +96,7 @@ class Gate:
         """The principal of ``request``: its credential, checked against the browser
         attacks of the module docstring. Unauthorized or Forbidden otherwise."""
         principal = self.principal(credential(request), loopback=addressed_to_loopback(request))
-        if (
-            request.method not in SAFE_METHODS
-            and request.headers.get("authorization") is None
-            and from_another_site(request)
-        ):
+        if request.method not in SAFE_METHODS and not command_allowed(request, require_page=False):
             log.warning(
                 "refused a cross-site %s %s (Origin %r, Referer %r)",
                 request.method,
@@ -161,32 +166,137 @@ def credential(request: Request) -> str | None:
     return cookie if cookie else None
 
 
+# -- hosts and pages ---------------------------------------------------------------------------
+
+
+class Authority(NamedTuple):
+    """A ``host[:port]`` as :func:`parse_authority` reads it."""
+
+    host: str
+    """Lower-case; an IP address in its canonical text (an IPv6 one without brackets)."""
+    port: int | None
+    """None when none was given."""
+
+    @property
+    def loopback(self) -> bool:
+        """Whether the host is a loopback name (``localhost``, ``*.localhost``) or address."""
+        if self.host == "localhost" or self.host.endswith(".localhost"):
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+
+_AUTHORITY = re.compile(
+    r"(?:\[(?P<ipv6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9.-]+))(?::(?P<port>[0-9]{1,5}))?"
+)
+_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+_PAGE = re.compile(r"(?P<scheme>https?)://(?P<authority>[^/?#]*)(?P<rest>[/?#].*)?", re.DOTALL)
+
+
+def parse_authority(value: str) -> Authority | None:
+    """``value`` as a ``Host`` header's ``host[:port]``, or None for anything else.
+
+    The one parser of hosts here: the open API's loopback check and the cross-site check
+    both read hosts through it. Strict, because a lenient URL parser finds a host where
+    there is none: ``urlsplit`` reads ``evil.example:80@127.0.0.1`` as user info plus
+    127.0.0.1, and ``127.0.0.1:80.evil.example`` as 127.0.0.1 with a bad port.
+
+    - host: a DNS name (dot-separated labels of letters, digits and inner hyphens, 63
+      characters each and 253 in all), a dotted-quad IPv4 address, or an IPv6 address in
+      brackets (no zone). A name whose last label is all digits must be an IPv4 address.
+    - port: optional, decimal digits for 1 to 65535.
+
+    Nothing else: no user info, path, query, fragment, whitespace, trailing dot or
+    non-ASCII character.
+    """
+    if not value.isascii():
+        return None
+    match = _AUTHORITY.fullmatch(value.lower())
+    if match is None:
+        return None
+    port = int(match["port"]) if match["port"] is not None else None
+    if port is not None and not 1 <= port <= MAX_PORT:
+        return None
+    if match["ipv6"] is not None:
+        try:
+            return Authority(str(ipaddress.IPv6Address(match["ipv6"])), port)
+        except ValueError:
+            return None
+    name: str = match["name"]
+    labels = name.split(".")
+    if labels[-1].isdigit():  # no top-level domain is all digits: an IPv4 address or nothing
+        try:
+            return Authority(str(ipaddress.IPv4Address(name)), port)
+        except ValueError:
+            return None
+    if len(name) > MAX_HOST_NAME or not all(_LABEL.fullmatch(label) for label in labels):
+        return None
+    return Authority(name, port)
+
+
+def page_authority(url: str, *, origin: bool = False) -> Authority | None:
+    """The ``host[:port]`` of an ``http``/``https`` page (``Referer``), or of an origin
+    (``origin=True``: nothing may follow it), its scheme's default port dropped as a
+    browser drops it from ``Host``; None for anything else."""
+    match = _PAGE.fullmatch(url) if url.isascii() else None
+    if match is None or (origin and match["rest"] is not None):
+        return None
+    found = parse_authority(match["authority"])
+    if found is None or found.port != DEFAULT_PORTS[match["scheme"]]:
+        return found
+    return Authority(found.host, None)
+
+
 def addressed_to_loopback(request: Request) -> bool:
     """Whether the request's ``Host`` is a loopback name or address."""
-    name = urlsplit("//" + request.headers.get("host", "")).hostname
-    if not name:
-        return False
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
+    found = parse_authority(request.headers.get("host", ""))
+    return found is not None and found.loopback
 
 
-def from_another_site(request: Request) -> bool:
-    """Whether a browser sent the request from a page of another host than the one it
-    addressed (by ``Origin``, else ``Referer``); False when it names no page (a script)."""
-    source = request.headers.get("origin")
-    if source == "null":  # a sandboxed frame or a file: page
+class Source(Enum):
+    """The page a request was sent from, as its ``Origin`` (else ``Referer``) says."""
+
+    THIS_SITE = "this site"
+    ANOTHER_SITE = "another site"
+    """Another host, a sandboxed frame or ``file:`` page (``Origin: null``), or a header
+    that does not parse."""
+    UNNAMED = "unnamed"
+    """No ``Origin`` and no ``Referer``: a script or ``curl``, not a browser's form."""
+
+
+def request_source(request: Request) -> Source:
+    """Where ``request`` was sent from: its page's host against the host it addressed
+    (``Host``, or ``X-Forwarded-Host`` behind a proxy), both read by
+    :func:`parse_authority`; the scheme is not compared."""
+    origin = request.headers.get("origin")
+    if origin:
+        page = None if origin == "null" else page_authority(origin, origin=True)
+    else:
+        referer = request.headers.get("referer")
+        if not referer:
+            return Source.UNNAMED
+        page = page_authority(referer)
+    # X-Forwarded-Host is not checked against --forwarded-allow-ips: a page can only set it
+    # through a preflighted request, which this server never approves.
+    addressed = {
+        parse_authority(value)
+        for value in (request.headers.get("host"), request.headers.get("x-forwarded-host"))
+        if value
+    }
+    return Source.THIS_SITE if page is not None and page in addressed else Source.ANOTHER_SITE
+
+
+def command_allowed(request: Request, *, require_page: bool) -> bool:
+    """The cross-site rule, for the JSON API and the dashboard alike: a command carrying a
+    bearer header (which a browser never adds on its own) is allowed; otherwise it must
+    come from a page of this site, or (unless ``require_page``, as for the dashboard's
+    forms, which browsers always post with a page named) from no page at all."""
+    if request.headers.get("authorization") is not None:
         return True
-    if not source:
-        source = request.headers.get("referer")
-    if not source:
-        return False
-    sent_from = urlsplit(source).netloc.lower()
-    hosts = {request.headers.get("host"), request.headers.get("x-forwarded-host")}
-    return sent_from not in {h.strip().lower() for h in hosts if h}
+    source = request_source(request)
+    return source is Source.THIS_SITE or (source is Source.UNNAMED and not require_page)
 
 
 def get_client(request: Request) -> Client:

@@ -47,9 +47,10 @@ browser in use sends ``Origin`` on a POST, and a cross-origin page can forge nei
 nor ``Referer``, so the header check closes all of these with no server-side state, no
 token threaded through every form and htmx request, and no page that breaks when it is
 left open past a token's lifetime. (Go 1.25's ``http.CrossOriginProtection`` rests on the
-same headers.) The check is :func:`tickwork.web.auth.from_another_site`, the JSON API's,
-made stricter here: a POST that names no page at all is refused too, since every browser
-names the page a form was posted from.
+same headers.) The check is :func:`tickwork.web.auth.command_allowed`, the JSON API's,
+with ``require_page``: a POST that names no page at all is refused too, since every
+browser names the page a form was posted from. Hosts in ``Origin``, ``Referer`` and
+``Host`` are all read by one strict parser, :func:`tickwork.web.auth.parse_authority`.
 
 On the open API an anonymous viewer is served only when the request is addressed to a
 loopback host, as in the JSON API: a page of ``evil.example`` whose name was made to
@@ -87,8 +88,8 @@ from tickwork.web.auth import (
     Gate,
     Principal,
     addressed_to_loopback,
+    command_allowed,
     credential,
-    from_another_site,
 )
 from tickwork.web.errors import Unauthorized, status_of
 
@@ -385,10 +386,7 @@ def _sign_in_first(request: Request) -> Response:
 
 def _same_origin(request: Request) -> bool:
     """Whether a POST comes from a page of this origin (see the module docstring)."""
-    if request.headers.get("authorization") is not None:
-        return True
-    names_a_page = request.headers.get("origin") or request.headers.get("referer")
-    return bool(names_a_page) and not from_another_site(request)
+    return command_allowed(request, require_page=True)
 
 
 def _cross_site(request: Request, viewer: Principal | None) -> HTMLResponse:
