@@ -506,6 +506,11 @@ class Client:
         """Every key, revoked ones too, newest first (never a secret or a hash)."""
         return self.store.list_api_keys()
 
+    def api_keys_exist(self) -> bool:
+        """Whether a key was ever created, revoked ones included (keys are never deleted):
+        the HTTP API runs open on loopback only while none was."""
+        return bool(self.store.list_api_keys())
+
     def revoke_api_key(self, key: str) -> ApiKey:
         """Revoke a key named by its id, its prefix, or the whole key; idempotent.
         ApiKeyNotFound when none matches."""

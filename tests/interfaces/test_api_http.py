@@ -594,6 +594,18 @@ def test_the_open_api_closes_once_a_key_exists(
         assert web.get("/api/v1/jobs", headers=bearer(key)).status_code == 200
 
 
+def test_the_open_api_stays_closed_once_a_key_was_created_even_when_it_is_revoked(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(auth, "OPEN_RECHECK_SECONDS", 0.0)
+    with TestClient(create_app(client, open_access=True), base_url=LOCAL) as web:
+        assert web.get("/api/v1/jobs").status_code == 200
+        record, _ = client.create_api_key(tenant="acme")
+        client.revoke_api_key(record.prefix)
+
+        assert web.get("/api/v1/jobs").status_code == 401
+
+
 def test_the_open_api_refuses_requests_addressed_to_another_host(client: Client) -> None:
     """DNS rebinding: a page of evil.example resolved to 127.0.0.1 says so in its Host."""
     with TestClient(create_app(client, open_access=True), base_url="http://evil.example") as web:

@@ -115,6 +115,87 @@ def test_on_loopback_without_keys_the_api_runs_open_with_a_warning(store_url: st
     assert "WARNING" in "".join(server.err)
 
 
+def test_revoking_every_key_does_not_reopen_a_loopback_api_after_a_restart(
+    store_url: str, client: Client
+) -> None:
+    record, key = client.create_api_key(tenant="ops", admin=True)
+    client.revoke_api_key(record.prefix)
+
+    with serving(api_argv(store_url, "--host", "127.0.0.1")) as server:
+        with server.http() as anyone:
+            read = anyone.get("/api/v1/jobs")
+            submitted = anyone.post(
+                "/api/v1/jobs", json={"task": "http", "args": HTTP_ARGS, "max_attempts": 1}
+            )
+        with server.http(key) as revoked:
+            with_revoked_key = revoked.get("/api/v1/jobs")
+        ready_line = "".join(server.out)
+
+    assert (read.status_code, submitted.status_code) == (401, 401)
+    assert error_of(read)["code"] == "unauthorized"
+    assert with_revoked_key.status_code == 401
+    assert client.list_jobs().items == []
+    assert "API keys required" in ready_line
+    assert "every API key is revoked" in "".join(server.err)
+
+
+def test_tickwork_run_whose_keys_are_all_revoked_stays_closed_too(
+    store_url: str, client: Client
+) -> None:
+    record, _ = client.create_api_key(tenant="acme")
+    client.revoke_api_key(record.prefix)
+
+    with serving(["run", "--db", store_url, "--port", "0"]) as server, server.http() as anyone:
+        read = anyone.get("/api/v1/jobs")
+
+    assert read.status_code == 401
+
+
+def test_open_forces_the_open_api_on_loopback_while_keys_still_work(
+    store_url: str, client: Client
+) -> None:
+    _, key = client.create_api_key(tenant="acme")
+
+    with serving(api_argv(store_url, "--host", "127.0.0.1", "--open")) as server:
+        with server.http() as anyone:
+            cluster = anyone.get("/api/v1/cluster")
+        with server.http(key) as acme:
+            own = acme.get("/api/v1/cluster")
+        with server.http("tw_abcdefgh_" + "x" * 43) as wrong:
+            wrong_key = wrong.get("/api/v1/jobs")
+        ready_line = "".join(server.out)
+
+    assert cluster.status_code == 200  # anonymous: an admin
+    assert own.status_code == 403  # the key is its tenant's, not an admin
+    assert wrong_key.status_code == 401
+    assert "open access (--open)" in ready_line
+    assert "WARNING" in "".join(server.err)
+
+
+@pytest.mark.parametrize("command", ["api", "run"])
+def test_open_is_refused_off_loopback(store_url: str, command: str) -> None:
+    done = run_tickwork(command, "--db", store_url, "--port", "0", "--host", "0.0.0.0", "--open")
+
+    assert done.returncode == 2
+    assert done.stdout == ""
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("tickwork: error: --open serves without keys")
+
+
+def test_off_loopback_with_only_revoked_keys_the_api_serves_closed(
+    store_url: str, client: Client
+) -> None:
+    record, key = client.create_api_key(tenant="acme")
+    client.revoke_api_key(record.prefix)
+
+    with serving(api_argv(store_url, "--host", "0.0.0.0")) as server:
+        port = server.url.rsplit(":", 1)[1]
+        server.url = f"http://127.0.0.1:{port}"
+        with server.http() as anonymous, server.http(key) as revoked:
+            assert anonymous.get("/api/v1/jobs").status_code == 401
+            assert revoked.get("/api/v1/jobs").status_code == 401
+
+
 def test_the_open_api_refuses_host_headers_that_only_contain_a_loopback_address(
     store_url: str, client: Client
 ) -> None:

@@ -5,10 +5,10 @@ On the embedded SQLite default (``./tickwork.db``) it needs no server: the file 
 and migrated on first use. It runs the built-in ``http`` task, ``shell`` with
 ``--allow-shell``, and the tasks of ``--app MODULE``. It serves the HTTP API, the dashboard
 and ``/metrics`` on ``--host``/``--port`` (127.0.0.1:8765; ``--no-api`` to skip), under the
-rules of ``tickwork api``: open on loopback while no API key exists, refused elsewhere
-without one. SIGTERM or SIGINT stops the server, then the worker the way ``tickwork
-worker`` stops (running handlers finish within the grace, the rest is released), and
-resigns leadership; it exits 0.
+rules of ``tickwork api``: open on loopback while no API key was ever created (or with
+``--open``), refused elsewhere without one. SIGTERM or SIGINT stops the server, then the
+worker the way ``tickwork worker`` stops (running handlers finish within the grace, the
+rest is released), and resigns leadership; it exits 0.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from tickwork.cli.api import (
     DEFAULT_PORT,
     ApiServer,
     HostOption,
+    OpenOption,
     PortOption,
     check_access,
 )
@@ -72,6 +73,7 @@ def run(
     no_api: Annotated[
         bool, typer.Option("--no-api", help="Serve no HTTP API, dashboard or metrics.")
     ] = False,
+    force_open: OpenOption = False,
     log_level: LogLevelOption = "INFO",
     log_format: LogFormatOption = "text",
 ) -> None:
@@ -93,7 +95,7 @@ def run(
                 client,
                 host,
                 port,
-                open_access=check_access(client, host),
+                access=check_access(client, host, force_open=force_open),
                 rescues=(lambda: reaper.rescued) if reaper is not None else None,
             )
 

@@ -609,7 +609,8 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def list_api_keys(self) -> list[ApiKey]:
-        """Every key, revoked ones included, newest first."""
+        """Every key, revoked ones included, newest first. No key is ever deleted, so this
+        also says whether a key was ever created (the HTTP API is open only until one is)."""
 
     @abc.abstractmethod
     def revoke_api_key(self, key: str, *, now: datetime | None = None) -> ApiKey:

@@ -11,10 +11,12 @@ form cannot post with it). The key becomes a :class:`Principal`:
   may submit ``shell`` tasks and read the cluster view and the metrics.
 
 No key, or a wrong, malformed or revoked one: 401. The one exception is the **open API**
-(``open_access``): ``tickwork api`` on a loopback address with no key defined lets a
-caller without a key act as an admin, so a laptop needs no setup. It stays open only while
-no key exists: the first ``tickwork keys create`` closes it (checked at most every
-:data:`OPEN_RECHECK_SECONDS`), and a wrong key is refused even while it is open.
+(``open_access``): ``tickwork api`` on a loopback address while no key was ever created
+lets a caller without a key act as an admin, so a laptop needs no setup. It stays open only
+while no key was ever created: the first ``tickwork keys create`` closes it (checked at
+most every :data:`OPEN_RECHECK_SECONDS`), and revoking that key does not open it again
+(keys are never deleted, so the store remembers). ``force_open`` (``--open``) keeps it
+open whatever keys exist. A wrong key is refused even while it is open.
 
 Browsers
 --------
@@ -61,7 +63,7 @@ log = logging.getLogger("tickwork.web")
 COOKIE_NAME = "tickwork_key"
 """The cookie the dashboard's sign-in form sets (http-only, SameSite=Lax)."""
 OPEN_RECHECK_SECONDS = 1.0
-"""How stale the open API's "no key exists yet" may be: a new key closes it this fast."""
+"""How stale the open API's "no key was ever created" may be: a new key closes it this fast."""
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 """Methods that change nothing: no cross-site check."""
 MAX_PORT = 65_535
@@ -85,12 +87,13 @@ class Principal:
 class Gate:
     """Turns a request's credentials into a Principal (or a 401) for one app."""
 
-    def __init__(self, client: Client, *, open_access: bool) -> None:
+    def __init__(self, client: Client, *, open_access: bool, force_open: bool = False) -> None:
         self.client = client
-        self.open_access = open_access
+        self.open_access = open_access or force_open
+        self.force_open = force_open
         self._lock = threading.Lock()
         self._checked_at = -float("inf")
-        self._has_keys = False
+        self._keys_created = False
 
     def for_request(self, request: Request) -> Principal:
         """The principal of ``request``: its credential, checked against the browser
@@ -117,7 +120,7 @@ class Gate:
         admits an anonymous caller only then.
         """
         if secret is None:
-            if self.open_access and not self._keys_exist():
+            if self._open():
                 if loopback:
                     return Principal(tenant=None, admin=True)
                 raise Unauthorized(
@@ -138,16 +141,22 @@ class Gate:
             key=key.prefix,
         )
 
-    def _keys_exist(self) -> bool:
+    def _open(self) -> bool:
+        """Whether a caller without a key is let in (on a loopback host): forced, or no key
+        was ever created. Once one was, this app stays closed."""
+        if self.force_open:
+            return True
+        if not self.open_access:
+            return False
         with self._lock:
             now = time.monotonic()
             if now - self._checked_at >= OPEN_RECHECK_SECONDS:
-                self._has_keys = any(k.revoked_at is None for k in self.client.list_api_keys())
+                self._keys_created = self.client.api_keys_exist()
                 self._checked_at = now
-                if self._has_keys:
-                    log.warning("an API key exists now: the open API requires keys from here on")
+                if self._keys_created:
+                    log.warning("an API key was created: the open API requires keys from here on")
                     self.open_access = False
-            return self._has_keys
+            return not self._keys_created
 
 
 def credential(request: Request) -> str | None:
