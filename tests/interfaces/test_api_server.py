@@ -242,6 +242,86 @@ def test_off_loopback_with_a_key_the_api_serves(store_url: str, client: Client) 
             assert acme.get("/api/v1/jobs").status_code == 200
 
 
+def sign_in(web: httpx.Client, key: str, **headers: str) -> httpx.Response:
+    """The dashboard's sign-in form, posted as a browser posts it from the page."""
+    origin = {"Origin": str(web.base_url).rstrip("/")}
+    return web.post("/login", data={"key": key}, headers={**origin, **headers})
+
+
+def cookie_attributes(answer: httpx.Response) -> set[str]:
+    (cookie,) = answer.headers.get_list("set-cookie")
+    return {part.strip().split("=")[0].lower() for part in cookie.split(";")[1:]}
+
+
+def test_the_sign_in_cookie_is_secure_behind_a_trusted_tls_proxy(
+    store_url: str, client: Client
+) -> None:
+    _, key = client.create_api_key(tenant="acme")
+    https = {"X-Forwarded-Proto": "https"}
+
+    elsewhere = api_argv(store_url, "--forwarded-allow-ips", "192.0.2.1")
+    with serving(elsewhere) as untrusted, untrusted.http() as web:
+        ignored = sign_in(web, key, **https)
+    here = api_argv(store_url, "--forwarded-allow-ips", "127.0.0.0/8, 192.0.2.1")
+    with serving(here) as server, server.http() as web:
+        trusted = sign_in(web, key, **https)
+        plain = sign_in(web, key)
+    env = {"TICKWORK_FORWARDED_ALLOW_IPS": "127.0.0.1"}
+    with serving(api_argv(store_url), env=env) as by_env, by_env.http() as web:
+        from_env = sign_in(web, key, **https)
+
+    assert [a.status_code for a in (ignored, trusted, plain, from_env)] == [303] * 4
+    assert "secure" not in cookie_attributes(ignored)  # X-Forwarded-Proto from an untrusted peer
+    assert "secure" in cookie_attributes(trusted)
+    assert "secure" not in cookie_attributes(plain)
+    assert "secure" in cookie_attributes(from_env)
+
+
+def test_the_sign_in_cookie_is_always_secure_off_loopback(store_url: str, client: Client) -> None:
+    _, key = client.create_api_key(tenant="acme")
+
+    with serving(api_argv(store_url, "--host", "0.0.0.0")) as server:
+        port = server.url.rsplit(":", 1)[1]
+        server.url = f"http://127.0.0.1:{port}"
+        with server.http() as web:
+            local = sign_in(web, key)
+            # Over plain http to a name a browser keeps no Secure cookie for: say so.
+            remote = web.post(
+                "/login",
+                data={"key": key},
+                headers={"Host": f"10.9.8.7:{port}", "Origin": f"http://10.9.8.7:{port}"},
+            )
+
+    assert local.status_code == 303
+    assert "secure" in cookie_attributes(local)
+    assert remote.status_code == 403
+    assert "set-cookie" not in remote.headers
+    assert "HTTPS" in remote.text
+
+
+@pytest.mark.parametrize(
+    ("command", "value"),
+    [
+        ("api", ""),
+        ("api", "10.0.0.1,nope"),
+        ("api", "10.0.0.0/33"),
+        ("api", "10.0.0.1/8"),
+        ("api", "*,10.0.0.1"),
+        ("api", "::1/"),
+        ("run", "proxy.internal"),
+    ],
+)
+def test_a_bad_forwarded_allow_ips_is_a_one_line_error(
+    store_url: str, command: str, value: str
+) -> None:
+    argv = [command, "--db", store_url, "--port", "0", "--forwarded-allow-ips", value]
+    done = run_tickwork(*argv)
+
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("tickwork: error: --forwarded-allow-ips")
+
+
 def test_a_port_in_use_is_a_one_line_error(store_url: str) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -19,13 +19,16 @@ from typing import Annotated
 import typer
 
 from tickwork.cli.api import (
+    DEFAULT_FORWARDED_ALLOW_IPS,
     DEFAULT_HOST,
     DEFAULT_PORT,
     ApiServer,
+    ForwardedAllowIpsOption,
     HostOption,
     OpenOption,
     PortOption,
     check_access,
+    trusted_proxies,
 )
 from tickwork.cli.output import (
     DbOption,
@@ -74,11 +77,13 @@ def run(
         bool, typer.Option("--no-api", help="Serve no HTTP API, dashboard or metrics.")
     ] = False,
     force_open: OpenOption = False,
+    forwarded_allow_ips: ForwardedAllowIpsOption = DEFAULT_FORWARDED_ALLOW_IPS,
     log_level: LogLevelOption = "INFO",
     log_format: LogFormatOption = "text",
 ) -> None:
     """Run a scheduler, a worker and the HTTP API in this process (./tickwork.db by default)."""
     configure_logging(log_level, log_format)
+    proxies = trusted_proxies(forwarded_allow_ips)
     loaded, url = app_and_db(app_module, db)
     config = Config.from_env(
         db_url=url, concurrency=concurrency, allow_shell=True if allow_shell else None
@@ -96,6 +101,7 @@ def run(
                 host,
                 port,
                 access=check_access(client, host, force_open=force_open),
+                trusted_proxies=proxies,
                 rescues=(lambda: reaper.rescued) if reaper is not None else None,
             )
 

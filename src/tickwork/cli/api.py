@@ -13,6 +13,11 @@ even though keys exist (for a developer's machine); it is refused on any other a
 Bound to any other address with no key ever created, it refuses to start (exit 2), so a
 scheduler's data is never served to a network by accident.
 
+Behind a TLS proxy: the dashboard's sign-in cookie is ``Secure`` when the request came
+over https, which the server learns from ``X-Forwarded-Proto`` only when the proxy's
+address is in ``--forwarded-allow-ips`` (default: this host, 127.0.0.1 and ::1); bound to
+any address but loopback, the cookie is ``Secure`` always.
+
 ``tickwork run`` serves the same app beside its scheduler and worker (:class:`ApiServer`).
 """
 
@@ -52,6 +57,10 @@ STARTUP_TIMEOUT = 15.0
 """Seconds the server may take to start listening before the command gives up."""
 SHUTDOWN_TIMEOUT = 10
 """Seconds open requests may take to finish once the server stops."""
+DEFAULT_FORWARDED_ALLOW_IPS = "127.0.0.1,::1"
+"""Peers whose ``X-Forwarded-Proto`` and ``X-Forwarded-For`` are believed: a proxy on
+this host (uvicorn's own default)."""
+FORWARDED_ALLOW_IPS_ENV = "TICKWORK_FORWARDED_ALLOW_IPS"
 
 HostOption = Annotated[
     str,
@@ -65,6 +74,17 @@ PortOption = Annotated[
     int,
     typer.Option(
         "--port", metavar="PORT", min=0, max=65535, help="Port to listen on (0: any free port)."
+    ),
+]
+ForwardedAllowIpsOption = Annotated[
+    str,
+    typer.Option(
+        "--forwarded-allow-ips",
+        metavar="IPS",
+        envvar=FORWARDED_ALLOW_IPS_ENV,
+        help="Proxies (addresses or CIDR networks, comma-separated, or * for any) whose "
+        "X-Forwarded-Proto and X-Forwarded-For are believed: put your TLS proxy's here, so "
+        f"that the sign-in cookie is Secure. Env {FORWARDED_ALLOW_IPS_ENV}.",
     ),
 ]
 OpenOption = Annotated[
@@ -97,17 +117,19 @@ def api(
     port: PortOption = DEFAULT_PORT,
     app_module: AppOption = None,
     force_open: OpenOption = False,
+    forwarded_allow_ips: ForwardedAllowIpsOption = DEFAULT_FORWARDED_ALLOW_IPS,
     log_level: LogLevelOption = "INFO",
     log_format: LogFormatOption = "text",
 ) -> None:
     """Serve the HTTP API, the dashboard and /metrics (keys required off loopback)."""
     configure_logging(log_level, log_format)
+    proxies = trusted_proxies(forwarded_allow_ips)
     loaded, url = app_and_db(app_module, db)
     try:
         client = Client.open(url, loaded.registry if loaded is not None else Registry())
         try:
             access = check_access(client, host, force_open=force_open)
-            server = ApiServer(client, host, port, access=access)
+            server = ApiServer(client, host, port, access=access, trusted_proxies=proxies)
 
             def start() -> None:
                 server.start()
@@ -166,6 +188,28 @@ def check_access(client: Client, host: str, *, force_open: bool = False) -> Acce
     return Access.OPEN_UNTIL_FIRST_KEY
 
 
+def trusted_proxies(value: str) -> list[str]:
+    """``--forwarded-allow-ips`` as uvicorn takes it: addresses and CIDR networks, or
+    ``*`` alone. ValidationError (exit 2) for anything else: uvicorn would take a typo for
+    a literal that no peer ever matches, and the cookie would silently lose ``Secure``."""
+    items = [item.strip() for item in value.split(",")]
+    if items == ["*"]:
+        return items
+    for item in items:
+        try:
+            if "/" in item:
+                ipaddress.ip_network(item)
+            else:
+                ipaddress.ip_address(item)
+        except ValueError:
+            raise ValidationError(
+                f"--forwarded-allow-ips: {item!r} is not an IP address or network "
+                "(write 10.0.0.5, 10.0.0.0/8, a list of them, or * alone)",
+                field="forwarded_allow_ips",
+            ) from None
+    return items
+
+
 def is_loopback(host: str) -> bool:
     """Whether every address ``host`` names is a loopback address (no network reaches it)."""
     if host.strip().lower() == "localhost":
@@ -197,6 +241,7 @@ class ApiServer:
         port: int,
         *,
         access: Access,
+        trusted_proxies: list[str] | None = None,
         rescues: Callable[[], int] | None = None,
     ) -> None:
         # Imported here: the web stack costs most of the CLI's start-up time, and only the
@@ -212,6 +257,9 @@ class ApiServer:
             client,
             open_access=access.open,
             force_open=access is Access.OPEN_FORCED,
+            # Off loopback the browser talks to this server across a network: its cookie
+            # must never travel in clear, whatever a proxy says or fails to say.
+            secure_cookies=not is_loopback(host),
             rescues=rescues,
         )
         self.server = uvicorn.Server(
@@ -223,6 +271,12 @@ class ApiServer:
                 access_log=False,  # AccessLogMiddleware writes one line per request
                 lifespan="off",
                 server_header=False,
+                proxy_headers=True,
+                forwarded_allow_ips=(
+                    trusted_proxies
+                    if trusted_proxies is not None
+                    else DEFAULT_FORWARDED_ALLOW_IPS.split(",")
+                ),
                 timeout_graceful_shutdown=SHUTDOWN_TIMEOUT,
             )
         )

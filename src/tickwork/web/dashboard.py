@@ -443,6 +443,20 @@ def login(
     target = _local_path(next, "/")
     if not _same_origin(request):
         return _cross_site(request, None)
+    secure = _secure_cookie(request)
+    if secure and request.url.scheme != "https" and not addressed_to_loopback(request):
+        # A browser keeps a Secure cookie only from https pages (and loopback hosts): say
+        # so, rather than send it round the sign-in form again with no word why.
+        return _render(
+            request,
+            "login.html",
+            None,
+            403,
+            next=target,
+            error="This dashboard signs in over HTTPS only, so that the sign-in cookie never "
+            "travels in clear. Serve it behind a TLS proxy (and name the proxy in "
+            "--forwarded-allow-ips).",
+        )
     found = _client(request).authenticate(key.strip()) if key.strip() else None
     if found is None:
         return _render(
@@ -462,9 +476,15 @@ def login(
         path="/",
         httponly=True,
         samesite="lax",
-        secure=request.url.scheme == "https",
+        secure=secure,
     )
     return response
+
+
+def _secure_cookie(request: Request) -> bool:
+    """Whether the sign-in cookie is ``Secure``: the request came over https (directly, or
+    through a proxy in ``--forwarded-allow-ips``), or the server listens beyond loopback."""
+    return request.url.scheme == "https" or bool(request.app.state.secure_cookies)
 
 
 @router.get("/logout", response_model=None)
