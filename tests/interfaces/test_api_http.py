@@ -430,10 +430,29 @@ def test_a_revoked_key_is_401(web: TestClient, client: Client) -> None:
     assert web.get("/api/v1/jobs", headers=bearer(key)).status_code == 401
 
 
-def test_the_dashboards_cookie_is_a_key_too(web: TestClient, acme_key: str) -> None:
-    web.cookies.set(auth.COOKIE_NAME, acme_key)
+def sign_in(web: TestClient, key: str) -> None:
+    """The dashboard's sign-in form, as a browser posts it: the session cookie is set."""
+    answer = web.post(
+        "/login", data={"key": key}, headers={"Origin": "http://testserver"}, follow_redirects=False
+    )
+    assert answer.status_code == 303, answer.text
+
+
+def test_the_dashboards_session_cookie_works_for_the_api_too(
+    web: TestClient, acme_key: str
+) -> None:
+    sign_in(web, acme_key)
 
     assert web.get("/api/v1/jobs").status_code == 200
+
+
+def test_a_key_in_the_cookie_is_refused(web: TestClient, acme_key: str) -> None:
+    web.cookies.set(auth.COOKIE_NAME, acme_key)
+
+    answer = web.get("/api/v1/jobs")
+
+    assert answer.status_code == 401
+    assert error_of(answer)["code"] == "unauthorized"
 
 
 def test_a_tenant_key_sees_only_its_own_tenants_jobs(
@@ -686,7 +705,7 @@ def test_a_command_from_this_sites_page_or_with_a_bearer_key_is_accepted(
     web: TestClient, client: Client, admin_key: str
 ) -> None:
     first, second = dead_run(client), dead_run(client)
-    web.cookies.set(auth.COOKIE_NAME, admin_key)
+    sign_in(web, admin_key)
 
     same_site = web.post(f"/api/v1/runs/{first}/retry", headers={"Origin": "http://testserver"})
     with_bearer = web.post(

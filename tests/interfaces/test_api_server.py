@@ -15,6 +15,7 @@ from api_support import dead_run, error_of, run_tickwork, serving
 from tickwork.client import Client
 from tickwork.job import JobState, RunState
 from tickwork.store import open_store
+from tickwork.web.auth import COOKIE_NAME
 
 pytestmark = pytest.mark.slow
 
@@ -297,6 +298,25 @@ def test_the_sign_in_cookie_is_always_secure_off_loopback(store_url: str, client
     assert remote.status_code == 403
     assert "set-cookie" not in remote.headers
     assert "HTTPS" in remote.text
+
+
+def test_signing_out_ends_the_session_on_the_server(store_url: str, client: Client) -> None:
+    _, key = client.create_api_key(tenant="acme")
+
+    with serving(api_argv(store_url)) as server, server.http() as web:
+        signed_in = sign_in(web, key)
+        token = web.cookies[COOKIE_NAME]
+        before = web.get("/api/v1/jobs")
+        signed_out = web.post("/logout", headers={"Origin": server.url})
+        web.cookies.set(COOKIE_NAME, token)  # a copy of the cookie, kept from before
+        after = web.get("/api/v1/jobs")
+
+    assert signed_in.status_code == 303
+    assert token.startswith("tws_")
+    assert key not in signed_in.headers["set-cookie"]
+    assert before.status_code == 200
+    assert signed_out.status_code == 303
+    assert after.status_code == 401
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tickwork.auth import SESSION_LIFETIME
 from tickwork.client import Client
 from tickwork.job import JobState, RunState
 from tickwork.store import Store
@@ -109,11 +110,61 @@ def test_signing_in_sets_an_http_only_lax_cookie_and_returns_to_the_page(
     assert answer.status_code == 303
     assert answer.headers["location"] == "/dead"
     cookie = answer.headers["set-cookie"]
-    assert cookie.startswith(f"{COOKIE_NAME}={acme_key};")
+    assert cookie.startswith(f"{COOKIE_NAME}=tws_")
     assert "HttpOnly" in cookie
     assert "SameSite=lax" in cookie
     assert "Path=/" in cookie
+    assert f"Max-Age={int(SESSION_LIFETIME.total_seconds())}" in cookie
+    assert "Secure" not in cookie  # plain http on loopback: a browser would drop it
     assert web.get("/dead").status_code == 200
+
+
+def test_the_sign_in_cookie_carries_a_session_token_never_the_key(
+    web: TestClient, acme_key: str
+) -> None:
+    answer = web.post("/login", data={"key": acme_key}, headers=ORIGIN, follow_redirects=False)
+    assert acme_key not in answer.headers["set-cookie"]
+    web.cookies.clear()
+    web.cookies.set(COOKIE_NAME, acme_key)  # a cookie holding the key itself
+
+    page = web.get("/jobs", follow_redirects=False)
+
+    assert page.status_code == 303
+    assert page.headers["location"] == "/login?next=%2Fjobs"
+
+
+def test_signing_in_over_https_sets_a_secure_cookie(client: Client, acme_key: str) -> None:
+    app = create_app(client, open_access=False)
+    with TestClient(app, base_url="https://tickwork.example.com") as web:
+        origin = {"Origin": "https://tickwork.example.com"}
+        answer = web.post("/login", data={"key": acme_key}, headers=origin, follow_redirects=False)
+
+    assert answer.status_code == 303
+    assert "Secure" in answer.headers["set-cookie"]
+
+
+def test_signing_out_ends_the_session_on_the_server(web: TestClient, acme_key: str) -> None:
+    sign_in(web, acme_key)
+    token = web.cookies[COOKIE_NAME]
+
+    web.post("/logout", headers=ORIGIN, follow_redirects=False)
+    web.cookies.set(COOKIE_NAME, token)  # a copy of the cookie, kept from before
+
+    assert web.get("/jobs", follow_redirects=False).headers["location"] == "/login?next=%2Fjobs"
+    assert web.get("/api/v1/jobs").status_code == 401
+
+
+def test_signing_in_again_ends_the_previous_session(
+    web: TestClient, acme_key: str, admin_key: str
+) -> None:
+    sign_in(web, acme_key)
+    first = web.cookies[COOKIE_NAME]
+
+    sign_in(web, admin_key)
+    web.cookies.clear()
+    web.cookies.set(COOKIE_NAME, first)
+
+    assert web.get("/", follow_redirects=False).status_code == 303
 
 
 def test_sign_in_never_redirects_to_another_site(web: TestClient, acme_key: str) -> None:

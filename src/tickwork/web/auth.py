@@ -1,8 +1,11 @@
 """Who is calling: API keys, tenants, and the open API on a loopback address.
 
-A request names its key in ``Authorization: Bearer tw_...`` or in the ``tickwork_key``
-cookie (the dashboard's sign-in form sets it: http-only, ``SameSite=Lax``, so a cross-site
-form cannot post with it). The key becomes a :class:`Principal`:
+A request names its key in ``Authorization: Bearer tw_...``, or a session in the
+``tickwork_session`` cookie: the dashboard's sign-in form checks a key once and starts a
+session (:meth:`tickwork.client.Client.sign_in`), whose token, never the key, is the
+cookie's value (http-only, ``SameSite=Lax``, so a cross-site form cannot post with it;
+``Secure`` over https and whenever the server listens beyond loopback). Signing out or
+revoking the key ends the session in the store. Either becomes a :class:`Principal`:
 
 - a **tenant key** sees and acts on its own tenant's jobs and runs only. Every client call
   passes ``tenant=principal.tenant``; an id of another tenant is answered 404 exactly like
@@ -56,12 +59,13 @@ from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBea
 
 from tickwork.client import Client
 from tickwork.job import DEFAULT_TENANT
+from tickwork.store.base import ApiKey
 from tickwork.web.errors import Forbidden, Unauthorized
 
 log = logging.getLogger("tickwork.web")
 
-COOKIE_NAME = "tickwork_key"
-"""The cookie the dashboard's sign-in form sets (http-only, SameSite=Lax)."""
+COOKIE_NAME = "tickwork_session"
+"""The cookie the dashboard's sign-in form sets to a session token (http-only, SameSite=Lax)."""
 OPEN_RECHECK_SECONDS = 1.0
 """How stale the open API's "no key was ever created" may be: a new key closes it this fast."""
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -82,6 +86,8 @@ class Principal:
     """The tenant a job goes to when the caller names none (the key's tenant)."""
     key: str | None = None
     """The key's prefix (for logs); None for the open API's anonymous admin."""
+    session: int | None = None
+    """The session's id when the caller came in with the dashboard's cookie."""
 
 
 class Gate:
@@ -98,7 +104,7 @@ class Gate:
     def for_request(self, request: Request) -> Principal:
         """The principal of ``request``: its credential, checked against the browser
         attacks of the module docstring. Unauthorized or Forbidden otherwise."""
-        principal = self.principal(credential(request), loopback=addressed_to_loopback(request))
+        principal = self.principal_of(request)
         if request.method not in SAFE_METHODS and not command_allowed(request, require_page=False):
             log.warning(
                 "refused a cross-site %s %s (Origin %r, Referer %r)",
@@ -113,32 +119,35 @@ class Gate:
             )
         return principal
 
-    def principal(self, secret: str | None, *, loopback: bool = True) -> Principal:
-        """The principal for ``secret`` (None: no credential given), or Unauthorized.
-
-        ``loopback``: whether the request was addressed to a loopback host; the open API
-        admits an anonymous caller only then.
-        """
-        if secret is None:
-            if self._open():
-                if loopback:
-                    return Principal(tenant=None, admin=True)
-                raise Unauthorized(
-                    "without a key this API answers only requests addressed to a loopback "
-                    "host (127.0.0.1, localhost, [::1])"
-                )
+    def principal_of(self, request: Request) -> Principal:
+        """The caller by its credential alone (no cross-site check), or Unauthorized: the
+        bearer key, else the session cookie, else nobody (the open API's anonymous admin,
+        on a loopback ``Host`` only)."""
+        header = request.headers.get("authorization")
+        if header is not None:
+            scheme, _, token = header.strip().partition(" ")
+            # Another scheme (Basic ...) is a wrong key, not no key: the caller meant one.
+            key = self.client.authenticate(token.strip()) if scheme.lower() == "bearer" else None
+            if key is None:
+                raise Unauthorized("the API key is wrong, malformed or revoked")
+            return _principal(key)
+        cookie = request.cookies.get(COOKIE_NAME)
+        if cookie:
+            found = self.client.authenticate_session(cookie)
+            if found is None:
+                raise Unauthorized("the session is over: sign in again")
+            session, key = found
+            return _principal(key, session=session.id)
+        if self._open():
+            if addressed_to_loopback(request):
+                return Principal(tenant=None, admin=True)
             raise Unauthorized(
-                "an API key is required: send 'Authorization: Bearer <key>' "
-                "(create one with 'tickwork keys create --tenant NAME')"
+                "without a key this API answers only requests addressed to a loopback "
+                "host (127.0.0.1, localhost, [::1])"
             )
-        key = self.client.authenticate(secret)
-        if key is None:
-            raise Unauthorized("the API key is wrong, malformed or revoked")
-        return Principal(
-            tenant=None if key.admin else key.tenant,
-            admin=key.admin,
-            home=key.tenant,
-            key=key.prefix,
+        raise Unauthorized(
+            "an API key is required: send 'Authorization: Bearer <key>' "
+            "(create one with 'tickwork keys create --tenant NAME')"
         )
 
     def _open(self) -> bool:
@@ -159,20 +168,14 @@ class Gate:
             return not self._keys_created
 
 
-def credential(request: Request) -> str | None:
-    """The key the request carries: its bearer token, else its cookie, else None.
-
-    An ``Authorization`` header of another scheme (``Basic ...``) counts as a wrong key,
-    not as no key: the caller meant to authenticate.
-    """
-    header = request.headers.get("authorization")
-    if header is not None:
-        scheme, _, token = header.strip().partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return ""
-        return token.strip()
-    cookie = request.cookies.get(COOKIE_NAME)
-    return cookie if cookie else None
+def _principal(key: ApiKey, *, session: int | None = None) -> Principal:
+    return Principal(
+        tenant=None if key.admin else key.tenant,
+        admin=key.admin,
+        home=key.tenant,
+        key=key.prefix,
+        session=session,
+    )
 
 
 # -- hosts and pages ---------------------------------------------------------------------------
@@ -317,7 +320,9 @@ def get_client(request: Request) -> Client:
 # Declared for the OpenAPI document (its "Authorize" button); `credential` reads both.
 BEARER = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer tw_...`.")
 COOKIE = APIKeyCookie(
-    name=COOKIE_NAME, auto_error=False, description="The dashboard's sign-in cookie."
+    name=COOKIE_NAME,
+    auto_error=False,
+    description="The dashboard's session cookie, set by signing in with a key at /login.",
 )
 
 

@@ -25,10 +25,14 @@ Sign-in
 -------
 
 The dashboard takes the API's keys (:mod:`tickwork.web.auth`): a bearer header works, and
-for a browser ``POST /login`` checks the key and stores it in the ``tickwork_key`` cookie
-(http-only, ``SameSite=Lax``, ``Secure`` over https). A page without a valid credential
-redirects to ``/login?next=<page>``; a fragment answers 401 with ``HX-Redirect`` so htmx
-leaves the page for the form. On an open API (loopback, no keys yet) no sign-in is needed.
+for a browser ``POST /login`` checks the key and starts a session, whose token (never the
+key) goes in the ``tickwork_session`` cookie (http-only, ``SameSite=Lax``; ``Secure`` over
+https, and always when the server listens beyond loopback, where a sign-in over plain http
+is refused with the reason, since the browser would drop the cookie). ``POST /logout``
+ends the session in the store, so a copy of the cookie is worth nothing afterwards;
+revoking the key ends its sessions too. A page without a valid credential redirects to
+``/login?next=<page>``; a fragment answers 401 with ``HX-Redirect`` so htmx leaves the page
+for the form. On an open API (loopback, no key ever created) no sign-in is needed.
 
 Cross-site requests
 -------------------
@@ -68,7 +72,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from importlib import resources
 from typing import Annotated, Any
 from urllib.parse import urlencode, urlsplit
@@ -78,6 +82,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from tickwork import cron
+from tickwork.auth import SESSION_LIFETIME
 from tickwork.client import Client, job_state
 from tickwork.errors import NotFound, TickworkError, ValidationError
 from tickwork.job import Job, JobState, Run
@@ -89,7 +94,6 @@ from tickwork.web.auth import (
     Principal,
     addressed_to_loopback,
     command_allowed,
-    credential,
 )
 from tickwork.web.errors import Unauthorized, status_of
 
@@ -99,8 +103,6 @@ router = APIRouter(include_in_schema=False)
 
 REFRESH_SECONDS = 5
 """How often htmx re-fetches the live part of a page."""
-SESSION_MAX_AGE = timedelta(days=7)
-"""How long the sign-in cookie lasts; the key itself lasts until it is revoked."""
 JOBS_PER_PAGE = 50
 DEAD_PER_PAGE = 50
 RUNS_PER_JOB = 50
@@ -345,7 +347,7 @@ def _viewer(request: Request) -> Principal | None:
     gate: Gate = request.app.state.gate
     try:
         # The open API serves an anonymous viewer only on a loopback Host (DNS rebinding).
-        principal = gate.principal(credential(request), loopback=addressed_to_loopback(request))
+        principal = gate.principal_of(request)
     except Unauthorized:
         return None
     request.state.principal = principal  # for the access log
@@ -457,8 +459,9 @@ def login(
             "travels in clear. Serve it behind a TLS proxy (and name the proxy in "
             "--forwarded-allow-ips).",
         )
-    found = _client(request).authenticate(key.strip()) if key.strip() else None
-    if found is None:
+    client = _client(request)
+    signed_in = client.sign_in(key.strip()) if key.strip() else None
+    if signed_in is None:
         return _render(
             request,
             "login.html",
@@ -467,12 +470,20 @@ def login(
             next=target,
             error="That key is wrong, malformed or revoked.",
         )
-    log.info("dashboard sign-in with key %s (tenant %s)", found.prefix, found.tenant)
+    previous = request.cookies.get(COOKIE_NAME)
+    if previous:
+        client.sign_out(previous)  # one browser, one session
+    log.info(
+        "dashboard sign-in: session %d with key %s (tenant %s)",
+        signed_in.session.id,
+        signed_in.key.prefix,
+        signed_in.key.tenant,
+    )
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(
         COOKIE_NAME,
-        key.strip(),
-        max_age=int(SESSION_MAX_AGE.total_seconds()),
+        signed_in.token,
+        max_age=int(SESSION_LIFETIME.total_seconds()),
         path="/",
         httponly=True,
         samesite="lax",
@@ -499,6 +510,9 @@ def logout_form(request: Request) -> Response:
 def logout(request: Request) -> Response:
     if not _same_origin(request):
         return _cross_site(request, _viewer(request))
+    token = request.cookies.get(COOKIE_NAME)
+    if token and _client(request).sign_out(token):
+        log.info("dashboard sign-out: a session ended")
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(COOKIE_NAME, path="/", httponly=True, samesite="lax")
     return response
