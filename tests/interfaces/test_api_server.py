@@ -4,6 +4,7 @@ clean stop on SIGTERM."""
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -317,6 +318,34 @@ def test_signing_out_ends_the_session_on_the_server(store_url: str, client: Clie
     assert before.status_code == 200
     assert signed_out.status_code == 303
     assert after.status_code == 401
+
+
+def test_a_cross_site_post_while_signed_out_lands_on_a_page_after_sign_in(
+    store_url: str, client: Client
+) -> None:
+    _, key = client.create_api_key(tenant="default", admin=True)
+    run_id = dead_run(client)
+
+    with serving(api_argv(store_url)) as server, server.http() as web:
+        form = web.post(
+            f"/runs/{run_id}/retry",
+            headers={"Origin": "https://evil.example"},
+            follow_redirects=True,
+        )
+        found = re.search(r'name="next" value="([^"]*)"', form.text)
+        assert found is not None
+        landed = web.post(
+            "/login",
+            data={"key": key, "next": found.group(1)},
+            headers={"Origin": server.url},
+            follow_redirects=True,
+        )
+
+    assert form.url.path == "/login"
+    assert landed.status_code == 200
+    assert landed.url.path == "/"
+    assert landed.headers["content-type"].startswith("text/html")
+    assert client.get_run(run_id).state is RunState.DEAD
 
 
 @pytest.mark.parametrize(

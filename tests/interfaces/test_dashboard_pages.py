@@ -208,6 +208,77 @@ def test_signing_out_drops_the_cookie(web: TestClient, acme_key: str) -> None:
     assert web.get("/", follow_redirects=False).status_code == 303
 
 
+def next_of(form: str) -> str:
+    """The ``next`` the sign-in form will post (where the browser goes once signed in)."""
+    found = re.search(r'name="next" value="([^"]*)"', form)
+    assert found is not None
+    return found.group(1).replace("&amp;", "&")
+
+
+def test_a_cross_site_post_while_signed_out_lands_on_a_page_after_sign_in(
+    web: TestClient, client: Client, admin_key: str
+) -> None:
+    run_id = dead_run(client)
+    posted = web.post(
+        f"/runs/{run_id}/retry",
+        headers={"Origin": "https://evil.example"},
+        follow_redirects=False,
+    )
+    form = web.get(posted.headers["location"])
+
+    signed_in = web.post(
+        "/login",
+        data={"key": admin_key, "next": next_of(form.text)},
+        headers=ORIGIN,
+        follow_redirects=False,
+    )
+    landed = web.get(signed_in.headers["location"])
+
+    assert posted.status_code == 303
+    assert signed_in.headers["location"] == "/"
+    assert landed.status_code == 200
+    assert landed.headers["content-type"].startswith("text/html")
+    assert client.get_run(run_id).state is RunState.DEAD  # nothing was replayed
+
+
+def test_a_form_posted_from_a_page_while_signed_out_returns_to_that_page(
+    web: TestClient, client: Client, admin_key: str
+) -> None:
+    run_id = dead_run(client)
+    posted = web.post(
+        f"/runs/{run_id}/retry",
+        headers={**ORIGIN, "Referer": "http://testserver/dead?after=99"},
+        follow_redirects=False,
+    )
+    form = web.get(posted.headers["location"])
+
+    signed_in = web.post(
+        "/login",
+        data={"key": admin_key, "next": next_of(form.text)},
+        headers=ORIGIN,
+        follow_redirects=False,
+    )
+
+    assert signed_in.headers["location"] == "/dead?after=99"
+    assert web.get("/dead?after=99").status_code == 200
+    assert client.get_run(run_id).state is RunState.DEAD
+
+
+@pytest.mark.parametrize(
+    "target", ["/runs/1/retry", "/jobs/1/pause", "/logout", "/fragments/jobs", "/api/v1/jobs"]
+)
+def test_sign_in_never_sends_the_browser_to_a_form_target_or_a_fragment(
+    web: TestClient, acme_key: str, target: str
+) -> None:
+    form = web.get("/login", params={"next": target})
+    answer = web.post(
+        "/login", data={"key": acme_key, "next": target}, headers=ORIGIN, follow_redirects=False
+    )
+
+    assert next_of(form.text) == "/"
+    assert answer.headers["location"] == "/"
+
+
 def test_a_bearer_header_works_without_a_cookie(web: TestClient, acme_key: str) -> None:
     page = web.get("/", headers={"Authorization": f"Bearer {acme_key}"})
 

@@ -79,6 +79,7 @@ from urllib.parse import urlencode, urlsplit
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from tickwork import cron
@@ -92,8 +93,10 @@ from tickwork.web.auth import (
     COOKIE_NAME,
     Gate,
     Principal,
+    Source,
     addressed_to_loopback,
     command_allowed,
+    request_source,
 )
 from tickwork.web.errors import Unauthorized, status_of
 
@@ -119,6 +122,8 @@ LATEST_RUNS = 10
 
 MAX_NEXT = 2000
 """The longest ``next`` (where a form returns to) that is followed; longer ones go home."""
+NOT_RETURNED_TO = ("/fragments/", "/static/", "/login", "/logout")
+"""GET routes that are no page to return to after signing in."""
 FATE_HELP = {
     SlotFate.MISFIRE: "missed by more than the misfire grace; the misfire policy skipped it",
     SlotFate.COALESCED: "missed, and folded into one run by misfire policy 'once'",
@@ -370,12 +375,18 @@ def _sign_in_first(request: Request) -> Response:
         return _error_page(request, None, 401, "The API key is wrong, malformed or revoked.")
     if _is_htmx(request):
         # Back to the page the fragment was for, not to the fragment.
-        shown = urlsplit(request.headers.get("hx-current-url", ""))
-        target = _local_path(shown.path + (f"?{shown.query}" if shown.query else ""), "/")
-    else:
+        target = _path_of(request.headers.get("hx-current-url", ""))
+    elif request.method in ("GET", "HEAD"):
         target = request.url.path
-        if request.method == "GET" and request.url.query:
+        if request.url.query:
             target += "?" + request.url.query
+    else:
+        # A form posted while signed out: back to the page it was posted from, when this
+        # site's page says so, and never to the form's target (a GET of it answers 405).
+        # Nothing is replayed: the operator acts again, signed in, on a fresh page.
+        this_site = request_source(request) is Source.THIS_SITE
+        target = _path_of(request.headers.get("referer", "") if this_site else "")
+    target = _return_page(target)
     login = "/login?" + urlencode({"next": target}) if target != "/" else "/login"
     if _is_htmx(request):
         response: Response = Response(status_code=401, headers={"HX-Redirect": login})
@@ -421,6 +432,23 @@ def _local_path(value: str | None, default: str) -> str:
     return value
 
 
+def _path_of(url: str) -> str:
+    shown = urlsplit(url)
+    return shown.path + (f"?{shown.query}" if shown.query else "")
+
+
+def _return_page(value: str | None) -> str:
+    """Where a browser goes once signed in: ``value`` if it is a page of the dashboard on
+    this site (a GET route but the fragments, static files and the sign-in forms), else
+    home. A form's target is no page: it answers POST only."""
+    target = _local_path(value, "/")
+    path = urlsplit(target).path
+    if path.startswith(NOT_RETURNED_TO):
+        return "/"
+    pages = (r for r in router.routes if isinstance(r, APIRoute) and "GET" in (r.methods or ()))
+    return target if any(page.path_regex.match(path) for page in pages) else "/"
+
+
 def _parse_id(text: str) -> int | None:
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 19 else None
 
@@ -430,7 +458,7 @@ def _parse_id(text: str) -> int | None:
 
 @router.get("/login", response_model=None)
 def login_form(request: Request, next: str = "/") -> Response:
-    target = _local_path(next, "/")
+    target = _return_page(next)
     if _viewer(request) is not None:
         return RedirectResponse(target, status_code=303)
     return _render(request, "login.html", None, next=target, error=None)
@@ -442,7 +470,7 @@ def login(
     key: Annotated[str, Form()] = "",
     next: Annotated[str, Form()] = "/",
 ) -> Response:
-    target = _local_path(next, "/")
+    target = _return_page(next)
     if not _same_origin(request):
         return _cross_site(request, None)
     secure = _secure_cookie(request)
