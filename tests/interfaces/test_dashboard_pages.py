@@ -560,6 +560,21 @@ def test_the_retry_form_works_without_javascript(
     assert f'data-run-id="{run_id}"' not in web.get("/dead").text
 
 
+@pytest.mark.parametrize("back", ["/runs/1/retry", "/fragments/dead", "https://evil.example/"])
+def test_the_retry_form_returns_only_to_a_page(
+    web: TestClient, client: Client, admin_key: str, back: str
+) -> None:
+    run_id = dead_run(client)
+    sign_in(web, admin_key)
+
+    answer = web.post(
+        f"/runs/{run_id}/retry", data={"next": back}, headers=ORIGIN, follow_redirects=False
+    )
+
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/dead"
+
+
 def test_a_retry_from_htmx_answers_the_row_in_its_new_state(
     web: TestClient, client: Client, admin_key: str
 ) -> None:

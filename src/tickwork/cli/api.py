@@ -258,8 +258,9 @@ class ApiServer:
             open_access=access.open,
             force_open=access is Access.OPEN_FORCED,
             # Off loopback the browser talks to this server across a network: its cookie
-            # must never travel in clear, whatever a proxy says or fails to say.
-            secure_cookies=not is_loopback(host),
+            # must never travel in clear, whatever a proxy says or fails to say. Judged by
+            # the address bound, not by resolving the name again.
+            secure_cookies=not ipaddress.ip_address(self.host).is_loopback,
             rescues=rescues,
         )
         self.server = uvicorn.Server(

@@ -437,16 +437,17 @@ def _path_of(url: str) -> str:
     return shown.path + (f"?{shown.query}" if shown.query else "")
 
 
-def _return_page(value: str | None) -> str:
-    """Where a browser goes once signed in: ``value`` if it is a page of the dashboard on
-    this site (a GET route but the fragments, static files and the sign-in forms), else
-    home. A form's target is no page: it answers POST only."""
-    target = _local_path(value, "/")
+def _return_page(value: str | None, default: str = "/") -> str:
+    """Where a browser is sent back to (after signing in, after a form): ``value`` if it
+    is a page of the dashboard on this site (a GET route but the fragments, static files
+    and the sign-in forms), else ``default``. A form's target is no page: it answers POST
+    only, and a GET of it would show a JSON 405."""
+    target = _local_path(value, default)
     path = urlsplit(target).path
     if path.startswith(NOT_RETURNED_TO):
-        return "/"
+        return default
     pages = (r for r in router.routes if isinstance(r, APIRoute) and "GET" in (r.methods or ()))
-    return target if any(page.path_regex.match(path) for page in pages) else "/"
+    return target if any(page.path_regex.match(path) for page in pages) else default
 
 
 def _parse_id(text: str) -> int | None:
@@ -767,7 +768,7 @@ def retry_run(request: Request, run_id: str, next: Annotated[str, Form()] = "/de
         return _sign_in_first(request)
     if not _same_origin(request):
         return _cross_site(request, viewer)
-    back = _local_path(next, "/dead")
+    back = _return_page(next, "/dead")
     client = _client(request)
     ident = _parse_id(run_id)
     try:
