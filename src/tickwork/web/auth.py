@@ -86,8 +86,6 @@ class Principal:
     """The tenant a job goes to when the caller names none (the key's tenant)."""
     key: str | None = None
     """The key's prefix (for logs); None for the open API's anonymous admin."""
-    session: int | None = None
-    """The session's id when the caller came in with the dashboard's cookie."""
 
 
 class Gate:
@@ -136,8 +134,7 @@ class Gate:
             found = self.client.authenticate_session(cookie)
             if found is None:
                 raise Unauthorized("the session is over: sign in again")
-            session, key = found
-            return _principal(key, session=session.id)
+            return _principal(found[1])
         if self._open():
             if addressed_to_loopback(request):
                 return Principal(tenant=None, admin=True)
@@ -168,13 +165,9 @@ class Gate:
             return not self._keys_created
 
 
-def _principal(key: ApiKey, *, session: int | None = None) -> Principal:
+def _principal(key: ApiKey) -> Principal:
     return Principal(
-        tenant=None if key.admin else key.tenant,
-        admin=key.admin,
-        home=key.tenant,
-        key=key.prefix,
-        session=session,
+        tenant=None if key.admin else key.tenant, admin=key.admin, home=key.tenant, key=key.prefix
     )
 
 
