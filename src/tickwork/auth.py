@@ -1,4 +1,4 @@
-"""API key material: generate a key, hash it for storage, read its parts. Pure, no I/O.
+"""API key and session token material: generate, hash for storage, read. Pure, no I/O.
 
 A key reads ``tw_<prefix>_<secret>``::
 
@@ -19,6 +19,14 @@ handled the same way.)
 
 Where a secret is compared with a stored value, :func:`hmac.compare_digest` does it in
 constant time; the lookup itself is by hash, whose preimage an attacker does not control.
+
+Sessions
+--------
+The dashboard signs a browser in with a key once, then gives it a **session token**
+(``tws_<secret>``, 256 random bits, stored only as its sha256 like a key) in its cookie,
+never the key: signing out, or revoking the key, ends the session in the store, and a
+stolen cookie dies with its session. A session ends after :data:`SESSION_IDLE_TIMEOUT`
+unused and after :data:`SESSION_LIFETIME` however busy.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import hmac
 import re
 import secrets
 import string
+from datetime import timedelta
 
 KEY_SCHEME = "tw"
 PREFIX_LENGTH = 8
@@ -38,6 +47,15 @@ SECRET_LENGTH = 43
 KEY_LENGTH = len(KEY_SCHEME) + 1 + PREFIX_LENGTH + 1 + SECRET_LENGTH
 """55 characters."""
 
+SESSION_SCHEME = "tws"
+SESSION_TOKEN_LENGTH = len(SESSION_SCHEME) + 1 + SECRET_LENGTH
+"""47 characters."""
+SESSION_IDLE_TIMEOUT = timedelta(hours=12)
+"""A session unused this long ends: a browser left overnight must sign in again."""
+SESSION_LIFETIME = timedelta(days=7)
+"""A session ends this long after sign-in, however busy (the cookie's ``Max-Age`` too)."""
+
+_SESSION_TOKEN = re.compile(rf"{SESSION_SCHEME}_[A-Za-z0-9_-]{{{SECRET_LENGTH}}}")
 _KEY = re.compile(
     rf"{KEY_SCHEME}_(?P<prefix>[a-z0-9]{{{PREFIX_LENGTH}}})_[A-Za-z0-9_-]{{{SECRET_LENGTH}}}"
 )
@@ -52,8 +70,21 @@ def generate_key() -> tuple[str, str]:
 
 
 def hash_key(key: str) -> str:
-    """The stored form of ``key``: sha256 of the whole key, 64 hex digits."""
+    """The stored form of ``key`` (or of a session token): sha256 of the whole of it, 64
+    hex digits."""
     return hashlib.sha256(key.encode()).hexdigest()
+
+
+def generate_session_token() -> str:
+    """A new session token: ``tws_<secret>``, the secret as a key's (256 bits)."""
+    secret = secrets.token_urlsafe(SECRET_BYTES)
+    assert len(secret) == SECRET_LENGTH
+    return f"{SESSION_SCHEME}_{secret}"
+
+
+def is_session_token(text: str) -> bool:
+    """Whether ``text`` has a session token's form (never raises)."""
+    return _SESSION_TOKEN.fullmatch(text) is not None
 
 
 def key_prefix(key: str) -> str | None:

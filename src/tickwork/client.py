@@ -61,6 +61,7 @@ from tickwork.store.base import (
     Node,
     Page,
     RunStats,
+    Session,
     SlotSkip,
     Submitted,
 )
@@ -277,6 +278,16 @@ def check_page(after: int | None, limit: int) -> None:
         raise ValidationError(
             f"limit must be an integer from 1 to {MAX_PAGE}, got {limit!r}", field="limit"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class SignedIn:
+    """A new session (:meth:`Client.sign_in`): the token for the browser's cookie, shown
+    this once and stored only hashed, the session and the key it signed in with."""
+
+    token: str
+    session: Session
+    key: ApiKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -506,6 +517,11 @@ class Client:
         """Every key, revoked ones too, newest first (never a secret or a hash)."""
         return self.store.list_api_keys()
 
+    def api_keys_exist(self) -> bool:
+        """Whether a key was ever created, revoked ones included (keys are never deleted):
+        the HTTP API runs open on loopback only while none was."""
+        return bool(self.store.list_api_keys())
+
     def revoke_api_key(self, key: str) -> ApiKey:
         """Revoke a key named by its id, its prefix, or the whole key; idempotent.
         ApiKeyNotFound when none matches."""
@@ -516,6 +532,45 @@ class Client:
         if not name or len(name) > MAX_NAME_LENGTH:
             raise ApiKeyNotFound(key)
         return self.store.revoke_api_key(name)
+
+    # -- sessions (the dashboard's sign-in) ----------------------------------------------------
+
+    def sign_in(
+        self,
+        key: str,
+        *,
+        idle_timeout: timedelta = auth.SESSION_IDLE_TIMEOUT,
+        lifetime: timedelta = auth.SESSION_LIFETIME,
+    ) -> SignedIn | None:
+        """Start a session with ``key``, or None when the key is malformed, unknown or
+        revoked (also when it is revoked while this runs: the store checks again)."""
+        found = self.authenticate(key)
+        if found is None:
+            return None
+        token = auth.generate_session_token()
+        try:
+            session = self.store.sign_in(
+                key_id=found.id,
+                token_hash=auth.hash_key(token),
+                idle_timeout=idle_timeout,
+                lifetime=lifetime,
+            )
+        except ApiKeyNotFound:
+            return None
+        return SignedIn(token, session, found)
+
+    def authenticate_session(self, token: str) -> tuple[Session, ApiKey] | None:
+        """The live session ``token`` names, and its key; None when it is malformed,
+        unknown, signed out, expired or its key revoked."""
+        if not isinstance(token, str) or not auth.is_session_token(token):
+            return None
+        return self.store.session_by_hash(auth.hash_key(token))
+
+    def sign_out(self, token: str) -> bool:
+        """End the session ``token`` names; False when there was none to end."""
+        if not isinstance(token, str) or not auth.is_session_token(token):
+            return False
+        return self.store.sign_out(auth.hash_key(token))
 
     def list_runs(
         self,

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -82,15 +82,16 @@ def child_env() -> dict[str, str]:
 
 
 @contextmanager
-def serving(argv: Sequence[str]) -> Iterator[ServerProcess]:
+def serving(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Iterator[ServerProcess]:
     """``python -m tickwork ARGV`` until its ready line (``tickwork ...: ready``, with the
-    URL it serves); SIGTERM and exit 0 afterwards."""
+    URL it serves); SIGTERM and exit 0 afterwards. ``env``: variables on top of the test's
+    own (whose ``TICKWORK_*`` ones are dropped)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "tickwork", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=child_env(),
+        env={**child_env(), **(env or {})},
     )
     server = ServerProcess(process)
     ready = False

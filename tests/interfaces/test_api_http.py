@@ -430,10 +430,29 @@ def test_a_revoked_key_is_401(web: TestClient, client: Client) -> None:
     assert web.get("/api/v1/jobs", headers=bearer(key)).status_code == 401
 
 
-def test_the_dashboards_cookie_is_a_key_too(web: TestClient, acme_key: str) -> None:
-    web.cookies.set(auth.COOKIE_NAME, acme_key)
+def sign_in(web: TestClient, key: str) -> None:
+    """The dashboard's sign-in form, as a browser posts it: the session cookie is set."""
+    answer = web.post(
+        "/login", data={"key": key}, headers={"Origin": "http://testserver"}, follow_redirects=False
+    )
+    assert answer.status_code == 303, answer.text
+
+
+def test_the_dashboards_session_cookie_works_for_the_api_too(
+    web: TestClient, acme_key: str
+) -> None:
+    sign_in(web, acme_key)
 
     assert web.get("/api/v1/jobs").status_code == 200
+
+
+def test_a_key_in_the_cookie_is_refused(web: TestClient, acme_key: str) -> None:
+    web.cookies.set(auth.COOKIE_NAME, acme_key)
+
+    answer = web.get("/api/v1/jobs")
+
+    assert answer.status_code == 401
+    assert error_of(answer)["code"] == "unauthorized"
 
 
 def test_a_tenant_key_sees_only_its_own_tenants_jobs(
@@ -594,6 +613,18 @@ def test_the_open_api_closes_once_a_key_exists(
         assert web.get("/api/v1/jobs", headers=bearer(key)).status_code == 200
 
 
+def test_the_open_api_stays_closed_once_a_key_was_created_even_when_it_is_revoked(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(auth, "OPEN_RECHECK_SECONDS", 0.0)
+    with TestClient(create_app(client, open_access=True), base_url=LOCAL) as web:
+        assert web.get("/api/v1/jobs").status_code == 200
+        record, _ = client.create_api_key(tenant="acme")
+        client.revoke_api_key(record.prefix)
+
+        assert web.get("/api/v1/jobs").status_code == 401
+
+
 def test_the_open_api_refuses_requests_addressed_to_another_host(client: Client) -> None:
     """DNS rebinding: a page of evil.example resolved to 127.0.0.1 says so in its Host."""
     with TestClient(create_app(client, open_access=True), base_url="http://evil.example") as web:
@@ -603,6 +634,49 @@ def test_the_open_api_refuses_requests_addressed_to_another_host(client: Client)
     assert (read.status_code, submitted.status_code) == (401, 401)
     assert "loopback" in error_of(read)["message"]
     assert client.list_jobs().items == []
+
+
+LOOKALIKE_HOSTS = [
+    "evil.example:8765@127.0.0.1",  # userinfo before a loopback address
+    "evil.example@127.0.0.1:8765",
+    "127.0.0.1:8765.evil.example",  # a "port" that goes on as a name
+    "127.0.0.1:8765@evil.example",
+    "127.0.0.1:8765/evil.example",
+    "127.0.0.1:8765#evil.example",
+    "127.0.0.1:8765?evil.example",
+    "127.0.0.1:evil",
+    "127.0.0.1:99999",
+    "127.0.0.1:",
+    "127.0.0.1:8765:8765",
+    "[::1]evil.example",
+    "[::1]:8765.evil.example",
+    "localhost.evil.example",
+    "127.0.0.1.evil.example",
+]
+"""Host headers that name another host but contain a loopback address or name."""
+
+
+@pytest.mark.parametrize("host", LOOKALIKE_HOSTS)
+def test_the_open_api_refuses_a_host_that_only_contains_a_loopback_address(
+    client: Client, host: str
+) -> None:
+    with TestClient(create_app(client, open_access=True), base_url=LOCAL) as web:
+        read = web.get("/api/v1/jobs", headers={"Host": host})
+        submitted = web.post(
+            "/api/v1/jobs", json={"task": "http", "args": HTTP_ARGS}, headers={"Host": host}
+        )
+
+    assert (read.status_code, submitted.status_code) == (401, 401)
+    assert "loopback" in error_of(read)["message"]
+    assert client.list_jobs().items == []
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.1:8765", "localhost:1", "[::1]:8765"])
+def test_the_open_api_serves_a_loopback_host_with_or_without_a_port(
+    client: Client, host: str
+) -> None:
+    with TestClient(create_app(client, open_access=True), base_url=LOCAL) as web:
+        assert web.get("/api/v1/jobs", headers={"Host": host}).status_code == 200
 
 
 @pytest.mark.parametrize(
@@ -631,7 +705,7 @@ def test_a_command_from_this_sites_page_or_with_a_bearer_key_is_accepted(
     web: TestClient, client: Client, admin_key: str
 ) -> None:
     first, second = dead_run(client), dead_run(client)
-    web.cookies.set(auth.COOKIE_NAME, admin_key)
+    sign_in(web, admin_key)
 
     same_site = web.post(f"/api/v1/runs/{first}/retry", headers={"Origin": "http://testserver"})
     with_bearer = web.post(

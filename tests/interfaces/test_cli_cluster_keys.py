@@ -137,6 +137,19 @@ def test_keys_revoke_by_prefix_id_or_whole_key(store: Store) -> None:
     ok("keys", "revoke", str(by_id.id), "--db", store.url)  # again: idempotent
 
 
+def test_keys_revoke_ends_the_dashboard_sessions_of_the_key(store: Store) -> None:
+    key = ok("keys", "create", "--tenant", "acme", "--db", store.url).out.strip()
+    client = Client(store)
+    signed_in = client.sign_in(key)
+    assert signed_in is not None
+    assert client.authenticate_session(signed_in.token) is not None
+
+    out = ok("keys", "revoke", key, "--db", store.url).out
+
+    assert "its dashboard sessions ended" in out
+    assert client.authenticate_session(signed_in.token) is None
+
+
 def test_keys_bad_input_exits_2_and_unknown_keys_exit_1(store: Store) -> None:
     before = snapshot(store)
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from cli_support import dead_run, submit, trigger_at
 
+from tickwork import auth
 from tickwork.client import Client, Cluster, to_json
 from tickwork.errors import (
     ApiKeyNotFound,
@@ -196,6 +197,54 @@ def test_api_keys_authenticate_until_revoked(client: Client, store: Store) -> No
     assert client.authenticate(admin_key) is None
     with pytest.raises(ApiKeyNotFound):
         client.revoke_api_key("nope")
+
+
+def test_api_keys_were_ever_created_even_when_all_are_revoked(client: Client) -> None:
+    assert client.api_keys_exist() is False
+    record, _ = client.create_api_key(tenant="acme")
+    client.revoke_api_key(record.prefix)
+
+    assert client.api_keys_exist() is True
+
+
+def test_a_key_signs_in_to_a_session_that_its_token_names(client: Client) -> None:
+    record, key = client.create_api_key(tenant="acme")
+
+    signed_in = client.sign_in(key)
+
+    assert signed_in is not None
+    assert signed_in.key == record
+    assert signed_in.token.startswith("tws_")
+    assert key not in signed_in.token
+    assert signed_in.session.expires_at - signed_in.session.created_at == auth.SESSION_LIFETIME
+    assert signed_in.session.idle_timeout == auth.SESSION_IDLE_TIMEOUT
+    assert client.authenticate_session(signed_in.token) == (signed_in.session, record)
+    assert client.authenticate_session(key) is None  # a key is no session token
+    assert client.authenticate(signed_in.token) is None  # and a session token is no key
+    assert client.sign_in("tw_aaaaaaaa_" + "A" * 43) is None
+
+
+def test_a_session_ends_when_signed_out_or_when_its_key_is_revoked(client: Client) -> None:
+    record, key = client.create_api_key(tenant="acme")
+    first, second = client.sign_in(key), client.sign_in(key)
+    assert first is not None
+    assert second is not None
+
+    assert client.sign_out(first.token) is True
+    assert client.sign_out(first.token) is False
+    assert client.authenticate_session(first.token) is None
+    assert client.authenticate_session(second.token) is not None
+
+    client.revoke_api_key(record.prefix)
+
+    assert client.authenticate_session(second.token) is None
+    assert client.sign_in(key) is None
+
+
+@pytest.mark.parametrize("token", ["", "tws_", "tws_" + "A" * 42, "tws_" + "A" * 43 + "\n", "x"])
+def test_a_malformed_session_token_names_no_session(client: Client, token: str) -> None:
+    assert client.authenticate_session(token) is None
+    assert client.sign_out(token) is False
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tickwork.auth import SESSION_LIFETIME
 from tickwork.client import Client
 from tickwork.job import JobState, RunState
 from tickwork.store import Store
@@ -109,11 +110,61 @@ def test_signing_in_sets_an_http_only_lax_cookie_and_returns_to_the_page(
     assert answer.status_code == 303
     assert answer.headers["location"] == "/dead"
     cookie = answer.headers["set-cookie"]
-    assert cookie.startswith(f"{COOKIE_NAME}={acme_key};")
+    assert cookie.startswith(f"{COOKIE_NAME}=tws_")
     assert "HttpOnly" in cookie
     assert "SameSite=lax" in cookie
     assert "Path=/" in cookie
+    assert f"Max-Age={int(SESSION_LIFETIME.total_seconds())}" in cookie
+    assert "Secure" not in cookie  # plain http on loopback: a browser would drop it
     assert web.get("/dead").status_code == 200
+
+
+def test_the_sign_in_cookie_carries_a_session_token_never_the_key(
+    web: TestClient, acme_key: str
+) -> None:
+    answer = web.post("/login", data={"key": acme_key}, headers=ORIGIN, follow_redirects=False)
+    assert acme_key not in answer.headers["set-cookie"]
+    web.cookies.clear()
+    web.cookies.set(COOKIE_NAME, acme_key)  # a cookie holding the key itself
+
+    page = web.get("/jobs", follow_redirects=False)
+
+    assert page.status_code == 303
+    assert page.headers["location"] == "/login?next=%2Fjobs"
+
+
+def test_signing_in_over_https_sets_a_secure_cookie(client: Client, acme_key: str) -> None:
+    app = create_app(client, open_access=False)
+    with TestClient(app, base_url="https://tickwork.example.com") as web:
+        origin = {"Origin": "https://tickwork.example.com"}
+        answer = web.post("/login", data={"key": acme_key}, headers=origin, follow_redirects=False)
+
+    assert answer.status_code == 303
+    assert "Secure" in answer.headers["set-cookie"]
+
+
+def test_signing_out_ends_the_session_on_the_server(web: TestClient, acme_key: str) -> None:
+    sign_in(web, acme_key)
+    token = web.cookies[COOKIE_NAME]
+
+    web.post("/logout", headers=ORIGIN, follow_redirects=False)
+    web.cookies.set(COOKIE_NAME, token)  # a copy of the cookie, kept from before
+
+    assert web.get("/jobs", follow_redirects=False).headers["location"] == "/login?next=%2Fjobs"
+    assert web.get("/api/v1/jobs").status_code == 401
+
+
+def test_signing_in_again_ends_the_previous_session(
+    web: TestClient, acme_key: str, admin_key: str
+) -> None:
+    sign_in(web, acme_key)
+    first = web.cookies[COOKIE_NAME]
+
+    sign_in(web, admin_key)
+    web.cookies.clear()
+    web.cookies.set(COOKIE_NAME, first)
+
+    assert web.get("/", follow_redirects=False).status_code == 303
 
 
 def test_sign_in_never_redirects_to_another_site(web: TestClient, acme_key: str) -> None:
@@ -155,6 +206,77 @@ def test_signing_out_drops_the_cookie(web: TestClient, acme_key: str) -> None:
     assert answer.status_code == 303
     assert answer.headers["location"] == "/login"
     assert web.get("/", follow_redirects=False).status_code == 303
+
+
+def next_of(form: str) -> str:
+    """The ``next`` the sign-in form will post (where the browser goes once signed in)."""
+    found = re.search(r'name="next" value="([^"]*)"', form)
+    assert found is not None
+    return found.group(1).replace("&amp;", "&")
+
+
+def test_a_cross_site_post_while_signed_out_lands_on_a_page_after_sign_in(
+    web: TestClient, client: Client, admin_key: str
+) -> None:
+    run_id = dead_run(client)
+    posted = web.post(
+        f"/runs/{run_id}/retry",
+        headers={"Origin": "https://evil.example"},
+        follow_redirects=False,
+    )
+    form = web.get(posted.headers["location"])
+
+    signed_in = web.post(
+        "/login",
+        data={"key": admin_key, "next": next_of(form.text)},
+        headers=ORIGIN,
+        follow_redirects=False,
+    )
+    landed = web.get(signed_in.headers["location"])
+
+    assert posted.status_code == 303
+    assert signed_in.headers["location"] == "/"
+    assert landed.status_code == 200
+    assert landed.headers["content-type"].startswith("text/html")
+    assert client.get_run(run_id).state is RunState.DEAD  # nothing was replayed
+
+
+def test_a_form_posted_from_a_page_while_signed_out_returns_to_that_page(
+    web: TestClient, client: Client, admin_key: str
+) -> None:
+    run_id = dead_run(client)
+    posted = web.post(
+        f"/runs/{run_id}/retry",
+        headers={**ORIGIN, "Referer": "http://testserver/dead?after=99"},
+        follow_redirects=False,
+    )
+    form = web.get(posted.headers["location"])
+
+    signed_in = web.post(
+        "/login",
+        data={"key": admin_key, "next": next_of(form.text)},
+        headers=ORIGIN,
+        follow_redirects=False,
+    )
+
+    assert signed_in.headers["location"] == "/dead?after=99"
+    assert web.get("/dead?after=99").status_code == 200
+    assert client.get_run(run_id).state is RunState.DEAD
+
+
+@pytest.mark.parametrize(
+    "target", ["/runs/1/retry", "/jobs/1/pause", "/logout", "/fragments/jobs", "/api/v1/jobs"]
+)
+def test_sign_in_never_sends_the_browser_to_a_form_target_or_a_fragment(
+    web: TestClient, acme_key: str, target: str
+) -> None:
+    form = web.get("/login", params={"next": target})
+    answer = web.post(
+        "/login", data={"key": acme_key, "next": target}, headers=ORIGIN, follow_redirects=False
+    )
+
+    assert next_of(form.text) == "/"
+    assert answer.headers["location"] == "/"
 
 
 def test_a_bearer_header_works_without_a_cookie(web: TestClient, acme_key: str) -> None:
@@ -438,6 +560,21 @@ def test_the_retry_form_works_without_javascript(
     assert f'data-run-id="{run_id}"' not in web.get("/dead").text
 
 
+@pytest.mark.parametrize("back", ["/runs/1/retry", "/fragments/dead", "https://evil.example/"])
+def test_the_retry_form_returns_only_to_a_page(
+    web: TestClient, client: Client, admin_key: str, back: str
+) -> None:
+    run_id = dead_run(client)
+    sign_in(web, admin_key)
+
+    answer = web.post(
+        f"/runs/{run_id}/retry", data={"next": back}, headers=ORIGIN, follow_redirects=False
+    )
+
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/dead"
+
+
 def test_a_retry_from_htmx_answers_the_row_in_its_new_state(
     web: TestClient, client: Client, admin_key: str
 ) -> None:
@@ -476,8 +613,26 @@ def test_retrying_a_run_that_is_no_longer_dead_says_why(
         {"Origin": "null"},
         {"Referer": "https://evil.example/page"},
         {"Origin": "http://testserver.evil.example"},
+        {"Origin": "http://evil.example@testserver"},
+        {"Referer": "http://testserver@evil.example/dead"},
+        {"Referer": "http://evil.example/?testserver"},
+        {"Origin": "http://testserver:1"},
+        {"Origin": "http://testserver/"},
+        {"Origin": "garbage"},
     ],
-    ids=["no-origin", "foreign-origin", "null-origin", "foreign-referer", "lookalike-host"],
+    ids=[
+        "no-origin",
+        "foreign-origin",
+        "null-origin",
+        "foreign-referer",
+        "lookalike-host",
+        "user-info-origin",
+        "user-info-referer",
+        "host-in-query",
+        "other-port",
+        "origin-with-path",
+        "malformed-origin",
+    ],
 )
 def test_a_cross_site_post_is_refused_and_changes_nothing(
     web: TestClient, client: Client, admin_key: str, headers: dict[str, str]

@@ -5,10 +5,10 @@ On the embedded SQLite default (``./tickwork.db``) it needs no server: the file 
 and migrated on first use. It runs the built-in ``http`` task, ``shell`` with
 ``--allow-shell``, and the tasks of ``--app MODULE``. It serves the HTTP API, the dashboard
 and ``/metrics`` on ``--host``/``--port`` (127.0.0.1:8765; ``--no-api`` to skip), under the
-rules of ``tickwork api``: open on loopback while no API key exists, refused elsewhere
-without one. SIGTERM or SIGINT stops the server, then the worker the way ``tickwork
-worker`` stops (running handlers finish within the grace, the rest is released), and
-resigns leadership; it exits 0.
+rules of ``tickwork api``: open on loopback while no API key was ever created (or with
+``--open``), refused elsewhere without one. SIGTERM or SIGINT stops the server, then the
+worker the way ``tickwork worker`` stops (running handlers finish within the grace, the
+rest is released), and resigns leadership; it exits 0.
 """
 
 from __future__ import annotations
@@ -19,12 +19,16 @@ from typing import Annotated
 import typer
 
 from tickwork.cli.api import (
+    DEFAULT_FORWARDED_ALLOW_IPS,
     DEFAULT_HOST,
     DEFAULT_PORT,
     ApiServer,
+    ForwardedAllowIpsOption,
     HostOption,
+    OpenOption,
     PortOption,
     check_access,
+    trusted_proxies,
 )
 from tickwork.cli.output import (
     DbOption,
@@ -72,11 +76,14 @@ def run(
     no_api: Annotated[
         bool, typer.Option("--no-api", help="Serve no HTTP API, dashboard or metrics.")
     ] = False,
+    force_open: OpenOption = False,
+    forwarded_allow_ips: ForwardedAllowIpsOption = DEFAULT_FORWARDED_ALLOW_IPS,
     log_level: LogLevelOption = "INFO",
     log_format: LogFormatOption = "text",
 ) -> None:
     """Run a scheduler, a worker and the HTTP API in this process (./tickwork.db by default)."""
     configure_logging(log_level, log_format)
+    proxies = trusted_proxies(forwarded_allow_ips)
     loaded, url = app_and_db(app_module, db)
     config = Config.from_env(
         db_url=url, concurrency=concurrency, allow_shell=True if allow_shell else None
@@ -93,7 +100,8 @@ def run(
                 client,
                 host,
                 port,
-                open_access=check_access(client, host),
+                access=check_access(client, host, force_open=force_open),
+                trusted_proxies=proxies,
                 rescues=(lambda: reaper.rescued) if reaper is not None else None,
             )
 

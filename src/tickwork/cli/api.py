@@ -5,10 +5,18 @@ and ``/readyz`` are its checks). It executes nothing and triggers nothing: it re
 store and sends commands through the client, like the CLI.
 
 Keys: every endpoint but the health checks needs an API key (``tickwork keys create``).
-Bound to a loopback address (127.0.0.1, ::1, localhost) with no key defined, the API runs
-*open*: a caller without a key acts as an admin, with a warning in the log, until the first
-key is created. Bound to any other address it refuses to start without a key (exit 2), so
-a scheduler's data is never served to a network by accident.
+Bound to a loopback address (127.0.0.1, ::1, localhost) while no key was ever created, the
+API runs *open*: a caller without a key acts as an admin, with a warning in the log, until
+the first key is created. A revoked key still counts: revoking every key leaves an API that
+refuses everyone, never an open one. ``--open`` forces the open mode on a loopback address
+even though keys exist (for a developer's machine); it is refused on any other address.
+Bound to any other address with no key ever created, it refuses to start (exit 2), so a
+scheduler's data is never served to a network by accident.
+
+Behind a TLS proxy: the dashboard's sign-in cookie is ``Secure`` when the request came
+over https, which the server learns from ``X-Forwarded-Proto`` only when the proxy's
+address is in ``--forwarded-allow-ips`` (default: this host, 127.0.0.1 and ::1); bound to
+any address but loopback, the cookie is ``Secure`` always.
 
 ``tickwork run`` serves the same app beside its scheduler and worker (:class:`ApiServer`).
 """
@@ -21,6 +29,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from enum import Enum
 from typing import Annotated
 
 import typer
@@ -48,6 +57,10 @@ STARTUP_TIMEOUT = 15.0
 """Seconds the server may take to start listening before the command gives up."""
 SHUTDOWN_TIMEOUT = 10
 """Seconds open requests may take to finish once the server stops."""
+DEFAULT_FORWARDED_ALLOW_IPS = "127.0.0.1,::1"
+"""Peers whose ``X-Forwarded-Proto`` and ``X-Forwarded-For`` are believed: a proxy on
+this host (uvicorn's own default)."""
+FORWARDED_ALLOW_IPS_ENV = "TICKWORK_FORWARDED_ALLOW_IPS"
 
 HostOption = Annotated[
     str,
@@ -63,6 +76,37 @@ PortOption = Annotated[
         "--port", metavar="PORT", min=0, max=65535, help="Port to listen on (0: any free port)."
     ),
 ]
+ForwardedAllowIpsOption = Annotated[
+    str,
+    typer.Option(
+        "--forwarded-allow-ips",
+        metavar="IPS",
+        envvar=FORWARDED_ALLOW_IPS_ENV,
+        help="Proxies (addresses or CIDR networks, comma-separated, or * for any) whose "
+        "X-Forwarded-Proto and X-Forwarded-For are believed: put your TLS proxy's here, so "
+        f"that the sign-in cookie is Secure. Env {FORWARDED_ALLOW_IPS_ENV}.",
+    ),
+]
+OpenOption = Annotated[
+    bool,
+    typer.Option(
+        "--open",
+        help="Let callers without a key act as an admin even though keys exist (loopback "
+        "addresses only). Without it the API is open only while no key was ever created.",
+    ),
+]
+
+
+class Access(Enum):
+    """Who may call the API, as decided at start (:func:`check_access`)."""
+
+    KEYS = "API keys required"
+    OPEN_UNTIL_FIRST_KEY = "open access: no API key was ever created"
+    OPEN_FORCED = "open access (--open)"
+
+    @property
+    def open(self) -> bool:
+        return self is not Access.KEYS
 
 
 @app.command("api")
@@ -72,22 +116,24 @@ def api(
     host: HostOption = DEFAULT_HOST,
     port: PortOption = DEFAULT_PORT,
     app_module: AppOption = None,
+    force_open: OpenOption = False,
+    forwarded_allow_ips: ForwardedAllowIpsOption = DEFAULT_FORWARDED_ALLOW_IPS,
     log_level: LogLevelOption = "INFO",
     log_format: LogFormatOption = "text",
 ) -> None:
     """Serve the HTTP API, the dashboard and /metrics (keys required off loopback)."""
     configure_logging(log_level, log_format)
+    proxies = trusted_proxies(forwarded_allow_ips)
     loaded, url = app_and_db(app_module, db)
     try:
         client = Client.open(url, loaded.registry if loaded is not None else Registry())
         try:
-            open_access = check_access(client, host)
-            server = ApiServer(client, host, port, open_access=open_access)
+            access = check_access(client, host, force_open=force_open)
+            server = ApiServer(client, host, port, access=access, trusted_proxies=proxies)
 
             def start() -> None:
                 server.start()
-                mode = "open access: no API key exists" if open_access else "API keys required"
-                echo(f"tickwork api: ready on {server.url} (db {redact(url)}; {mode})")
+                echo(f"tickwork api: ready on {server.url} (db {redact(url)}; {access.value})")
 
             try:
                 serve_until_signal(start, server.stop)
@@ -101,26 +147,67 @@ def api(
     log.info("tickwork api stopped")
 
 
-def check_access(client: Client, host: str) -> bool:
-    """Whether the API may run open on ``host``: only on loopback, only with no key.
+def check_access(client: Client, host: str, *, force_open: bool = False) -> Access:
+    """Who may call an API served on ``host``: open only on loopback, and only while no
+    key was ever created (a revoked key counts) or with ``force_open`` (``--open``).
 
-    Raises ValidationError (exit 2) for a non-loopback address with no key defined.
+    Raises ValidationError (exit 2) for ``force_open`` off loopback, and for a non-loopback
+    address while no key was ever created.
     """
-    has_keys = any(key.revoked_at is None for key in client.list_api_keys())
-    if has_keys:
-        return False
-    if not is_loopback(host):
+    loopback = is_loopback(host)
+    if force_open:
+        if not loopback:
+            raise ValidationError(
+                f"--open serves without keys, so only on a loopback address, not on {host}",
+                field="open",
+            )
+        log.warning(
+            "open access on %s (--open): callers without a key act as admin, whatever keys exist",
+            host,
+        )
+        return Access.OPEN_FORCED
+    keys = client.list_api_keys()
+    if keys:
+        if all(key.revoked_at is not None for key in keys):
+            log.warning(
+                "every API key is revoked: every request is refused until a key is created "
+                "('tickwork keys create')"
+            )
+        return Access.KEYS
+    if not loopback:
         raise ValidationError(
             f"refusing to serve on {host} without API keys: create one with "
             "'tickwork keys create --tenant NAME --admin', or listen on 127.0.0.1",
             field="host",
         )
     log.warning(
-        "open access on %s: no API key exists, so callers without a key act as admin "
-        "until one is created ('tickwork keys create')",
+        "open access on %s: no API key was ever created, so callers without a key act as "
+        "admin until one is ('tickwork keys create')",
         host,
     )
-    return True
+    return Access.OPEN_UNTIL_FIRST_KEY
+
+
+def trusted_proxies(value: str) -> list[str]:
+    """``--forwarded-allow-ips`` as uvicorn takes it: addresses and CIDR networks, or
+    ``*`` alone. ValidationError (exit 2) for anything else: uvicorn would take a typo for
+    a literal that no peer ever matches, and the cookie would silently lose ``Secure``."""
+    items = [item.strip() for item in value.split(",")]
+    if items == ["*"]:
+        return items
+    for item in items:
+        try:
+            if "/" in item:
+                ipaddress.ip_network(item)
+            else:
+                ipaddress.ip_address(item)
+        except ValueError:
+            raise ValidationError(
+                f"--forwarded-allow-ips: {item!r} is not an IP address or network "
+                "(write 10.0.0.5, 10.0.0.0/8, a list of them, or * alone)",
+                field="forwarded_allow_ips",
+            ) from None
+    return items
 
 
 def is_loopback(host: str) -> bool:
@@ -153,7 +240,8 @@ class ApiServer:
         host: str,
         port: int,
         *,
-        open_access: bool,
+        access: Access,
+        trusted_proxies: list[str] | None = None,
         rescues: Callable[[], int] | None = None,
     ) -> None:
         # Imported here: the web stack costs most of the CLI's start-up time, and only the
@@ -165,7 +253,16 @@ class ApiServer:
         self.socket = _bind(host, port)
         bound = self.socket.getsockname()
         self.host, self.port = str(bound[0]), int(bound[1])
-        self.app = create_app(client, open_access=open_access, rescues=rescues)
+        self.app = create_app(
+            client,
+            open_access=access.open,
+            force_open=access is Access.OPEN_FORCED,
+            # Off loopback the browser talks to this server across a network: its cookie
+            # must never travel in clear, whatever a proxy says or fails to say. Judged by
+            # the address bound, not by resolving the name again.
+            secure_cookies=not ipaddress.ip_address(self.host).is_loopback,
+            rescues=rescues,
+        )
         self.server = uvicorn.Server(
             uvicorn.Config(
                 self.app,
@@ -175,6 +272,12 @@ class ApiServer:
                 access_log=False,  # AccessLogMiddleware writes one line per request
                 lifespan="off",
                 server_header=False,
+                proxy_headers=True,
+                forwarded_allow_ips=(
+                    trusted_proxies
+                    if trusted_proxies is not None
+                    else DEFAULT_FORWARDED_ALLOW_IPS.split(",")
+                ),
                 timeout_graceful_shutdown=SHUTDOWN_TIMEOUT,
             )
         )

@@ -8,7 +8,8 @@
 
 A key is shown once, when it is created: only its sha256 is stored (see
 :mod:`tickwork.auth`). A tenant's key sees and acts on that tenant's jobs only; an
-``--admin`` key on every tenant's.
+``--admin`` key on every tenant's. A revoked key stays listed (nothing deletes a key), so
+a loopback API whose keys are all revoked stays closed rather than open.
 """
 
 from __future__ import annotations
@@ -96,7 +97,11 @@ def revoke(
     *,
     db: DbOption = "",
 ) -> None:
-    """Revoke a key: requests with it are refused from now on."""
+    """Revoke a key: requests with it are refused from now on, and the dashboard sessions
+    signed in with it end."""
     with Client.open(db) as client:
         record = client.revoke_api_key(key)
-    echo(f"revoked API key {record.id} (prefix {record.prefix}, tenant {record.tenant})")
+    echo(
+        f"revoked API key {record.id} (prefix {record.prefix}, tenant {record.tenant}); "
+        "its dashboard sessions ended"
+    )

@@ -60,6 +60,11 @@ NODE_SILENT_FLOOR = timedelta(seconds=5)
 """... but never sooner than this, so a busy host's late beat is not called silence."""
 NODE_DEFAULT_BEAT = timedelta(seconds=3)
 """The heartbeat interval assumed for a node that did not say its own (``info["beat"]``)."""
+SESSION_SEEN_EVERY = timedelta(minutes=1)
+"""A session's ``last_seen_at`` is written at most this often: a dashboard page polls every
+few seconds, and a write per poll would buy nothing (the idle timeout is hours)."""
+SESSION_FORGET_AFTER = timedelta(days=1)
+"""A session row is deleted this long after it ended (signed out, revoked or expired)."""
 T = TypeVar("T")
 
 # Capabilities a store may declare (named differences, never isinstance checks).
@@ -188,6 +193,24 @@ class ApiKey:
     admin: bool
     label: str | None
     created_at: datetime
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A dashboard sign-in with an API key. Only a hash of its token is stored.
+
+    It is live until the first of: ``expires_at`` (a lifetime from its start, however
+    busy), ``last_seen_at + idle_timeout`` (unused that long), sign-out, or the key's
+    revocation (``revoked_at`` for the last two).
+    """
+
+    id: int
+    key_id: int
+    created_at: datetime
+    last_seen_at: datetime
+    idle_timeout: timedelta
+    expires_at: datetime
     revoked_at: datetime | None
 
 
@@ -609,11 +632,54 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def list_api_keys(self) -> list[ApiKey]:
-        """Every key, revoked ones included, newest first."""
+        """Every key, revoked ones included, newest first. No key is ever deleted, so this
+        also says whether a key was ever created (the HTTP API is open only until one is)."""
 
     @abc.abstractmethod
     def revoke_api_key(self, key: str, *, now: datetime | None = None) -> ApiKey:
-        """Revoke by id (as text) or prefix; NotFound when no key matches. Idempotent."""
+        """Revoke by id (as text) or prefix; NotFound when no key matches. Idempotent.
+        The key's sessions end in the same transaction (their ``revoked_at`` is set)."""
+
+    # -- sessions (the dashboard's sign-in) -----------------------------------------------
+
+    @abc.abstractmethod
+    def sign_in(
+        self,
+        *,
+        key_id: int,
+        token_hash: str,
+        idle_timeout: timedelta,
+        lifetime: timedelta,
+        now: datetime | None = None,
+    ) -> Session:
+        """Start a session for key ``key_id``, stored by the hash of its token (the token
+        itself never reaches the store): ``last_seen_at = created_at = now``,
+        ``expires_at = now + lifetime``.
+
+        Raises ApiKeyNotFound, writing nothing, when the key is revoked or missing; the
+        check and the insert are one statement, so a key revoked concurrently never gets
+        a session that outlives it. As a side effect, deletes the rows of sessions that
+        ended more than SESSION_FORGET_AFTER ago.
+        """
+
+    @abc.abstractmethod
+    def session_by_hash(
+        self, token_hash: str, *, now: datetime | None = None
+    ) -> tuple[Session, ApiKey] | None:
+        """The live session with this token hash and its key, or None: no such session,
+        signed out, its key revoked, idle since ``last_seen_at + idle_timeout <= now``, or
+        past ``expires_at``.
+
+        A live session is marked seen (``last_seen_at = now``) when it was last marked
+        more than SESSION_SEEN_EVERY ago, so its idle time may be counted from up to that
+        much before its last use. The returned session is as read, before the mark.
+        """
+
+    @abc.abstractmethod
+    def sign_out(self, token_hash: str, *, now: datetime | None = None) -> bool:
+        """End the session with this token hash (``revoked_at = now``). True when this
+        call set ``revoked_at``; False when no session has the hash or it was signed out or
+        revoked before. Idempotent."""
 
     # -- leadership ------------------------------------------------------------------------
 

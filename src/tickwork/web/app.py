@@ -53,13 +53,18 @@ def create_app(
     client: Client,
     *,
     open_access: bool,
+    force_open: bool = False,
+    secure_cookies: bool = False,
     rescues: Callable[[], int] | None = None,
 ) -> FastAPI:
     """The app over ``client``.
 
-    ``open_access``: callers without a key act as an admin while no API key exists (the
-    CLI allows it only on a loopback address). ``rescues``: the count of lease expirations
-    rescued in this process, when a reaper runs here (``tickwork run``), for ``/metrics``.
+    ``open_access``: callers without a key act as an admin while no API key was ever
+    created; ``force_open``: whatever keys exist (``--open``). The CLI allows either only
+    on a loopback address. ``secure_cookies``: the sign-in cookie is ``Secure`` even on a
+    request that came over plain http (the CLI sets it off loopback; over https it is
+    ``Secure`` anyway). ``rescues``: the count of lease expirations rescued in this
+    process, when a reaper runs here (``tickwork run``), for ``/metrics``.
     """
     app = TickworkAPI(
         client.registry.names(),
@@ -73,8 +78,9 @@ def create_app(
         redoc_url=None,
     )
     app.state.client = client
-    app.state.gate = Gate(client, open_access=open_access)
-    app.state.open_access = open_access
+    app.state.gate = Gate(client, open_access=open_access, force_open=force_open)
+    app.state.open_access = open_access or force_open
+    app.state.secure_cookies = secure_cookies
     metrics = Metrics(client, rescues)
 
     errors.install(app)

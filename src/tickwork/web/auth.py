@@ -1,8 +1,11 @@
 """Who is calling: API keys, tenants, and the open API on a loopback address.
 
-A request names its key in ``Authorization: Bearer tw_...`` or in the ``tickwork_key``
-cookie (the dashboard's sign-in form sets it: http-only, ``SameSite=Lax``, so a cross-site
-form cannot post with it). The key becomes a :class:`Principal`:
+A request names its key in ``Authorization: Bearer tw_...``, or a session in the
+``tickwork_session`` cookie: the dashboard's sign-in form checks a key once and starts a
+session (:meth:`tickwork.client.Client.sign_in`), whose token, never the key, is the
+cookie's value (http-only, ``SameSite=Lax``, so a cross-site form cannot post with it;
+``Secure`` over https and whenever the server listens beyond loopback). Signing out or
+revoking the key ends the session in the store. Either becomes a :class:`Principal`:
 
 - a **tenant key** sees and acts on its own tenant's jobs and runs only. Every client call
   passes ``tenant=principal.tenant``; an id of another tenant is answered 404 exactly like
@@ -11,10 +14,12 @@ form cannot post with it). The key becomes a :class:`Principal`:
   may submit ``shell`` tasks and read the cluster view and the metrics.
 
 No key, or a wrong, malformed or revoked one: 401. The one exception is the **open API**
-(``open_access``): ``tickwork api`` on a loopback address with no key defined lets a
-caller without a key act as an admin, so a laptop needs no setup. It stays open only while
-no key exists: the first ``tickwork keys create`` closes it (checked at most every
-:data:`OPEN_RECHECK_SECONDS`), and a wrong key is refused even while it is open.
+(``open_access``): ``tickwork api`` on a loopback address while no key was ever created
+lets a caller without a key act as an admin, so a laptop needs no setup. It stays open only
+while no key was ever created: the first ``tickwork keys create`` closes it (checked at
+most every :data:`OPEN_RECHECK_SECONDS`), and revoking that key does not open it again
+(keys are never deleted, so the store remembers). ``force_open`` (``--open``) keeps it
+open whatever keys exist. A wrong key is refused even while it is open.
 
 Browsers
 --------
@@ -32,33 +37,43 @@ browser. Two checks in :meth:`Gate.for_request` see to it:
   addressed to a loopback host (``Host: 127.0.0.1:8765``, ``localhost``, ``[::1]``). A page
   of ``evil.example`` whose name is made to resolve to 127.0.0.1 sends ``Host:
   evil.example`` and is refused, so it can neither read the jobs nor submit one.
+
+Both read hosts through one strict parser, :func:`parse_authority` (``host[:port]`` and
+nothing else), so ``Host: evil.example:80@127.0.0.1`` or ``127.0.0.1:80.evil.example``
+is no loopback host, and an ``Origin`` with user info is no page of this site.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Annotated
-from urllib.parse import urlsplit
+from enum import Enum
+from typing import Annotated, NamedTuple
 
 from fastapi import Depends, Request
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 
 from tickwork.client import Client
 from tickwork.job import DEFAULT_TENANT
+from tickwork.store.base import ApiKey
 from tickwork.web.errors import Forbidden, Unauthorized
 
 log = logging.getLogger("tickwork.web")
 
-COOKIE_NAME = "tickwork_key"
-"""The cookie the dashboard's sign-in form sets (http-only, SameSite=Lax)."""
+COOKIE_NAME = "tickwork_session"
+"""The cookie the dashboard's sign-in form sets to a session token (http-only, SameSite=Lax)."""
 OPEN_RECHECK_SECONDS = 1.0
-"""How stale the open API's "no key exists yet" may be: a new key closes it this fast."""
+"""How stale the open API's "no key was ever created" may be: a new key closes it this fast."""
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 """Methods that change nothing: no cross-site check."""
+MAX_PORT = 65_535
+MAX_HOST_NAME = 253
+"""Characters in a DNS name, dots included (RFC 1035)."""
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,22 +91,19 @@ class Principal:
 class Gate:
     """Turns a request's credentials into a Principal (or a 401) for one app."""
 
-    def __init__(self, client: Client, *, open_access: bool) -> None:
+    def __init__(self, client: Client, *, open_access: bool, force_open: bool = False) -> None:
         self.client = client
-        self.open_access = open_access
+        self.open_access = open_access or force_open
+        self.force_open = force_open
         self._lock = threading.Lock()
         self._checked_at = -float("inf")
-        self._has_keys = False
+        self._keys_created = False
 
     def for_request(self, request: Request) -> Principal:
         """The principal of ``request``: its credential, checked against the browser
         attacks of the module docstring. Unauthorized or Forbidden otherwise."""
-        principal = self.principal(credential(request), loopback=addressed_to_loopback(request))
-        if (
-            request.method not in SAFE_METHODS
-            and request.headers.get("authorization") is None
-            and from_another_site(request)
-        ):
+        principal = self.principal_of(request)
+        if request.method not in SAFE_METHODS and not command_allowed(request, require_page=False):
             log.warning(
                 "refused a cross-site %s %s (Origin %r, Referer %r)",
                 request.method,
@@ -105,88 +117,191 @@ class Gate:
             )
         return principal
 
-    def principal(self, secret: str | None, *, loopback: bool = True) -> Principal:
-        """The principal for ``secret`` (None: no credential given), or Unauthorized.
-
-        ``loopback``: whether the request was addressed to a loopback host; the open API
-        admits an anonymous caller only then.
-        """
-        if secret is None:
-            if self.open_access and not self._keys_exist():
-                if loopback:
-                    return Principal(tenant=None, admin=True)
-                raise Unauthorized(
-                    "without a key this API answers only requests addressed to a loopback "
-                    "host (127.0.0.1, localhost, [::1])"
-                )
+    def principal_of(self, request: Request) -> Principal:
+        """The caller by its credential alone (no cross-site check), or Unauthorized: the
+        bearer key, else the session cookie, else nobody (the open API's anonymous admin,
+        on a loopback ``Host`` only)."""
+        header = request.headers.get("authorization")
+        if header is not None:
+            scheme, _, token = header.strip().partition(" ")
+            # Another scheme (Basic ...) is a wrong key, not no key: the caller meant one.
+            key = self.client.authenticate(token.strip()) if scheme.lower() == "bearer" else None
+            if key is None:
+                raise Unauthorized("the API key is wrong, malformed or revoked")
+            return _principal(key)
+        cookie = request.cookies.get(COOKIE_NAME)
+        if cookie:
+            found = self.client.authenticate_session(cookie)
+            if found is None:
+                raise Unauthorized("the session is over: sign in again")
+            return _principal(found[1])
+        if self._open():
+            if addressed_to_loopback(request):
+                return Principal(tenant=None, admin=True)
             raise Unauthorized(
-                "an API key is required: send 'Authorization: Bearer <key>' "
-                "(create one with 'tickwork keys create --tenant NAME')"
+                "without a key this API answers only requests addressed to a loopback "
+                "host (127.0.0.1, localhost, [::1])"
             )
-        key = self.client.authenticate(secret)
-        if key is None:
-            raise Unauthorized("the API key is wrong, malformed or revoked")
-        return Principal(
-            tenant=None if key.admin else key.tenant,
-            admin=key.admin,
-            home=key.tenant,
-            key=key.prefix,
+        raise Unauthorized(
+            "an API key is required: send 'Authorization: Bearer <key>' "
+            "(create one with 'tickwork keys create --tenant NAME')"
         )
 
-    def _keys_exist(self) -> bool:
+    def _open(self) -> bool:
+        """Whether a caller without a key is let in (on a loopback host): forced, or no key
+        was ever created. Once one was, this app stays closed."""
+        if self.force_open:
+            return True
+        if not self.open_access:
+            return False
         with self._lock:
             now = time.monotonic()
             if now - self._checked_at >= OPEN_RECHECK_SECONDS:
-                self._has_keys = any(k.revoked_at is None for k in self.client.list_api_keys())
+                self._keys_created = self.client.api_keys_exist()
                 self._checked_at = now
-                if self._has_keys:
-                    log.warning("an API key exists now: the open API requires keys from here on")
+                if self._keys_created:
+                    log.warning("an API key was created: the open API requires keys from here on")
                     self.open_access = False
-            return self._has_keys
+            return not self._keys_created
 
 
-def credential(request: Request) -> str | None:
-    """The key the request carries: its bearer token, else its cookie, else None.
+def _principal(key: ApiKey) -> Principal:
+    return Principal(
+        tenant=None if key.admin else key.tenant, admin=key.admin, home=key.tenant, key=key.prefix
+    )
 
-    An ``Authorization`` header of another scheme (``Basic ...``) counts as a wrong key,
-    not as no key: the caller meant to authenticate.
+
+# -- hosts and pages ---------------------------------------------------------------------------
+
+
+class Authority(NamedTuple):
+    """A ``host[:port]`` as :func:`parse_authority` reads it."""
+
+    host: str
+    """Lower-case; an IP address in its canonical text (an IPv6 one without brackets)."""
+    port: int | None
+    """None when none was given."""
+
+    @property
+    def loopback(self) -> bool:
+        """Whether the host is a loopback name (``localhost``, ``*.localhost``) or address."""
+        if self.host == "localhost" or self.host.endswith(".localhost"):
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+
+_AUTHORITY = re.compile(
+    r"(?:\[(?P<ipv6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9.-]+))(?::(?P<port>[0-9]{1,5}))?"
+)
+_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+_PAGE = re.compile(r"(?P<scheme>https?)://(?P<authority>[^/?#]*)(?P<rest>[/?#].*)?", re.DOTALL)
+
+
+def parse_authority(value: str) -> Authority | None:
+    """``value`` as a ``Host`` header's ``host[:port]``, or None for anything else.
+
+    The one parser of hosts here: the open API's loopback check and the cross-site check
+    both read hosts through it. Strict, because a lenient URL parser finds a host where
+    there is none: ``urlsplit`` reads ``evil.example:80@127.0.0.1`` as user info plus
+    127.0.0.1, and ``127.0.0.1:80.evil.example`` as 127.0.0.1 with a bad port.
+
+    - host: a DNS name (dot-separated labels of letters, digits and inner hyphens, 63
+      characters each and 253 in all), a dotted-quad IPv4 address, or an IPv6 address in
+      brackets (no zone). A name whose last label is all digits must be an IPv4 address.
+    - port: optional, decimal digits for 1 to 65535.
+
+    Nothing else: no user info, path, query, fragment, whitespace, trailing dot or
+    non-ASCII character.
     """
-    header = request.headers.get("authorization")
-    if header is not None:
-        scheme, _, token = header.strip().partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return ""
-        return token.strip()
-    cookie = request.cookies.get(COOKIE_NAME)
-    return cookie if cookie else None
+    if not value.isascii():
+        return None
+    match = _AUTHORITY.fullmatch(value.lower())
+    if match is None:
+        return None
+    port = int(match["port"]) if match["port"] is not None else None
+    if port is not None and not 1 <= port <= MAX_PORT:
+        return None
+    if match["ipv6"] is not None:
+        try:
+            return Authority(str(ipaddress.IPv6Address(match["ipv6"])), port)
+        except ValueError:
+            return None
+    name: str = match["name"]
+    labels = name.split(".")
+    if labels[-1].isdigit():  # no top-level domain is all digits: an IPv4 address or nothing
+        try:
+            return Authority(str(ipaddress.IPv4Address(name)), port)
+        except ValueError:
+            return None
+    if len(name) > MAX_HOST_NAME or not all(_LABEL.fullmatch(label) for label in labels):
+        return None
+    return Authority(name, port)
+
+
+def page_authority(url: str, *, origin: bool = False) -> Authority | None:
+    """The ``host[:port]`` of an ``http``/``https`` page (``Referer``), or of an origin
+    (``origin=True``: nothing may follow it), its scheme's default port dropped as a
+    browser drops it from ``Host``; None for anything else."""
+    match = _PAGE.fullmatch(url) if url.isascii() else None
+    if match is None or (origin and match["rest"] is not None):
+        return None
+    found = parse_authority(match["authority"])
+    if found is None or found.port != DEFAULT_PORTS[match["scheme"]]:
+        return found
+    return Authority(found.host, None)
 
 
 def addressed_to_loopback(request: Request) -> bool:
     """Whether the request's ``Host`` is a loopback name or address."""
-    name = urlsplit("//" + request.headers.get("host", "")).hostname
-    if not name:
-        return False
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
+    found = parse_authority(request.headers.get("host", ""))
+    return found is not None and found.loopback
 
 
-def from_another_site(request: Request) -> bool:
-    """Whether a browser sent the request from a page of another host than the one it
-    addressed (by ``Origin``, else ``Referer``); False when it names no page (a script)."""
-    source = request.headers.get("origin")
-    if source == "null":  # a sandboxed frame or a file: page
+class Source(Enum):
+    """The page a request was sent from, as its ``Origin`` (else ``Referer``) says."""
+
+    THIS_SITE = "this site"
+    ANOTHER_SITE = "another site"
+    """Another host, a sandboxed frame or ``file:`` page (``Origin: null``), or a header
+    that does not parse."""
+    UNNAMED = "unnamed"
+    """No ``Origin`` and no ``Referer``: a script or ``curl``, not a browser's form."""
+
+
+def request_source(request: Request) -> Source:
+    """Where ``request`` was sent from: its page's host against the host it addressed
+    (``Host``, or ``X-Forwarded-Host`` behind a proxy), both read by
+    :func:`parse_authority`; the scheme is not compared."""
+    origin = request.headers.get("origin")
+    if origin:
+        page = None if origin == "null" else page_authority(origin, origin=True)
+    else:
+        referer = request.headers.get("referer")
+        if not referer:
+            return Source.UNNAMED
+        page = page_authority(referer)
+    # X-Forwarded-Host is not checked against --forwarded-allow-ips: a page can only set it
+    # through a preflighted request, which this server never approves.
+    addressed = {
+        parse_authority(value)
+        for value in (request.headers.get("host"), request.headers.get("x-forwarded-host"))
+        if value
+    }
+    return Source.THIS_SITE if page is not None and page in addressed else Source.ANOTHER_SITE
+
+
+def command_allowed(request: Request, *, require_page: bool) -> bool:
+    """The cross-site rule, for the JSON API and the dashboard alike: a command carrying a
+    bearer header (which a browser never adds on its own) is allowed; otherwise it must
+    come from a page of this site, or (unless ``require_page``, as for the dashboard's
+    forms, which browsers always post with a page named) from no page at all."""
+    if request.headers.get("authorization") is not None:
         return True
-    if not source:
-        source = request.headers.get("referer")
-    if not source:
-        return False
-    sent_from = urlsplit(source).netloc.lower()
-    hosts = {request.headers.get("host"), request.headers.get("x-forwarded-host")}
-    return sent_from not in {h.strip().lower() for h in hosts if h}
+    source = request_source(request)
+    return source is Source.THIS_SITE or (source is Source.UNNAMED and not require_page)
 
 
 def get_client(request: Request) -> Client:
@@ -198,7 +313,9 @@ def get_client(request: Request) -> Client:
 # Declared for the OpenAPI document (its "Authorize" button); `credential` reads both.
 BEARER = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer tw_...`.")
 COOKIE = APIKeyCookie(
-    name=COOKIE_NAME, auto_error=False, description="The dashboard's sign-in cookie."
+    name=COOKIE_NAME,
+    auto_error=False,
+    description="The dashboard's session cookie, set by signing in with a key at /login.",
 )
 
 

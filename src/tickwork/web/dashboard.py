@@ -25,10 +25,14 @@ Sign-in
 -------
 
 The dashboard takes the API's keys (:mod:`tickwork.web.auth`): a bearer header works, and
-for a browser ``POST /login`` checks the key and stores it in the ``tickwork_key`` cookie
-(http-only, ``SameSite=Lax``, ``Secure`` over https). A page without a valid credential
-redirects to ``/login?next=<page>``; a fragment answers 401 with ``HX-Redirect`` so htmx
-leaves the page for the form. On an open API (loopback, no keys yet) no sign-in is needed.
+for a browser ``POST /login`` checks the key and starts a session, whose token (never the
+key) goes in the ``tickwork_session`` cookie (http-only, ``SameSite=Lax``; ``Secure`` over
+https, and always when the server listens beyond loopback, where a sign-in over plain http
+is refused with the reason, since the browser would drop the cookie). ``POST /logout``
+ends the session in the store, so a copy of the cookie is worth nothing afterwards;
+revoking the key ends its sessions too. A page without a valid credential redirects to
+``/login?next=<page>``; a fragment answers 401 with ``HX-Redirect`` so htmx leaves the page
+for the form. On an open API (loopback, no key ever created) no sign-in is needed.
 
 Cross-site requests
 -------------------
@@ -47,9 +51,10 @@ browser in use sends ``Origin`` on a POST, and a cross-origin page can forge nei
 nor ``Referer``, so the header check closes all of these with no server-side state, no
 token threaded through every form and htmx request, and no page that breaks when it is
 left open past a token's lifetime. (Go 1.25's ``http.CrossOriginProtection`` rests on the
-same headers.) The check is :func:`tickwork.web.auth.from_another_site`, the JSON API's,
-made stricter here: a POST that names no page at all is refused too, since every browser
-names the page a form was posted from.
+same headers.) The check is :func:`tickwork.web.auth.command_allowed`, the JSON API's,
+with ``require_page``: a POST that names no page at all is refused too, since every
+browser names the page a form was posted from. Hosts in ``Origin``, ``Referer`` and
+``Host`` are all read by one strict parser, :func:`tickwork.web.auth.parse_authority`.
 
 On the open API an anonymous viewer is served only when the request is addressed to a
 loopback host, as in the JSON API: a page of ``evil.example`` whose name was made to
@@ -67,16 +72,18 @@ import json
 import logging
 import math
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from importlib import resources
 from typing import Annotated, Any
 from urllib.parse import urlencode, urlsplit
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from tickwork import cron
+from tickwork.auth import SESSION_LIFETIME
 from tickwork.client import Client, job_state
 from tickwork.errors import NotFound, TickworkError, ValidationError
 from tickwork.job import Job, JobState, Run
@@ -86,9 +93,10 @@ from tickwork.web.auth import (
     COOKIE_NAME,
     Gate,
     Principal,
+    Source,
     addressed_to_loopback,
-    credential,
-    from_another_site,
+    command_allowed,
+    request_source,
 )
 from tickwork.web.errors import Unauthorized, status_of
 
@@ -98,8 +106,6 @@ router = APIRouter(include_in_schema=False)
 
 REFRESH_SECONDS = 5
 """How often htmx re-fetches the live part of a page."""
-SESSION_MAX_AGE = timedelta(days=7)
-"""How long the sign-in cookie lasts; the key itself lasts until it is revoked."""
 JOBS_PER_PAGE = 50
 DEAD_PER_PAGE = 50
 RUNS_PER_JOB = 50
@@ -116,6 +122,8 @@ LATEST_RUNS = 10
 
 MAX_NEXT = 2000
 """The longest ``next`` (where a form returns to) that is followed; longer ones go home."""
+NOT_RETURNED_TO = ("/fragments/", "/static/", "/login", "/logout")
+"""GET routes that are no page to return to after signing in."""
 FATE_HELP = {
     SlotFate.MISFIRE: "missed by more than the misfire grace; the misfire policy skipped it",
     SlotFate.COALESCED: "missed, and folded into one run by misfire policy 'once'",
@@ -344,7 +352,7 @@ def _viewer(request: Request) -> Principal | None:
     gate: Gate = request.app.state.gate
     try:
         # The open API serves an anonymous viewer only on a loopback Host (DNS rebinding).
-        principal = gate.principal(credential(request), loopback=addressed_to_loopback(request))
+        principal = gate.principal_of(request)
     except Unauthorized:
         return None
     request.state.principal = principal  # for the access log
@@ -367,12 +375,18 @@ def _sign_in_first(request: Request) -> Response:
         return _error_page(request, None, 401, "The API key is wrong, malformed or revoked.")
     if _is_htmx(request):
         # Back to the page the fragment was for, not to the fragment.
-        shown = urlsplit(request.headers.get("hx-current-url", ""))
-        target = _local_path(shown.path + (f"?{shown.query}" if shown.query else ""), "/")
-    else:
+        target = _path_of(request.headers.get("hx-current-url", ""))
+    elif request.method in ("GET", "HEAD"):
         target = request.url.path
-        if request.method == "GET" and request.url.query:
+        if request.url.query:
             target += "?" + request.url.query
+    else:
+        # A form posted while signed out: back to the page it was posted from, when this
+        # site's page says so, and never to the form's target (a GET of it answers 405).
+        # Nothing is replayed: the operator acts again, signed in, on a fresh page.
+        this_site = request_source(request) is Source.THIS_SITE
+        target = _path_of(request.headers.get("referer", "") if this_site else "")
+    target = _return_page(target)
     login = "/login?" + urlencode({"next": target}) if target != "/" else "/login"
     if _is_htmx(request):
         response: Response = Response(status_code=401, headers={"HX-Redirect": login})
@@ -385,10 +399,7 @@ def _sign_in_first(request: Request) -> Response:
 
 def _same_origin(request: Request) -> bool:
     """Whether a POST comes from a page of this origin (see the module docstring)."""
-    if request.headers.get("authorization") is not None:
-        return True
-    names_a_page = request.headers.get("origin") or request.headers.get("referer")
-    return bool(names_a_page) and not from_another_site(request)
+    return command_allowed(request, require_page=True)
 
 
 def _cross_site(request: Request, viewer: Principal | None) -> HTMLResponse:
@@ -421,6 +432,24 @@ def _local_path(value: str | None, default: str) -> str:
     return value
 
 
+def _path_of(url: str) -> str:
+    shown = urlsplit(url)
+    return shown.path + (f"?{shown.query}" if shown.query else "")
+
+
+def _return_page(value: str | None, default: str = "/") -> str:
+    """Where a browser is sent back to (after signing in, after a form): ``value`` if it
+    is a page of the dashboard on this site (a GET route but the fragments, static files
+    and the sign-in forms), else ``default``. A form's target is no page: it answers POST
+    only, and a GET of it would show a JSON 405."""
+    target = _local_path(value, default)
+    path = urlsplit(target).path
+    if path.startswith(NOT_RETURNED_TO):
+        return default
+    pages = (r for r in router.routes if isinstance(r, APIRoute) and "GET" in (r.methods or ()))
+    return target if any(page.path_regex.match(path) for page in pages) else default
+
+
 def _parse_id(text: str) -> int | None:
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 19 else None
 
@@ -430,7 +459,7 @@ def _parse_id(text: str) -> int | None:
 
 @router.get("/login", response_model=None)
 def login_form(request: Request, next: str = "/") -> Response:
-    target = _local_path(next, "/")
+    target = _return_page(next)
     if _viewer(request) is not None:
         return RedirectResponse(target, status_code=303)
     return _render(request, "login.html", None, next=target, error=None)
@@ -442,11 +471,26 @@ def login(
     key: Annotated[str, Form()] = "",
     next: Annotated[str, Form()] = "/",
 ) -> Response:
-    target = _local_path(next, "/")
+    target = _return_page(next)
     if not _same_origin(request):
         return _cross_site(request, None)
-    found = _client(request).authenticate(key.strip()) if key.strip() else None
-    if found is None:
+    secure = _secure_cookie(request)
+    if secure and request.url.scheme != "https" and not addressed_to_loopback(request):
+        # A browser keeps a Secure cookie only from https pages (and loopback hosts): say
+        # so, rather than send it round the sign-in form again with no word why.
+        return _render(
+            request,
+            "login.html",
+            None,
+            403,
+            next=target,
+            error="This dashboard signs in over HTTPS only, so that the sign-in cookie never "
+            "travels in clear. Serve it behind a TLS proxy (and name the proxy in "
+            "--forwarded-allow-ips).",
+        )
+    client = _client(request)
+    signed_in = client.sign_in(key.strip()) if key.strip() else None
+    if signed_in is None:
         return _render(
             request,
             "login.html",
@@ -455,18 +499,32 @@ def login(
             next=target,
             error="That key is wrong, malformed or revoked.",
         )
-    log.info("dashboard sign-in with key %s (tenant %s)", found.prefix, found.tenant)
+    previous = request.cookies.get(COOKIE_NAME)
+    if previous:
+        client.sign_out(previous)  # one browser, one session
+    log.info(
+        "dashboard sign-in: session %d with key %s (tenant %s)",
+        signed_in.session.id,
+        signed_in.key.prefix,
+        signed_in.key.tenant,
+    )
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(
         COOKIE_NAME,
-        key.strip(),
-        max_age=int(SESSION_MAX_AGE.total_seconds()),
+        signed_in.token,
+        max_age=int(SESSION_LIFETIME.total_seconds()),
         path="/",
         httponly=True,
         samesite="lax",
-        secure=request.url.scheme == "https",
+        secure=secure,
     )
     return response
+
+
+def _secure_cookie(request: Request) -> bool:
+    """Whether the sign-in cookie is ``Secure``: the request came over https (directly, or
+    through a proxy in ``--forwarded-allow-ips``), or the server listens beyond loopback."""
+    return request.url.scheme == "https" or bool(request.app.state.secure_cookies)
 
 
 @router.get("/logout", response_model=None)
@@ -481,6 +539,9 @@ def logout_form(request: Request) -> Response:
 def logout(request: Request) -> Response:
     if not _same_origin(request):
         return _cross_site(request, _viewer(request))
+    token = request.cookies.get(COOKIE_NAME)
+    if token and _client(request).sign_out(token):
+        log.info("dashboard sign-out: a session ended")
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(COOKIE_NAME, path="/", httponly=True, samesite="lax")
     return response
@@ -707,7 +768,7 @@ def retry_run(request: Request, run_id: str, next: Annotated[str, Form()] = "/de
         return _sign_in_first(request)
     if not _same_origin(request):
         return _cross_site(request, viewer)
-    back = _local_path(next, "/dead")
+    back = _return_page(next, "/dead")
     client = _client(request)
     ident = _parse_id(run_id)
     try:

@@ -73,6 +73,8 @@ from tickwork.store.base import (
     LISTEN_NOTIFY,
     MULTI_HOST,
     NODE_FORGET_AFTER,
+    SESSION_FORGET_AFTER,
+    SESSION_SEEN_EVERY,
     SKIP_LOCKED,
     ApiKey,
     Completion,
@@ -84,6 +86,7 @@ from tickwork.store.base import (
     Page,
     RescueResult,
     RunStats,
+    Session,
     SlotFate,
     SlotSkip,
     Store,
@@ -993,10 +996,65 @@ class PostgresStore(Store):
 
     def revoke_api_key(self, key: str, *, now: datetime | None = None) -> ApiKey:
         with self._tx() as conn:
-            row = conn.execute(Q["revoke_api_key"], {"key": key, "now": _now(conn, now)}).fetchone()
+            t = _now(conn, now)
+            row = conn.execute(Q["revoke_api_key"], {"key": key, "now": t}).fetchone()
+            if row is not None:
+                conn.execute(Q["revoke_key_sessions"], {"key_id": row["id"], "now": t})
         if row is None:
             raise ApiKeyNotFound(key)
         return _api_key(row)
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def sign_in(
+        self,
+        *,
+        key_id: int,
+        token_hash: str,
+        idle_timeout: timedelta,
+        lifetime: timedelta,
+        now: datetime | None = None,
+    ) -> Session:
+        with self._tx() as conn:
+            t = _now(conn, now)
+            conn.execute(Q["forget_sessions"], {"cutoff": t - SESSION_FORGET_AFTER})
+            row = conn.execute(
+                Q["sign_in"],
+                {
+                    "token_hash": token_hash,
+                    "key_id": key_id,
+                    "now": t,
+                    "idle_timeout": idle_timeout,
+                    "lifetime": lifetime,
+                },
+            ).fetchone()
+        if row is None:
+            raise ApiKeyNotFound(str(key_id))
+        return _session(row)
+
+    def session_by_hash(
+        self, token_hash: str, *, now: datetime | None = None
+    ) -> tuple[Session, ApiKey] | None:
+        row = self._one(Q["session_by_hash"], {"token_hash": token_hash, "now": now})
+        if row is None:
+            return None
+        session = _session(row)
+        if row["last_seen_at"] < row["now"] - SESSION_SEEN_EVERY:
+            with self._conn() as conn:
+                conn.execute(Q["see_session"], {"id": session.id, "now": row["now"]})
+        key = ApiKey(
+            session.key_id,
+            row["prefix"],
+            row["tenant"],
+            row["admin"],
+            row["label"],
+            row["key_created_at"],
+            row["key_revoked_at"],
+        )
+        return session, key
+
+    def sign_out(self, token_hash: str, *, now: datetime | None = None) -> bool:
+        return self._one(Q["sign_out"], {"token_hash": token_hash, "now": now}) is not None
 
     # -- leadership -------------------------------------------------------------------------
 
@@ -1193,6 +1251,18 @@ def _skip(r: DictRow) -> SlotSkip:
         r["run_id"],
         r["more"],
         r["recorded_at"],
+    )
+
+
+def _session(r: DictRow) -> Session:
+    return Session(
+        r["id"],
+        r["key_id"],
+        r["created_at"],
+        r["last_seen_at"],
+        r["idle_timeout"],
+        r["expires_at"],
+        r["revoked_at"],
     )
 
 

@@ -453,6 +453,41 @@ UPDATE tickwork_api_keys SET revoked_at = coalesce(revoked_at, %(now)s)
 WHERE id::text = %(key)s OR prefix = %(key)s
 RETURNING *;
 
+-- name: revoke_key_sessions
+UPDATE tickwork_sessions SET revoked_at = %(now)s
+WHERE key_id = %(key_id)s AND revoked_at IS NULL;
+
+-- name: sign_in
+-- No row when the key is revoked or missing: the check and the insert are one statement.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now)
+INSERT INTO tickwork_sessions
+    (token_hash, key_id, created_at, last_seen_at, idle_timeout, expires_at)
+SELECT %(token_hash)s, k.id, t.now, t.now, %(idle_timeout)s, t.now + %(lifetime)s
+FROM tickwork_api_keys k, t WHERE k.id = %(key_id)s AND k.revoked_at IS NULL
+RETURNING *;
+
+-- name: forget_sessions
+DELETE FROM tickwork_sessions
+WHERE revoked_at < %(cutoff)s OR expires_at < %(cutoff)s
+   OR last_seen_at + idle_timeout < %(cutoff)s;
+
+-- name: session_by_hash
+SELECT s.id, s.key_id, s.created_at, s.last_seen_at, s.idle_timeout, s.expires_at,
+    s.revoked_at, k.prefix, k.tenant, k.admin, k.label, k.created_at AS key_created_at,
+    k.revoked_at AS key_revoked_at, t.now
+FROM tickwork_sessions s JOIN tickwork_api_keys k ON k.id = s.key_id,
+    (SELECT coalesce(%(now)s::timestamptz, now()) AS now) t
+WHERE s.token_hash = %(token_hash)s AND s.revoked_at IS NULL AND k.revoked_at IS NULL
+  AND s.expires_at > t.now AND s.last_seen_at + s.idle_timeout > t.now;
+
+-- name: see_session
+UPDATE tickwork_sessions SET last_seen_at = %(now)s WHERE id = %(id)s AND last_seen_at < %(now)s;
+
+-- name: sign_out
+UPDATE tickwork_sessions SET revoked_at = coalesce(%(now)s::timestamptz, now())
+WHERE token_hash = %(token_hash)s AND revoked_at IS NULL
+RETURNING id;
+
 -- name: completed_with_tokens
 -- Which completions took: the run succeeded and still carries the completion's token.
 SELECT r.id FROM tickwork_runs r

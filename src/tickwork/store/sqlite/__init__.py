@@ -60,6 +60,8 @@ from tickwork.store.base import (
     DEFAULT_RESCUE_BATCH,
     DEFAULT_TRIGGER_BATCH,
     NODE_FORGET_AFTER,
+    SESSION_FORGET_AFTER,
+    SESSION_SEEN_EVERY,
     ApiKey,
     Completion,
     Heartbeat,
@@ -70,6 +72,7 @@ from tickwork.store.base import (
     Page,
     RescueResult,
     RunStats,
+    Session,
     SlotFate,
     SlotSkip,
     Store,
@@ -931,11 +934,72 @@ class SqliteStore(Store):
         return [_api_key(r) for r in self._read(Q["list_api_keys"], {})]
 
     def revoke_api_key(self, key: str, *, now: datetime | None = None) -> ApiKey:
+        t = self._now(now)
         with self._write() as conn:
-            row = conn.execute(Q["revoke_api_key"], {"key": key, "now": self._now(now)}).fetchone()
+            row = conn.execute(Q["revoke_api_key"], {"key": key, "now": t}).fetchone()
+            if row is not None:
+                conn.execute(Q["revoke_key_sessions"], {"key_id": row["id"], "now": t})
         if row is None:
             raise ApiKeyNotFound(key)
         return _api_key(row)
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def sign_in(
+        self,
+        *,
+        key_id: int,
+        token_hash: str,
+        idle_timeout: timedelta,
+        lifetime: timedelta,
+        now: datetime | None = None,
+    ) -> Session:
+        t = self._now(now)
+        with self._write() as conn:
+            conn.execute(Q["forget_sessions"], {"cutoff": t - _td_us(SESSION_FORGET_AFTER)})
+            row = conn.execute(
+                Q["sign_in"],
+                {
+                    "token_hash": token_hash,
+                    "key_id": key_id,
+                    "now": t,
+                    "idle_timeout": _td_us(idle_timeout),
+                    "expires_at": t + _td_us(lifetime),
+                },
+            ).fetchone()
+        if row is None:
+            raise ApiKeyNotFound(str(key_id))
+        return _session(row)
+
+    def session_by_hash(
+        self, token_hash: str, *, now: datetime | None = None
+    ) -> tuple[Session, ApiKey] | None:
+        t = self._now(now)
+        rows = self._read(Q["session_by_hash"], {"token_hash": token_hash, "now": t})
+        if not rows:
+            return None
+        row = rows[0]
+        session = _session(row)
+        if row["last_seen_at"] < t - _td_us(SESSION_SEEN_EVERY):
+            with self._write() as conn:
+                conn.execute(Q["see_session"], {"id": session.id, "now": t})
+        key = ApiKey(
+            session.key_id,
+            row["prefix"],
+            row["tenant"],
+            bool(row["admin"]),
+            row["label"],
+            from_micros(row["key_created_at"]),
+            _dt(row["key_revoked_at"]),
+        )
+        return session, key
+
+    def sign_out(self, token_hash: str, *, now: datetime | None = None) -> bool:
+        with self._write() as conn:
+            row = conn.execute(
+                Q["sign_out"], {"token_hash": token_hash, "now": self._now(now)}
+            ).fetchone()
+        return row is not None
 
     # -- leadership -------------------------------------------------------------------------
 
@@ -1157,6 +1221,18 @@ def _api_key(r: sqlite3.Row) -> ApiKey:
         bool(r["admin"]),
         r["label"],
         from_micros(r["created_at"]),
+        _dt(r["revoked_at"]),
+    )
+
+
+def _session(r: sqlite3.Row) -> Session:
+    return Session(
+        r["id"],
+        r["key_id"],
+        from_micros(r["created_at"]),
+        from_micros(r["last_seen_at"]),
+        timedelta(microseconds=r["idle_timeout"]),
+        from_micros(r["expires_at"]),
         _dt(r["revoked_at"]),
     )
 

@@ -282,3 +282,34 @@ SELECT * FROM tickwork_api_keys ORDER BY id DESC;
 UPDATE tickwork_api_keys SET revoked_at = coalesce(revoked_at, :now)
 WHERE CAST(id AS TEXT) = :key OR prefix = :key
 RETURNING *;
+
+-- name: revoke_key_sessions
+UPDATE tickwork_sessions SET revoked_at = :now WHERE key_id = :key_id AND revoked_at IS NULL;
+
+-- name: sign_in
+-- No row when the key is revoked or missing: the check and the insert are one statement.
+INSERT INTO tickwork_sessions
+    (token_hash, key_id, created_at, last_seen_at, idle_timeout, expires_at)
+SELECT :token_hash, id, :now, :now, :idle_timeout, :expires_at
+FROM tickwork_api_keys WHERE id = :key_id AND revoked_at IS NULL
+RETURNING *;
+
+-- name: forget_sessions
+DELETE FROM tickwork_sessions
+WHERE revoked_at < :cutoff OR expires_at < :cutoff OR last_seen_at + idle_timeout < :cutoff;
+
+-- name: session_by_hash
+SELECT s.id, s.key_id, s.created_at, s.last_seen_at, s.idle_timeout, s.expires_at,
+    s.revoked_at, k.prefix, k.tenant, k.admin, k.label, k.created_at AS key_created_at,
+    k.revoked_at AS key_revoked_at
+FROM tickwork_sessions s JOIN tickwork_api_keys k ON k.id = s.key_id
+WHERE s.token_hash = :token_hash AND s.revoked_at IS NULL AND k.revoked_at IS NULL
+  AND s.expires_at > :now AND s.last_seen_at + s.idle_timeout > :now;
+
+-- name: see_session
+UPDATE tickwork_sessions SET last_seen_at = :now WHERE id = :id AND last_seen_at < :now;
+
+-- name: sign_out
+UPDATE tickwork_sessions SET revoked_at = :now
+WHERE token_hash = :token_hash AND revoked_at IS NULL
+RETURNING id;
