@@ -85,7 +85,9 @@ def test_one_trigger_copies_each_job_into_its_run_whatever_the_schedule_kind(
     ]
     jobs = [store.submit(spec, now=t0).job for spec in specs]
 
-    result = store.trigger(lead(store, t0), now=t0 + timedelta(seconds=61))
+    # At t0 + 60 s exactly: the interval's first slot is due, and the cron job's first slot
+    # (the first whole minute after t0) but never its second, wherever t0 falls in a minute.
+    result = store.trigger(lead(store, t0), now=t0 + timedelta(seconds=60))
 
     assert sorted(r.task for r in result.runs) == ["t.cron", "t.interval", "t.once"]
     for run in result.runs:
@@ -100,7 +102,7 @@ def test_one_trigger_copies_each_job_into_its_run_whatever_the_schedule_kind(
         assert run.args == {"nested": [1, "two", None]}
     after = {j.task: store.get_job(j.id) for j in jobs}
     assert after["t.interval"].next_run_at == t0 + timedelta(seconds=120)
-    assert after["t.cron"].next_run_at == jobs[1].schedule.next_after(t0 + timedelta(seconds=61))
+    assert after["t.cron"].next_run_at == jobs[1].schedule.next_after(t0 + timedelta(seconds=60))
     assert after["t.once"].state is JobState.COMPLETED
 
 
