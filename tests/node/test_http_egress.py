@@ -7,11 +7,15 @@ servers and sockets are real)."""
 from __future__ import annotations
 
 import json
+import shutil
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -24,7 +28,7 @@ from tickwork.job import Job, Run, RunState
 from tickwork.store import Store
 from tickwork.worker import Worker
 from tickwork.worker.builtins import MAX_REDIRECTS
-from tickwork.worker.egress import EgressPolicy
+from tickwork.worker.egress import EgressPolicy, VettedHTTPSConnection
 
 SECRET = "the-secret-only-loopback-may-read"
 STREAM_PAUSE = 0.05
@@ -215,6 +219,13 @@ def test_http_allow_in_the_config_lets_runs_reach_that_network(
     assert run.state is RunState.SUCCEEDED
     assert run.result == {"status": 200, "body": SECRET}
     assert [hit["path"] for hit in hits(service)] == ["/secret"]
+
+
+def test_a_worker_shows_what_it_allows_in_the_cluster_view(allowing: App, store: Store) -> None:
+    with running(allowing.worker()):
+        (node,) = store.list_nodes()
+
+    assert node.info["http_allow"] == ["127.0.0.1/32"]
 
 
 def test_http_allow_by_host_name_allows_that_name_and_not_its_address(
@@ -436,3 +447,55 @@ def test_a_body_that_never_ends_is_cut_off_at_the_job_timeout(
 
     assert run.state is RunState.DEAD
     assert run.error == "timed out after 0.5 s"
+
+
+# -- TLS keeps the name -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tls_service(tmp_path: Path) -> Iterator[tuple[ThreadingHTTPServer, ssl.SSLContext, list[str]]]:
+    """An HTTPS service on 127.0.0.1 whose certificate names ``tls.test`` only; the
+    client context that trusts it; and the server names (SNI) clients asked for."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("no openssl command to make a certificate with")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=tls.test", "-addext", "subjectAltName=DNS:tls.test",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    names: list[str] = []
+    server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_side.load_cert_chain(cert, key)
+    server_side.sni_callback = lambda sock, name, context: names.append(str(name)) and None
+    client_side = ssl.create_default_context(cafile=str(cert))
+    with serving("127.0.0.1") as httpd:
+        httpd.socket = server_side.wrap_socket(httpd.socket, server_side=True)
+        yield httpd, client_side, names
+
+
+def test_https_to_a_checked_address_keeps_the_host_name_for_sni_and_the_certificate(
+    tls_service: tuple[ThreadingHTTPServer, ssl.SSLContext, list[str]],
+) -> None:
+    httpd, context, names = tls_service
+    port = port_of(httpd)
+    policy = EgressPolicy.from_entries(["127.0.0.1"], resolver=lambda host, port: ["127.0.0.1"])
+
+    def get(host: str) -> int:
+        connection = VettedHTTPSConnection(
+            host, port, timeout=10, policy=policy, allow_private=False, context=context
+        )
+        try:
+            connection.request("GET", "/echo")
+            return connection.getresponse().status
+        finally:
+            connection.close()
+
+    assert get("tls.test") == 200
+    assert names == ["tls.test"]
+    assert hits(httpd)[0]["headers"]["Host"] == f"tls.test:{port}"
+    with pytest.raises(ssl.SSLCertVerificationError):
+        get("other.test")  # same address, a name the certificate does not carry
+    assert len(hits(httpd)) == 1
