@@ -363,7 +363,8 @@ def _request(
                 outgoing, policy=policy, ctx=ctx, deadline=deadline, allow_private=allow_private
             )
         except EgressRefused as exc:
-            raise Discard(str(exc)) from None
+            led = f" (a redirect from {first.url} led there)" if hop else ""
+            raise Discard(f"{exc}{led}") from None
         except (OSError, http.client.HTTPException) as exc:
             raise TaskFailed(
                 f"{outgoing.method} {outgoing.url}: {str(exc) or type(exc).__name__}"
