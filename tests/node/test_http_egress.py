@@ -252,7 +252,7 @@ def test_an_admin_job_with_allow_private_reaches_loopback_on_a_strict_worker(
     assert run.result == {"status": 200, "body": SECRET}
 
 
-def test_allow_private_must_be_a_boolean_and_urls_carry_no_credentials(strict: App) -> None:
+def test_http_args_that_cannot_be_sent_as_given_are_refused_at_submit(strict: App) -> None:
     with pytest.raises(InvalidArgs, match='"allow_private" must be true or false'):
         strict.submit("http", {"url": "https://example.com/", "allow_private": "yes"})
     with pytest.raises(InvalidArgs, match="carries credentials") as caught:
@@ -260,6 +260,9 @@ def test_allow_private_must_be_a_boolean_and_urls_carry_no_credentials(strict: A
     assert "hunter2" not in str(caught.value)
     with pytest.raises(InvalidArgs, match="out of range"):
         strict.submit("http", {"url": "https://example.com:99999/"})
+    for headers in ({"X-A": "a\r\nHost: 127.0.0.1"}, {"X A": "b"}, {"X-C:": "c"}):
+        with pytest.raises(InvalidArgs, match="names are tokens"):
+            strict.submit("http", {"url": "https://example.com/", "headers": headers})
 
     assert strict.store.list_jobs().items == []
 

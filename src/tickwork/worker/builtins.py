@@ -62,6 +62,7 @@ import functools
 import http.client
 import json
 import os
+import re
 import selectors
 import signal
 import socket
@@ -106,6 +107,8 @@ REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
 CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 """Headers meant for the URL's own origin: not sent on when a redirect leaves it."""
 BODY_HEADERS = frozenset({"content-type", "content-length"})
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+"""A header name: an HTTP token (RFC 9110)."""
 DEFAULT_PORTS = {"http": 80, "https": 443}
 READ_CHUNK = 65536
 """Bytes read from a response body at a time."""
@@ -269,6 +272,13 @@ def check_http_args(args: dict[str, Any]) -> None:
         isinstance(headers, dict) and all(isinstance(v, str) for v in headers.values())
     ):
         raise InvalidArgs('http "headers" must be an object of string values')
+    for name, value in (headers or {}).items():
+        # Refused here rather than by http.client at run time, where it would fail every
+        # attempt: a name or value that could end the header and start another.
+        if not HEADER_NAME.fullmatch(name) or any(c in value for c in "\r\n\0"):
+            raise InvalidArgs(
+                f"http header {name!r}: names are tokens, values hold no line breaks or NUL"
+            )
     allow_private = args.get("allow_private")
     if allow_private is not None and not isinstance(allow_private, bool):
         raise InvalidArgs('http "allow_private" must be true or false')
