@@ -50,7 +50,7 @@ from typing import IO, Any
 
 from tickwork.app import App
 from tickwork.client import make_spec
-from tickwork.config import Config, default_node_id
+from tickwork.config import Config, default_node_id, resolve_db_url
 from tickwork.errors import BenchError, ValidationError
 from tickwork.job import JobSpec, RunState
 from tickwork.schedule import Once
@@ -89,7 +89,10 @@ GO = "go"
 STOP = "stop"
 TASK_NAME = "tickwork.bench.noop"
 
-app = App()
+# Not App(): that reads every TICKWORK_* variable, and this module is imported by every
+# tickwork command, so one bad variable would crash them all with a traceback instead of
+# the command's own one-line error. Only the database URL of the environment is needed here.
+app = App(config=Config(db_url=resolve_db_url(None)))
 """The bench's tasks: ``tickwork worker --app tickwork.bench:app`` runs them too (to add
 workers on other hosts by hand)."""
 

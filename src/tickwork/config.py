@@ -6,7 +6,9 @@ are read only by :meth:`Config.from_env`; the CLI passes its flags as overrides.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import socket
 import uuid
 from dataclasses import dataclass, field, fields, replace
@@ -43,6 +45,53 @@ CLAIM_BATCH = 100
 """A worker claims at most this many runs per call (and no more than its free capacity)."""
 TRIGGER_BATCH = 1000
 
+HTTP_ALLOW_FLAG = "--http-allow"
+HOST_PATTERN = re.compile(
+    r"(\*\.)?[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*"
+)
+"""A host name ``--http-allow`` accepts: DNS labels, optionally ``*.`` first for every
+subdomain of the rest."""
+MAX_HOST_LENGTH = 253
+NETWORK_CHARS = re.compile(r"[0-9a-f.:/]+")
+"""What a network in CIDR form is written with (an IPv6 one, lower-cased)."""
+
+AllowEntry = ipaddress.IPv4Network | ipaddress.IPv6Network | str
+"""One parsed ``--http-allow`` entry: a network, or a lower-cased host name pattern."""
+
+
+def parse_http_allow(entry: str) -> AllowEntry:
+    """One ``--http-allow`` entry (see :mod:`tickwork.worker.egress`), or ValidationError.
+
+    A network in CIDR form (``10.0.0.0/8``, ``fd00::/8``; host bits must be zero), a bare
+    address (``127.0.0.1``: a /32, ``::1``: a /128), or a host name (``localhost``,
+    ``metrics.internal``; ``*.internal.example`` for all of its subdomains), which is
+    returned lower-cased without a trailing dot.
+    """
+    text = entry.strip()
+    try:
+        return ipaddress.ip_network(text)
+    except ValueError as exc:
+        network_error = str(exc)
+    name = text.lower().removesuffix(".")
+    last_label = name.rsplit(".", 1)[-1]
+    looks_numeric = NETWORK_CHARS.fullmatch(name) and ("/" in name or ":" in name)
+    if looks_numeric or last_label.isdigit() or last_label[:2] == "0x":
+        # A name ending in a number is an IPv4 address to resolvers ("10.1" is 10.0.0.1):
+        # never a host name here, always a typo for a network.
+        raise ValidationError(f"{HTTP_ALLOW_FLAG} {entry!r}: {network_error}", field="http_allow")
+    if not HOST_PATTERN.fullmatch(name) or len(name) > MAX_HOST_LENGTH:
+        raise ValidationError(
+            f"{HTTP_ALLOW_FLAG} {entry!r} is neither a network (CIDR), an IP address nor a "
+            "host name",
+            field="http_allow",
+        )
+    return name
+
+
+def split_http_allow(raw: str) -> tuple[str, ...]:
+    """Comma-separated ``--http-allow`` entries (as ``TICKWORK_HTTP_ALLOW`` holds them)."""
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
 
 def resolve_db_url(flag: str | None) -> str:
     """``--db``, else ``TICKWORK_DB``, else ``sqlite:///./tickwork.db``."""
@@ -72,6 +121,9 @@ class Config:
     trigger_batch: int = TRIGGER_BATCH
     queues: tuple[str, ...] | None = None  # None: every queue
     allow_shell: bool = False
+    http_allow: tuple[str, ...] = ()
+    """Networks and host names ``http`` runs may reach beyond public addresses (see
+    :mod:`tickwork.worker.egress`); a string is split on commas."""
     app_module: str | None = None
 
     def __post_init__(self) -> None:
@@ -94,6 +146,11 @@ class Config:
             value = getattr(self, f.name)
             if isinstance(value, timedelta) and value <= timedelta(0):
                 raise ValidationError(f"{f.name} must be positive", field=f.name)
+        allow = self.http_allow
+        entries = split_http_allow(allow) if isinstance(allow, str) else tuple(allow)
+        for entry in entries:
+            parse_http_allow(entry)
+        object.__setattr__(self, "http_allow", entries)  # a list or a string, made a tuple
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Config:
@@ -126,4 +183,6 @@ def _parse(name: str, raw: str, default: object) -> Any:
             raise ValidationError(f"{name} must be an integer, got {raw!r}", field=name) from None
     if name == "queues":
         return tuple(q.strip() for q in raw.split(",") if q.strip()) or None
+    if name == "http_allow":
+        return split_http_allow(raw)
     return raw

@@ -24,7 +24,9 @@ from tickwork.worker.builtins import OUTPUT_TAIL_BYTES
 
 @pytest.fixture
 def app(store: Store) -> Iterator[App]:
-    application = make_app(store, allow_shell=True)
+    # The test servers listen on loopback, which http runs refuse unless allowed
+    # (tests/node/test_http_egress.py is about that refusal).
+    application = make_app(store, allow_shell=True, http_allow=("127.0.0.1",))
     yield application
     application.close()
 

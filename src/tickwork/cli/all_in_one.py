@@ -2,7 +2,8 @@
 to run.
 
 On the embedded SQLite default (``./tickwork.db``) it needs no server: the file is created
-and migrated on first use. It runs the built-in ``http`` task, ``shell`` with
+and migrated on first use. It runs the built-in ``http`` task (to public addresses, plus
+what ``--http-allow`` names, as ``tickwork worker`` does), ``shell`` with
 ``--allow-shell``, and the tasks of ``--app MODULE``. It serves the HTTP API, the dashboard
 and ``/metrics`` on ``--host``/``--port`` (127.0.0.1:8765; ``--no-api`` to skip), under the
 rules of ``tickwork api``: open on loopback while no API key was ever created (or with
@@ -40,7 +41,7 @@ from tickwork.cli.output import (
     redact,
     serve_until_signal,
 )
-from tickwork.cli.worker import AppOption, app_and_db
+from tickwork.cli.worker import AppOption, HttpAllowOption, app_and_db, http_allow_flag
 from tickwork.client import Client
 from tickwork.config import WORKER_CONCURRENCY, Config
 from tickwork.node import Node
@@ -61,6 +62,7 @@ def run(
             help="Run shell tasks (commands from the database). Env TICKWORK_ALLOW_SHELL.",
         ),
     ] = False,
+    http_allow: HttpAllowOption = None,
     concurrency: Annotated[
         int | None,
         typer.Option(
@@ -86,7 +88,10 @@ def run(
     proxies = trusted_proxies(forwarded_allow_ips)
     loaded, url = app_and_db(app_module, db)
     config = Config.from_env(
-        db_url=url, concurrency=concurrency, allow_shell=True if allow_shell else None
+        db_url=url,
+        concurrency=concurrency,
+        allow_shell=True if allow_shell else None,
+        http_allow=http_allow_flag(http_allow),
     )
     registry = loaded.registry if loaded is not None else Registry()
     tasks = ", ".join(n for n in registry.names() if n != "shell" or config.allow_shell)
@@ -114,9 +119,10 @@ def run(
                     node.stop()
                     raise
             served = f"; API and dashboard at {server.url}" if server is not None else ""
+            allowed = f"; http-allow: {','.join(config.http_allow)}" if config.http_allow else ""
             echo(
                 f"tickwork run: ready on {redact(config.db_url)} (scheduler + worker, "
-                f"concurrency {config.concurrency}; tasks: {tasks}{served})"
+                f"concurrency {config.concurrency}; tasks: {tasks}{allowed}{served})"
             )
             echo("try: tickwork submit --in 5s http https://example.com   (then: tickwork runs)")
 

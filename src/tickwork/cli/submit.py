@@ -11,7 +11,7 @@ The schedule is at most one of ``--at ISO`` / ``--in DURATION`` / ``--cron EXPR`
 ``--every DURATION`` (none: now). Then the task: ``shell -- CMD ARGS...`` (everything after
 ``--`` is the command), ``http URL [--method M]``, or a task the ``--app`` module
 registers. ``--args`` is a JSON object: the handler's keyword arguments (for ``shell`` it
-may add ``cwd`` and ``env``, for ``http`` ``headers`` and ``json``).
+may add ``cwd`` and ``env``, for ``http`` ``headers``, ``json`` and ``allow_private``).
 
 The job id is printed alone on the last line of stdout, so ``JOB=$(tickwork submit ... |
 tail -n1)`` works. Bad input exits 2 with one line on stderr, and nothing is written:

@@ -2,6 +2,9 @@
 
 It runs the built-in ``http`` task, ``shell`` with ``--allow-shell``, and the tasks of
 ``--app MODULE`` (an importable module, or ``module:attribute``, holding an ``App``).
+``http`` runs connect to public addresses only, plus what ``--http-allow`` names
+(networks and host names, repeatable or comma-separated; see
+:mod:`tickwork.worker.egress`).
 Without ``--db`` the database is the app's (its ``App(db_url)``), else ``TICKWORK_DB``,
 else ``./tickwork.db``. Every flag overrides the ``TICKWORK_*`` environment variable of
 the same name (``--run-lease`` and ``TICKWORK_RUN_LEASE``), which overrides the default.
@@ -31,7 +34,14 @@ from tickwork.cli.output import (
     redact,
     serve_until_signal,
 )
-from tickwork.config import CLAIM_BATCH, WORKER_CONCURRENCY, Config, resolve_db_url
+from tickwork.config import (
+    CLAIM_BATCH,
+    HTTP_ALLOW_FLAG,
+    WORKER_CONCURRENCY,
+    Config,
+    resolve_db_url,
+    split_http_allow,
+)
 from tickwork.errors import ValidationError
 from tickwork.node import Node
 from tickwork.worker.registry import Registry
@@ -49,6 +59,28 @@ AppOption = Annotated[
         help="Module (or module:attribute) whose App registers the tasks; env TICKWORK_APP_MODULE.",
     ),
 ]
+
+HttpAllowOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        HTTP_ALLOW_FLAG,
+        metavar="CIDR|HOST",
+        show_default=False,
+        help="Let http runs reach this network or host name too (default: public addresses "
+        "only). Repeatable or comma-separated; env TICKWORK_HTTP_ALLOW.",
+    ),
+]
+
+
+def http_allow_flag(values: list[str] | None) -> tuple[str, ...] | None:
+    """The ``--http-allow`` entries (None: the flag was not given). Each is checked by the
+    Config they go into."""
+    if values is None:
+        return None
+    entries = tuple(entry for value in values for entry in split_http_allow(value))
+    if not entries:
+        raise ValidationError(f"{HTTP_ALLOW_FLAG} {values[0]!r} names nothing", field="http_allow")
+    return entries
 
 
 def app_and_db(app_module: str | None, db: str) -> tuple[App | None, str]:
@@ -118,6 +150,7 @@ def worker(
             help=f"Runs claimed per call at most. Default {CLAIM_BATCH}; env TICKWORK_CLAIM_BATCH.",
         ),
     ] = None,
+    http_allow: HttpAllowOption = None,
     node_id: Annotated[
         str | None,
         typer.Option(
@@ -144,6 +177,7 @@ def worker(
         shutdown_grace=duration_flag("shutdown_grace", shutdown_grace),
         poll_interval=duration_flag("poll_interval", poll_interval),
         claim_batch=claim_batch,
+        http_allow=http_allow_flag(http_allow),
     )
     registry = loaded.registry if loaded is not None else Registry()
 
@@ -152,12 +186,13 @@ def worker(
 
         def start() -> None:
             log.info(
-                "worker node=%s db=%s lease=%gs heartbeat=%gs grace=%gs",
+                "worker node=%s db=%s lease=%gs heartbeat=%gs grace=%gs http-allow=%s",
                 config.node_id,
                 redact(config.db_url),
                 config.run_lease.total_seconds(),
                 config.run_heartbeat.total_seconds(),
                 config.shutdown_grace.total_seconds(),
+                ",".join(config.http_allow) or "none",
             )
             node.start()
 

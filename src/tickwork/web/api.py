@@ -35,6 +35,10 @@ from tickwork.web.errors import Forbidden, error_body
 PREFIX = "/api/v1"
 SHELL_TASK = "shell"
 """The built-in task that runs a command on a worker: only an admin key may submit it."""
+HTTP_TASK = "http"
+ALLOW_PRIVATE = "allow_private"
+"""The http arg that lifts a worker's egress policy for one job: only an admin key may send
+it (see docs/http-api.md, "Egress from http tasks")."""
 MAX_ID = 2**63 - 1
 """Ids are 64-bit; a larger number in a path or cursor is refused as bad input (422)."""
 MAX_SECONDS = 100 * 366 * 86_400
@@ -279,7 +283,10 @@ class ClusterOut(BaseModel):
     responses={
         200: {"description": "The idempotency key matched: the existing job.", "model": JobOut},
         400: _error("Invalid cron, unknown time zone or task, bad args ... (field named)."),
-        403: _error("A tenant key submitted a shell task or named another tenant."),
+        403: _error(
+            "A tenant key submitted a shell task, an http job with allow_private, or named "
+            "another tenant."
+        ),
         413: _error("The body is larger than 512 KiB."),
     },
 )
@@ -291,6 +298,9 @@ def submit_job(
                         field="task")  # fmt: skip
     if body.tenant is not None and not principal.admin and body.tenant != principal.tenant:
         raise Forbidden("a tenant key submits jobs to its own tenant only", field="tenant")
+    if body.task == HTTP_TASK and body.args and ALLOW_PRIVATE in body.args and not principal.admin:
+        raise Forbidden(f"{ALLOW_PRIVATE} lets an http job reach private and loopback addresses: "
+                        "sending it needs an admin key", field=f"args.{ALLOW_PRIVATE}")  # fmt: skip
     schedule = body.schedule.model_dump(exclude_none=True) if body.schedule else {}
     submitted = client.submit(
         body.task,

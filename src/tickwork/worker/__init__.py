@@ -41,6 +41,12 @@ Outcomes (:mod:`.reporter`)
     wait, ``Discard`` ends the run dead. A write rejected for a stale fencing token
     (``LeaseLost``) is logged and dropped.
 
+Where ``http`` runs may connect (:mod:`.egress`)
+    Public addresses, plus the networks and host names of ``config.http_allow``
+    (``--http-allow``), plus anything for a job that says ``"allow_private": true``. A
+    run whose destination is refused ends ``dead`` at once, with an error that names the
+    address and the flag; as with ``shell``, give every worker of a queue the same policy.
+
 Runs this worker cannot execute
     A run whose task is not registered here fails the attempt (retried with backoff, so a
     worker that knows it, say after a rolling deploy, can take it; in the end it is dead).
@@ -72,7 +78,8 @@ from tickwork.errors import StoreUnavailable
 from tickwork.job import ClaimedRun
 from tickwork.service import Backoff, Service
 from tickwork.store.base import CHANNEL_RUNS, LISTEN_NOTIFY, LeaseStatus, Listener, Store
-from tickwork.worker.builtins import SHELL
+from tickwork.worker.builtins import HTTP, SHELL, http_task
+from tickwork.worker.egress import EgressPolicy
 from tickwork.worker.executor import Attempt, AttemptState, Executor, Outcome
 from tickwork.worker.heartbeat import Heartbeat
 from tickwork.worker.registry import Registry
@@ -121,13 +128,19 @@ class Worker(Service):
         registry: Registry,
         config: Config | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        *,
+        egress: EgressPolicy | None = None,
     ) -> None:
+        """``egress`` decides where ``http`` runs may connect; by default the policy of
+        ``config.http_allow`` on the system's resolver."""
         super().__init__()
         self.store = store
         self.registry = registry
         self.config = config or Config()
         self.clock = clock
         self.node_id = self.config.node_id
+        self.egress = egress or EgressPolicy.from_entries(self.config.http_allow)
+        self._http = http_task(self.egress)
         self._held: dict[int, Attempt] = {}
         self._held_lock = threading.Lock()
         self._wakeup = threading.Event()
@@ -174,12 +187,13 @@ class Worker(Service):
         self._listen_thread.start()
         super().start()
         log.info(
-            "worker %s started: concurrency %d, queues %s, tasks %s%s",
+            "worker %s started: concurrency %d, queues %s, tasks %s%s; http-allow %s",
             self.node_id,
             self.config.concurrency,
             ",".join(self.config.queues) if self.config.queues else "(all)",
             ", ".join(self.registry.names()),
             "" if self.config.allow_shell else " (shell disabled)",
+            self.egress.describe(),
         )
 
     def stop(self, timeout: float | None = None) -> None:
@@ -241,6 +255,7 @@ class Worker(Service):
             "queues": list(self.config.queues) if self.config.queues else None,
             "tasks": self.registry.names(),
             "allow_shell": self.config.allow_shell,
+            "http_allow": [str(entry) for entry in self.egress.allow],
             "beat": self.config.run_heartbeat.total_seconds(),
             "store": self.store.health.snapshot(),
         }
@@ -399,7 +414,9 @@ class Worker(Service):
         find = self.registry.find
         monotonic = self.clock.monotonic
         for run in runs:
-            task = find(run.task)
+            # http is a built-in (no app can replace it): this worker's own, under its
+            # egress policy.
+            task = self._http if run.task == HTTP else find(run.task)
             refusal = self._refusal(run, task)
             if task is None or refusal is not None:
                 task = Task(run.task, _unknown)

@@ -10,13 +10,25 @@
     a message saying so (see :mod:`tickwork.worker`), so route shell jobs to a queue that
     only shell-enabled workers consume.
 
-``http`` -- args ``{"url": "https://...", "method": "POST", "headers": {...}, "json": ...}``
+``http`` -- args ``{"url": "https://...", "method": "POST", "headers": {...}, "json": ...,
+"allow_private": false}``
     One request (``method`` defaults to GET, or POST when ``json`` is given), with the
     headers ``X-Tickwork-Run-Id`` and ``X-Tickwork-Attempt`` so the receiver can
     deduplicate. 2xx succeeds; 408, 429, 5xx, timeouts and connection errors fail the
     attempt and are retried (honouring a ``Retry-After`` of seconds); any other status
     (4xx, an unfollowed 3xx) ends the run ``dead``: sending it again cannot help. The
-    ``result`` keeps ``status`` and the last 4 KiB of the body.
+    ``result`` keeps ``status`` and the last 4 KiB of the body. The whole exchange,
+    redirects and body included, takes at most the job's ``timeout`` (default 30 s).
+
+    Where it may connect is the worker's egress policy (:mod:`tickwork.worker.egress`):
+    public addresses, plus what the worker's ``--http-allow`` names, plus anything when
+    the job says ``"allow_private": true`` (only an admin key may submit that over HTTP).
+    A refused destination ends the run ``dead`` at once. Redirects (301, 302, 303, 307,
+    308) are followed up to MAX_REDIRECTS, to http and https URLs only, each hop checked
+    anew; a 303 (and a 301 or 302 after a POST) becomes a GET without the body, and the
+    ``Authorization``, ``Cookie`` and ``Proxy-Authorization`` headers are not sent on to
+    another origin. Proxy settings of the environment (``HTTP_PROXY`` ...) are not used:
+    a proxy would connect where the policy cannot see.
 
 How a shell command's process tree dies with its run
 ----------------------------------------------------
@@ -46,22 +58,32 @@ worker lives through.
 from __future__ import annotations
 
 import contextlib
+import functools
+import http.client
 import json
 import os
+import re
 import selectors
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
-from typing import IO, Any
-from urllib.parse import urlsplit
+from typing import Any
+from urllib.parse import SplitResult, urljoin, urlsplit
 
 from tickwork.errors import InvalidArgs
+from tickwork.worker.egress import (
+    EgressPolicy,
+    EgressRefused,
+    VettedHTTPConnection,
+    VettedHTTPSConnection,
+)
 from tickwork.worker.task import Context, Discard, Retry, Task, TaskFailed
 
 SHELL = "shell"
@@ -74,10 +96,22 @@ DRAIN_TIMEOUT = 2.0
 POLL_SECONDS = 0.05
 """How often a running command checks whether its run was cancelled."""
 HTTP_TIMEOUT = 30.0
-"""Seconds an HTTP request may take when its job sets no timeout."""
+"""Seconds an HTTP request may take (redirects and the body included) when its job sets no
+timeout."""
 HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 RETRYABLE_STATUS = frozenset({408, 429})
 USER_AGENT = "tickwork"
+MAX_REDIRECTS = 5
+"""Redirects an http run follows; one more ends it dead."""
+REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
+CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+"""Headers meant for the URL's own origin: not sent on when a redirect leaves it."""
+BODY_HEADERS = frozenset({"content-type", "content-length"})
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+"""A header name: an HTTP token (RFC 9110)."""
+DEFAULT_PORTS = {"http": 80, "https": 443}
+READ_CHUNK = 65536
+"""Bytes read from a response body at a time."""
 
 SHIM = str(Path(__file__).with_name("shellshim.py"))
 
@@ -209,17 +243,27 @@ def _text(tail: bytes | bytearray) -> str:
 
 
 def check_http_args(args: dict[str, Any]) -> None:
-    unknown = set(args) - {"url", "method", "headers", "json"}
+    unknown = set(args) - {"url", "method", "headers", "json", "allow_private"}
     if unknown:
         raise InvalidArgs(
-            f"http takes url, method, headers and json; unknown: {', '.join(sorted(unknown))}"
+            "http takes url, method, headers, json and allow_private; "
+            f"unknown: {', '.join(sorted(unknown))}"
         )
     url = args.get("url")
     if not isinstance(url, str):
         raise InvalidArgs('http needs "url": an http:// or https:// URL')
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
         raise InvalidArgs(f"http url {url!r} is not an absolute http:// or https:// URL")
+    try:
+        parts.port  # noqa: B018 -- parsing it is the check
+    except ValueError as exc:
+        raise InvalidArgs(f"http url {url!r}: {exc}") from None
+    if parts.username is not None or parts.password is not None:
+        raise InvalidArgs(
+            f"http url {_without_userinfo(parts)!r} carries credentials: send them in an "
+            '"Authorization" header instead'
+        )
     method = args.get("method")
     if method is not None and (not isinstance(method, str) or method.upper() not in HTTP_METHODS):
         raise InvalidArgs(f"http method {method!r} is not one of {', '.join(sorted(HTTP_METHODS))}")
@@ -228,63 +272,217 @@ def check_http_args(args: dict[str, Any]) -> None:
         isinstance(headers, dict) and all(isinstance(v, str) for v in headers.values())
     ):
         raise InvalidArgs('http "headers" must be an object of string values')
+    for name, value in (headers or {}).items():
+        # Refused here rather than by http.client at run time, where it would fail every
+        # attempt: a name or value that could end the header and start another.
+        if not HEADER_NAME.fullmatch(name) or any(c in value for c in "\r\n\0"):
+            raise InvalidArgs(
+                f"http header {name!r}: names are tokens, values hold no line breaks or NUL"
+            )
+    allow_private = args.get("allow_private")
+    if allow_private is not None and not isinstance(allow_private, bool):
+        raise InvalidArgs('http "allow_private" must be true or false')
 
 
-def http(
-    ctx: Context,
-    url: str,
-    method: str | None = None,
-    headers: dict[str, str] | None = None,
-    json: Any = None,
+def http_task(policy: EgressPolicy) -> Task[..., dict[str, Any]]:
+    """The ``http`` task, connecting only where ``policy`` allows. ``BUILTINS`` holds one
+    with the default policy; a worker makes its own from its ``--http-allow``."""
+
+    def http(
+        ctx: Context,
+        url: str,
+        method: str | None = None,
+        headers: dict[str, str] | None = None,
+        json: Any = None,
+        *,
+        allow_private: bool = False,
+    ) -> dict[str, Any]:
+        """Send one request; the status and the body's tail are the result."""
+        body = None if json is None else _dumps(json)
+        first = _Outgoing(
+            method=(method or ("GET" if body is None else "POST")).upper(),
+            url=url,
+            headers={
+                "User-Agent": USER_AGENT,
+                **({"Content-Type": "application/json"} if body is not None else {}),
+                **(headers or {}),
+                "X-Tickwork-Run-Id": str(ctx.run_id),
+                "X-Tickwork-Attempt": str(ctx.attempt),
+            },
+            body=body,
+        )
+        return _request(first, policy=policy, ctx=ctx, allow_private=allow_private)
+
+    return Task(HTTP, http, validate=check_http_args, builtin=True)
+
+
+@dataclass(frozen=True, slots=True)
+class _Outgoing:
+    """One request of an http run: the job's own, or one a redirect made of it."""
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: bytes | None
+
+    def redirected(self, status: int, location: str) -> _Outgoing:
+        """The request a redirect asks for, or Discard when it may not be followed."""
+        following = urljoin(self.url, location)
+        parts = urlsplit(following)
+        if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+            raise Discard(
+                f"{self.method} {self.url}: refused redirect to {following!r}: only http:// "
+                "and https:// URLs are followed"
+            )
+        try:
+            parts.port  # noqa: B018 -- parsing it is the check
+        except ValueError as exc:
+            raise Discard(
+                f"{self.method} {self.url}: refused redirect to {following!r}: {exc}"
+            ) from None
+        method, headers, body = self.method, self.headers, self.body
+        if _origin(parts) != _origin(urlsplit(self.url)):
+            headers = {k: v for k, v in headers.items() if k.lower() not in CREDENTIAL_HEADERS}
+        # As browsers do: a 303 fetches the result with a GET, and so do a 301 and a 302
+        # after a POST; a 307 and a 308 repeat the request as it was.
+        if (status == 303 and method != "HEAD") or (status in (301, 302) and method == "POST"):
+            method, body = "GET", None
+            headers = {k: v for k, v in headers.items() if k.lower() not in BODY_HEADERS}
+        return _Outgoing(method, following, headers, body)
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """What one request of an http run got back."""
+
+    status: int
+    location: str | None = None  # a redirect to follow
+    retry_after: str | None = None
+    body: str = ""
+
+
+def _request(
+    first: _Outgoing, *, policy: EgressPolicy, ctx: Context, allow_private: bool
 ) -> dict[str, Any]:
-    """Send one request; the status and the body's tail are the result."""
-    body = None if json is None else _dumps(json)
-    request = urllib.request.Request(
-        url,
-        data=body,
-        method=(method or ("GET" if body is None else "POST")).upper(),
-        headers={
-            "User-Agent": USER_AGENT,
-            **({"Content-Type": "application/json"} if body is not None else {}),
-            **(headers or {}),
-            "X-Tickwork-Run-Id": str(ctx.run_id),
-            "X-Tickwork-Attempt": str(ctx.attempt),
-        },
-    )
-    timeout = ctx.timeout.total_seconds() if ctx.timeout else HTTP_TIMEOUT
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            status, body_tail = response.status, _read_tail(response)
-            retry_after = None
-    except urllib.error.HTTPError as exc:
-        with exc:
-            status, body_tail = exc.code, _read_tail(exc)
-            retry_after = exc.headers.get("Retry-After") if exc.headers else None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-        raise TaskFailed(f"{request.method} {url}: {reason}") from None
-    result = {"status": status, "body": body_tail}
-    if 200 <= status < 300:
+    """Send ``first``, follow its redirects, and say what the last answer means."""
+    deadline = time.monotonic() + (ctx.timeout.total_seconds() if ctx.timeout else HTTP_TIMEOUT)
+    outgoing = first
+    for hop in range(MAX_REDIRECTS + 1):
+        try:
+            answer = _exchange(
+                outgoing, policy=policy, ctx=ctx, deadline=deadline, allow_private=allow_private
+            )
+        except EgressRefused as exc:
+            led = f" (a redirect from {first.url} led there)" if hop else ""
+            raise Discard(f"{exc}{led}") from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise TaskFailed(
+                f"{outgoing.method} {outgoing.url}: {str(exc) or type(exc).__name__}"
+            ) from None
+        if answer.location is None:
+            break
+        if hop == MAX_REDIRECTS:
+            raise Discard(f"{first.method} {first.url}: more than {MAX_REDIRECTS} redirects")
+        outgoing = outgoing.redirected(answer.status, answer.location)
+    result = {"status": answer.status, "body": answer.body}
+    if 200 <= answer.status < 300:
         return result
-    message = f"{request.method} {url} answered HTTP {status}"
-    if status >= 500 or status in RETRYABLE_STATUS:
-        after = _retry_after_seconds(retry_after)
+    message = f"{outgoing.method} {outgoing.url} answered HTTP {answer.status}"
+    if answer.status >= 500 or answer.status in RETRYABLE_STATUS:
+        after = _retry_after_seconds(answer.retry_after)
         if after is not None:
             raise Retry(after=after, reason=message, result=result)
         raise TaskFailed(message, result=result)
     raise Discard(f"{message}; sending it again cannot help", result=result)
 
 
+def _exchange(
+    outgoing: _Outgoing,
+    *,
+    policy: EgressPolicy,
+    ctx: Context,
+    deadline: float,
+    allow_private: bool,
+) -> _Answer:
+    """One request on a connection of its own, made where ``policy`` allows."""
+    parts = urlsplit(outgoing.url)
+    host, scheme = parts.hostname or "", parts.scheme
+    port = parts.port or DEFAULT_PORTS[scheme]
+    timeout = _time_left(deadline)
+    connection: http.client.HTTPConnection
+    if scheme == "https":
+        connection = VettedHTTPSConnection(
+            host, port, timeout=timeout, policy=policy, allow_private=allow_private,
+            context=_tls_context(),
+        )  # fmt: skip
+    else:
+        connection = VettedHTTPConnection(
+            host, port, timeout=timeout, policy=policy, allow_private=allow_private
+        )
+    try:
+        connection.request(
+            outgoing.method, _path(parts), body=outgoing.body, headers=outgoing.headers
+        )
+        sock = connection.sock  # the response may outlive the connection's hold on it
+        response = connection.getresponse()
+        location = response.getheader("Location")
+        if response.status in REDIRECT_STATUS and location:
+            return _Answer(response.status, location=location)
+        return _Answer(
+            response.status,
+            retry_after=response.getheader("Retry-After"),
+            body=_read_tail(response, sock, deadline, ctx),
+        )
+    finally:
+        connection.close()
+
+
+def _origin(parts: SplitResult) -> tuple[str, str, int]:
+    return parts.scheme, parts.hostname or "", parts.port or DEFAULT_PORTS[parts.scheme]
+
+
+def _path(parts: SplitResult) -> str:
+    """The request target: path and query (never the fragment)."""
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+def _without_userinfo(parts: SplitResult) -> str:
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+def _time_left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("timed out")
+    return left
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One context for every https run (it is thread-safe, and loading the CA
+    certificates per request would cost milliseconds each)."""
+    return ssl.create_default_context()
+
+
 def _dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-def _read_tail(stream: IO[bytes]) -> str:
+def _read_tail(
+    response: http.client.HTTPResponse, sock: socket.socket, deadline: float, ctx: Context
+) -> str:
+    """The last OUTPUT_TAIL_BYTES of the body, read by the deadline; a body that never ends
+    cannot hold the worker's thread past it, nor past the run being stopped."""
     tail = bytearray()
-    while chunk := stream.read(65536):
+    while True:
+        sock.settimeout(_time_left(deadline))
+        chunk = response.read1(READ_CHUNK)
+        if not chunk:
+            return _text(tail)
+        if ctx.cancelled.is_set():
+            raise TaskFailed("stopped while reading the body: its run was stopped")
         tail += chunk
         del tail[:-OUTPUT_TAIL_BYTES]
-    return _text(tail)
 
 
 def _retry_after_seconds(header: str | None) -> float | None:
@@ -300,5 +498,5 @@ def _retry_after_seconds(header: str | None) -> float | None:
 
 BUILTINS: Mapping[str, Task[..., Any]] = {
     SHELL: Task(SHELL, shell, validate=check_shell_args, builtin=True),
-    HTTP: Task(HTTP, http, validate=check_http_args, builtin=True),
+    HTTP: http_task(EgressPolicy()),
 }
