@@ -46,6 +46,7 @@ from tickwork.job import (
     check_args,
     check_label,
     shown_json,
+    shown_object,
 )
 from tickwork.retry import (
     DEFAULT_BACKOFF_BASE,
@@ -583,11 +584,17 @@ def to_json(value: JsonValue) -> dict[str, Any]:
     It cannot fail on what a row holds, and its output is what every JSON encoder can write:
     the JSON a record carries (args, a result, a node's info) is passed through
     :func:`~tickwork.job.shown_json`, so a row stored before the limits on args, or a
-    handler's odd result, is shown cut short rather than breaking a listing.
+    handler's odd result, is shown cut short rather than breaking a listing (args and a
+    result that are not objects are wrapped, ``{"value": ...}``).
     """
     if isinstance(value, Job):
         raw = _fields(value)
         raw["schedule"] = value.schedule.to_json()
+        raw["args"] = shown_object(value.args)
+    elif isinstance(value, Run):
+        raw = _fields(value)
+        raw["args"] = shown_object(value.args)
+        raw["result"] = shown_object(value.result) if value.result is not None else None
     elif isinstance(value, Cluster):
         raw = {
             "leader": to_json(value.leader) if value.leader else None,

@@ -199,6 +199,24 @@ def shown_json(value: Any, depth: int = MAX_ARGS_DEPTH) -> Any:
     return value
 
 
+def read_json(data: str | bytes) -> Any:
+    """JSON a store holds (args, a result), decoded. A value nested deeper than Python's
+    decoder goes, which no tickwork path writes but SQL by hand can, reads as
+    ``{"value": TOO_DEEP}``: one such row must not break every read that meets it."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        return {"value": TOO_DEEP}
+
+
+def shown_object(value: Any) -> dict[str, Any]:
+    """:func:`shown_json` of what should be a JSON object (args, a result); anything else
+    (a row written past the checks) is wrapped as ``{"value": ...}``, as a worker wraps a
+    handler's return value that is not an object."""
+    shown = shown_json(value)
+    return shown if isinstance(shown, dict) else {"value": shown}
+
+
 def _shown_text(text: str) -> str:
     try:
         text.encode("utf-8")

@@ -6,15 +6,12 @@ dashboard or ``tickwork jobs/runs --json``."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 
-import psycopg
 import pytest
-from api_support import counts, dead_run, error_of, run_tickwork, serving
+from api_support import counts, dead_run, error_of, execute, run_tickwork, serving
 
 from tickwork.client import Client
 from tickwork.clock import LATEST
@@ -43,34 +40,6 @@ def nest(levels: int) -> Any:
     for _ in range(levels):
         value = [value]
     return value
-
-
-def execute(store_url: str, statement: str, **params: Any) -> None:
-    """Run one SQL statement straight on the store's database, past every check of the
-    product: how a row written before those checks existed is made. ``:name`` params."""
-    if store_url.startswith("sqlite:"):
-        with sqlite3.connect(urlsplit(store_url).path) as conn:
-            conn.execute(statement, params)
-        return
-    with psycopg.connect(store_url, autocommit=True) as conn:
-        conn.execute(_named(statement), params)
-
-
-def _named(statement: str) -> str:
-    """``:name`` placeholders as psycopg's ``%(name)s``."""
-    out: list[str] = []
-    i = 0
-    while i < len(statement):
-        if statement[i] == ":" and i + 1 < len(statement) and statement[i + 1].isalpha():
-            j = i + 1
-            while j < len(statement) and (statement[j].isalnum() or statement[j] == "_"):
-                j += 1
-            out.append(f"%({statement[i + 1 : j]})s")
-            i = j
-        else:
-            out.append(statement[i])
-            i += 1
-    return "".join(out)
 
 
 # -- item 2: args nested too deeply ----------------------------------------------------------
@@ -121,8 +90,9 @@ def test_a_row_stored_before_todays_checks_breaks_no_listing(
 ) -> None:
     """Rows that submit refuses today, written with SQL as an older version (or another
     writer) could have: args 600 deep, a name that reverses the page and rings a terminal,
-    a one-off job at the last second of year 9999, an interval anchored in year 1, and a
-    dead run with a result as odd as the store holds. Every listing still answers."""
+    a one-off job at the last second of year 9999, an interval anchored in year 1, a run
+    whose result is a list, and a dead run with a result as odd as the store holds. Every
+    listing still answers."""
     _, admin_key = client.create_api_key(tenant="ops", admin=True)
     deep_args = json.dumps({**HTTP_ARGS, "json": nest(600)})
     deep = client.submit("http", args=HTTP_ARGS, delay=3600, name="deep").job
@@ -172,6 +142,12 @@ def test_a_row_stored_before_todays_checks_breaks_no_listing(
         args=deep_args,
         id=dead,
     )
+    execute(
+        store_url,
+        "UPDATE tickwork_runs SET result = :result WHERE id = :id",
+        result="[1, 2]",  # a result that is no object, which RunOut would refuse
+        id=triggered.id,
+    )
     reads = [
         "/api/v1/jobs",
         f"/api/v1/jobs/{deep.id}?n=100",
@@ -217,6 +193,7 @@ def test_a_row_stored_before_todays_checks_breaks_no_listing(
     assert shown["args"]["url"] == HTTP_ARGS["url"]
     assert TOO_DEEP in json.dumps(shown["args"])
     assert shown["name"] == "bell\x07 \u202eevil"  # JSON carries it as it is
+    assert answers[f"/api/v1/runs/{triggered.id}"].json()["result"] == {"value": [1, 2]}
     fire_times = answers[f"/api/v1/jobs/{ancient.id}?n=100"].json()["next_fire_times"]
     assert len(fire_times) == 100
     listed = json.loads(cli["runs"].stdout)
