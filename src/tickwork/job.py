@@ -45,7 +45,7 @@ class JobState(StrEnum):
     ACTIVE = "active"  # slots are triggered as they fall due
     PAUSED = "paused"  # no slot is triggered until resume (runs already queued still run)
     CANCELLED = "cancelled"  # final: no more slots; queued runs were cancelled
-    COMPLETED = "completed"  # final: a one-off job's run finished, or no slot remains
+    COMPLETED = "completed"  # no slot remains to trigger; its last run may still be waiting
 
 
 class RunState(StrEnum):

@@ -17,6 +17,11 @@ Pages
 ``/login``            the sign-in form; ``/logout`` signs out
 ====================  =========================================================================
 
+A completed job has no slot left; its badge says how its latest run ended ("completed ·
+run dead", coloured as a dead run), since "completed" alone does not. Completed and
+cancelled jobs offer no Run now and no Cancel job, and those POSTs are refused (409);
+an unfinished run has its own Cancel button.
+
 Every page renders completely on the server and reads without JavaScript. With it, htmx
 re-fetches the live part of each page every :data:`REFRESH_SECONDS` from a fragment
 endpoint (``/fragments/overview`` ...), which renders the same template the page includes.
