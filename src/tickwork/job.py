@@ -40,6 +40,15 @@ another order than it is written ("Trojan Source"). A name in a right-to-left sc
 none of them."""
 E = TypeVar("E", bound=StrEnum)
 
+_CONTROLS_AS_CODES = {
+    code: f"[U+{code:04X}]"
+    for code in (
+        *(c for c in range(0x20) if chr(c) not in "\t\n\r"),
+        *range(0x7F, 0xA0),
+        *(ord(ch) for ch in BIDI_CONTROLS),
+    )
+}
+
 
 class JobState(StrEnum):
     ACTIVE = "active"  # slots are triggered as they fall due
@@ -215,6 +224,13 @@ def shown_object(value: Any) -> dict[str, Any]:
     handler's return value that is not an object."""
     shown = shown_json(value)
     return shown if isinstance(shown, dict) else {"value": shown}
+
+
+def show_controls(text: str) -> str:
+    """``text`` with its control characters (but tab and line ends) and bidirectional
+    controls written as their codes, ``[U+202E]``: user text for a page or a terminal,
+    where they would reorder, hide or rewrite what is shown around them."""
+    return text.translate(_CONTROLS_AS_CODES)
 
 
 def _shown_text(text: str) -> str:

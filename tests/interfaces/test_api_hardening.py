@@ -181,6 +181,7 @@ def test_a_row_stored_before_todays_checks_breaks_no_listing(
             "dead": ["dead", "--json"],
             "show": ["show", str(deep.id), "--json"],
             "show table": ["show", str(deep.id)],
+            "jobs table": ["jobs"],
         }.items()
     }
 
@@ -198,6 +199,9 @@ def test_a_row_stored_before_todays_checks_breaks_no_listing(
     assert len(fire_times) == 100
     listed = json.loads(cli["runs"].stdout)
     assert {run["id"] for run in listed} >= {triggered.id, dead}
+    for table in (cli["show table"].stdout, cli["jobs table"].stdout):
+        assert "bell[U+0007] [U+202E]evil" in table
+        assert "\u202e" not in table
     page = answers[f"/jobs/{deep.id}"].text
     assert "\u202e" not in page
     assert "\x07" not in page

@@ -96,7 +96,15 @@ from markupsafe import Markup
 from tickwork import cron
 from tickwork.client import Client, job_state
 from tickwork.errors import NotFound, TickworkError, ValidationError
-from tickwork.job import BIDI_CONTROLS, Job, JobState, Run, RunState, shown_json, shown_object
+from tickwork.job import (
+    Job,
+    JobState,
+    Run,
+    RunState,
+    show_controls,
+    shown_json,
+    shown_object,
+)
 from tickwork.schedule import Cron, format_seconds
 from tickwork.store.base import SlotFate
 from tickwork.web.auth import (
@@ -267,24 +275,12 @@ def _pretty_json(value: Any) -> str:
     return json.dumps(shown_json(value), indent=2, sort_keys=True, ensure_ascii=False)
 
 
-_SHOWN_AS_CODE = {
-    code: f"[U+{code:04X}]"
-    for code in (
-        *(c for c in range(0x20) if chr(c) not in "\t\n\r"),
-        *range(0x7F, 0xA0),
-        *(ord(ch) for ch in BIDI_CONTROLS),
-    )
-}
-"""Characters shown by their code rather than obeyed: controls (but tab and line ends,
-which output needs) and bidirectional controls."""
-
-
 def _shown(value: Any) -> Any:
     """What every ``{{ ... }}`` prints (the environment's ``finalize``, applied before
-    escaping): text with its control characters shown as codes. Markup was made by a
-    template, whose own expressions went through here already."""
+    escaping): text with its control and bidi characters shown as codes (``[U+202E]``).
+    Markup was made by a template, whose own expressions went through here already."""
     if isinstance(value, str) and not isinstance(value, Markup):
-        return value.translate(_SHOWN_AS_CODE)
+        return show_controls(value)
     return value
 
 
