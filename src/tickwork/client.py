@@ -22,7 +22,7 @@ No SQL here and no concrete store: the store comes from :func:`tickwork.store.op
 from __future__ import annotations
 
 import hmac
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, TypeVar
@@ -44,6 +44,9 @@ from tickwork.job import (
     Run,
     RunState,
     check_args,
+    check_label,
+    shown_json,
+    shown_object,
 )
 from tickwork.retry import (
     DEFAULT_BACKOFF_BASE,
@@ -51,7 +54,15 @@ from tickwork.retry import (
     DEFAULT_MAX_ATTEMPTS,
     RetryPolicy,
 )
-from tickwork.schedule import Cron, Interval, Once, Schedule, parse_duration, parse_instant
+from tickwork.schedule import (
+    Cron,
+    Interval,
+    Once,
+    Schedule,
+    check_instant,
+    parse_duration,
+    parse_instant,
+)
 from tickwork.store import Store, open_store
 from tickwork.store.base import (
     DEFAULT_PAGE,
@@ -202,13 +213,20 @@ def duration(value: Duration, field: str) -> timedelta:
 
 
 def instant(value: Instant, field: str) -> datetime:
+    """An aware datetime or ISO-8601 text as UTC, within the range every input time keeps
+    (:func:`tickwork.schedule.check_instant`), or ValidationError."""
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise ValidationError(
                 f"{field} {value.isoformat()} has no time zone (pass an aware datetime)",
                 field=field,
             )
-        return value
+        return check_instant(value, field=field)
+    if not isinstance(value, str):
+        raise ValidationError(
+            f"{field} must be a datetime or ISO-8601 text, got {type(value).__name__}",
+            field=field,
+        )
     return parse_instant(value, field=field)
 
 
@@ -609,18 +627,6 @@ class Client:
         return runs
 
 
-def check_label(what: str, value: object) -> None:
-    if not isinstance(value, str) or not value or len(value) > MAX_NAME_LENGTH:
-        raise ValidationError(
-            f"{what} must be a non-empty string of at most {MAX_NAME_LENGTH} characters",
-            field=what,
-        )
-    if value != value.strip() or any(ch in value for ch in "\n\r\t\x00"):
-        raise ValidationError(
-            f"{what} {value!r} has surrounding blanks or control characters", field=what
-        )
-
-
 JsonValue = Job | Run | Node | ApiKey | SlotSkip | Lease | RunStats | Cluster
 
 
@@ -629,10 +635,21 @@ def to_json(value: JsonValue) -> dict[str, Any]:
 
     Jobs, runs, nodes, API keys (their prefix, never a secret or hash: the record holds
     neither), ledger entries, leases, run stats and the cluster view.
+
+    It cannot fail on what a row holds, and its output is what every JSON encoder can write:
+    the JSON a record carries (args, a result, a node's info) is passed through
+    :func:`~tickwork.job.shown_json`, so a row stored before the limits on args, or a
+    handler's odd result, is shown cut short rather than breaking a listing (args and a
+    result that are not objects are wrapped, ``{"value": ...}``).
     """
     if isinstance(value, Job):
-        raw = asdict(value)
+        raw = _fields(value)
         raw["schedule"] = value.schedule.to_json()
+        raw["args"] = shown_object(value.args)
+    elif isinstance(value, Run):
+        raw = _fields(value)
+        raw["args"] = shown_object(value.args)
+        raw["result"] = shown_object(value.result) if value.result is not None else None
     elif isinstance(value, Cluster):
         raw = {
             "leader": to_json(value.leader) if value.leader else None,
@@ -640,10 +657,16 @@ def to_json(value: JsonValue) -> dict[str, Any]:
             "now": value.now,
         }
     elif is_dataclass(value):
-        raw = asdict(value)
+        raw = _fields(value)
     else:
         raise TypeError(f"cannot encode {type(value).__name__}")
     return {k: _jsonable(v) for k, v in raw.items()}
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    """A record's fields, one level deep (``dataclasses.asdict`` would copy every nested
+    value by recursion, and overflow on args nested a few hundred deep)."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
 def _jsonable(value: Any) -> Any:
@@ -653,8 +676,8 @@ def _jsonable(value: Any) -> Any:
         return value.total_seconds()
     if isinstance(value, Enum):
         return value.value
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
+    if is_dataclass(value) and not isinstance(value, type):  # a policy inside a record
+        return {k: _jsonable(v) for k, v in _fields(value).items()}
+    if isinstance(value, dict | list | tuple | str | float):
+        return shown_json(value)
     return value

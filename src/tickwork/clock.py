@@ -65,3 +65,13 @@ def from_micros(us: int) -> datetime:
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EARLIEST = EPOCH
+"""The earliest instant tickwork accepts from input (:func:`tickwork.schedule.check_instant`):
+a scheduler has no use for older times, and the arithmetic on an accepted time (explain
+looks years back for a cron job's slot before it) stays far from year 1, where datetime
+ends."""
+LATEST = datetime(9999, 12, 30, tzinfo=UTC)
+"""The calendar's end, for tickwork: the latest instant accepted from input and the last
+slot any schedule has (:meth:`~tickwork.schedule.Interval.next_after` and
+:func:`tickwork.cron.iterate` stop here rather than overflow). A day short of datetime's own
+end, so that every slot can be shown in every time zone (UTC offsets are under a day)."""

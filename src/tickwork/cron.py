@@ -9,6 +9,8 @@ The arithmetic is cronsim's, which follows Debian cron across DST changes:
   elapsed time, so it fires through both passes of the repeated hour and skips the gap;
 - a 6-field expression (``SEC MIN HOUR DOM MON DOW``, seconds first) always runs on elapsed
   time: six fields are not Debian cron, and get none of its quirks.
+
+Fire times end at the calendar's end (:data:`tickwork.clock.LATEST`): none falls later.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 from cronsim.cronsim import Field
 
+from tickwork.clock import LATEST
 from tickwork.errors import InvalidCron, InvalidTimezone
 
 NICKNAMES = {
@@ -34,11 +37,21 @@ NICKNAMES = {
     "@hourly": "0 * * * *",
 }
 FIVE_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
+SEPARATORS = frozenset(" \t\n\r\x0b\x0c")
+"""What may separate fields: ASCII blanks (crontab(5) names spaces and tabs; a line end
+comes with text pasted from a file). The other characters ``str.split`` takes for blanks
+(``\\x1c`` to ``\\x1f``, NEL, no-break and ideographic spaces) are refused, not read as
+separators: a field must not be split by a character nobody sees."""
 SIX_FIELDS = ("second", *FIVE_FIELDS)
 
 
 def normalize(expr: str) -> str:
-    """The expression with nicknames expanded and whitespace collapsed, or InvalidCron."""
+    """The expression with nicknames expanded and blanks collapsed, or InvalidCron."""
+    odd = next((ch for ch in expr if ch.isspace() and ch not in SEPARATORS), None)
+    if odd is not None:
+        raise InvalidCron(
+            expr, f"it holds the character U+{ord(odd):04X}: separate fields by spaces or tabs"
+        )
     text = " ".join(expr.split())
     if not text:
         raise InvalidCron(expr, "the expression is empty")
@@ -94,8 +107,8 @@ def zone(name: str) -> ZoneInfo:
         raise InvalidTimezone(name) from None
 
 
-def next_after(expr: str, tz: str, after: datetime) -> datetime:
-    """The first fire time strictly after ``after``, in UTC.
+def next_after(expr: str, tz: str, after: datetime) -> datetime | None:
+    """The first fire time strictly after ``after``, in UTC; None past the calendar's end.
 
     ``expr`` must already be normalized. Iterates past results that are not later than
     ``after``: in the fall-back hour a wall-clock job whose first pass is behind us fires
@@ -103,22 +116,29 @@ def next_after(expr: str, tz: str, after: datetime) -> datetime:
     """
     for fire in iterate(expr, tz, after):
         return fire
-    raise AssertionError("cron iteration ended")  # pragma: no cover - cronsim is infinite
+    return None
 
 
 def iterate(expr: str, tz: str, after: datetime) -> Iterator[datetime]:
-    """Fire times strictly after ``after``, in UTC, ascending."""
+    """Fire times strictly after ``after``, in UTC, ascending, up to the calendar's end."""
     start = after.astimezone(UTC)
+    if start >= LATEST:
+        return
     fires: Iterator[datetime]
     if _reads_wall_clock(expr):
         fires = (fire.astimezone(UTC) for fire in CronSim(expr, start.astimezone(zone(tz))))
     else:
         fires = _elapsed_fires(expr, tz, start)
     last = start
-    for fire_utc in fires:
-        if fire_utc > last:
-            last = fire_utc
-            yield fire_utc
+    try:
+        for fire_utc in fires:
+            if fire_utc > LATEST:
+                return
+            if fire_utc > last:
+                last = fire_utc
+                yield fire_utc
+    except OverflowError:  # cronsim stepped past year 9999, beyond LATEST anyway
+        return
 
 
 def _reads_wall_clock(expr: str) -> bool:
@@ -138,7 +158,7 @@ def _elapsed_fires(expr: str, tz: str, start: datetime) -> Iterator[datetime]:
     """
     tzinfo = zone(tz)
     begin, after = start, start
-    while True:
+    while begin < _END_OF_SCAN:
         end = _next_offset_change(tz, begin)
         offset = begin.astimezone(tzinfo).utcoffset()
         assert offset is not None
@@ -180,12 +200,13 @@ OFFSET_SCAN_STEP = 6 * 3600
 
 def _next_offset_change(tz: str, t: datetime) -> datetime:
     """The first instant after ``t`` at which the zone's UTC offset changes, or a year
-    boundary at most two years on when there is none (a harmless extra segment)."""
+    boundary at most two years on when there is none (a harmless extra segment); at most
+    :data:`_END_OF_SCAN`."""
     for year in range(t.year, min(t.year + 2, MAXYEAR + 1)):
         for change in _offset_changes(tz, year):
             if change > t:
                 return change
-    return datetime(t.year + 2, 1, 1, tzinfo=UTC) if t.year + 2 <= MAXYEAR else _END_OF_TIME
+    return datetime(t.year + 2, 1, 1, tzinfo=UTC) if t.year + 2 <= MAXYEAR else _END_OF_SCAN
 
 
 @lru_cache(maxsize=1024)
@@ -193,7 +214,7 @@ def _offset_changes(tz: str, year: int) -> tuple[datetime, ...]:
     """The instants of ``year`` (UTC) at which the zone's UTC offset changes, ascending."""
     tzinfo = zone(tz)
     start = datetime(year, 1, 1, tzinfo=UTC)
-    stop = datetime(year + 1, 1, 1, tzinfo=UTC) if year < MAXYEAR else _END_OF_TIME
+    stop = datetime(year + 1, 1, 1, tzinfo=UTC) if year < MAXYEAR else _END_OF_SCAN
     span = int((stop - start).total_seconds())
 
     def offset(seconds: int) -> timedelta | None:
@@ -211,7 +232,9 @@ def _offset_changes(tz: str, year: int) -> tuple[datetime, ...]:
     return tuple(changes)
 
 
-_END_OF_TIME = datetime.max.replace(tzinfo=UTC)
+_END_OF_SCAN = LATEST + timedelta(days=1)
+"""Where the search for offset changes ends: past LATEST, so a fire at LATEST itself is
+found, and a day short of datetime's end, so every zone's offset can be read there."""
 
 
 def explain(expr: str) -> str:

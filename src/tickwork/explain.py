@@ -12,22 +12,21 @@ from datetime import datetime, timedelta
 
 from tickwork import cron
 from tickwork.job import Job, JobState, Run, RunState
-from tickwork.schedule import Cron, Interval, Once, parse_instant
+from tickwork.schedule import Cron, Interval, Once, check_instant, read_time
 from tickwork.store.base import Lease, SlotFate, SlotSkip
 
 ONE_US = timedelta(microseconds=1)
 
 
 def parse_slot(text: str, job: Job) -> datetime:
-    """An ISO-8601 time; without an offset it is read in the job's time zone (cron) or UTC."""
-    try:
-        value = datetime.fromisoformat(text.strip())
-    except ValueError:
-        return parse_instant(text, field="at")  # raises the precise InvalidSchedule
+    """An ISO-8601 time; without an offset it is read in the job's time zone (cron) or UTC.
+    InvalidSchedule for text that is no time, or a time out of range (the rule of every
+    input time: :func:`tickwork.schedule.check_instant`)."""
+    value = read_time(text, field="at")
     if value.tzinfo is None:
         zone = job.schedule.tz if isinstance(job.schedule, Cron) else "UTC"
         value = value.replace(tzinfo=cron.zone(zone))
-    return parse_instant(value.isoformat(), field="at")
+    return check_instant(value, field="at", text=text)
 
 
 def is_slot(job: Job, slot: datetime) -> tuple[bool, datetime | None, datetime | None]:
@@ -83,9 +82,8 @@ def latest_slot(job: Job, now: datetime) -> datetime:
     found = slot_before(job, now + ONE_US)
     if found is not None and found > job.created_at:
         return found
-    first = schedule.next_after(job.created_at)
-    assert first is not None  # recurring schedules never end
-    return first
+    # None only for a schedule with no slot left before the calendar's end.
+    return schedule.next_after(job.created_at) or job.created_at
 
 
 def explain_slot(

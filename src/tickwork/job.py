@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import json
+import math
+import unicodedata
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -18,6 +20,13 @@ from tickwork.schedule import Schedule
 
 MAX_ARGS_BYTES = 256 * 1024
 """Default limit on a job's JSON args, encoded as UTF-8."""
+MAX_ARGS_DEPTH = 32
+"""How deep a job's args may nest, the args object itself being the first level. Deep
+enough for any payload in use (GeoJSON, JSON Schema documents stay under 20), and far below
+the depth at which what handles args after submit gives up: pydantic's serializer (about
+250 levels), Python's json (under 1000, fewer in a deep call stack), ``copy.deepcopy``."""
+TOO_DEEP = "(nested too deeply to show)"
+"""What :func:`shown_json` puts where a value nests deeper than it shows."""
 DEFAULT_TENANT = "default"
 DEFAULT_QUEUE = "default"
 DEFAULT_MISFIRE_GRACE = timedelta(seconds=60)
@@ -25,14 +34,27 @@ DEFAULT_MISFIRE_GRACE = timedelta(seconds=60)
 DEFAULT_MISFIRE_LIMIT = 100
 """Misfire ``all`` enqueues at most this many missed slots per job per catch-up."""
 MAX_NAME_LENGTH = 200
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""Unicode's explicit embeddings, overrides and isolates: text holding one is shown in
+another order than it is written ("Trojan Source"). A name in a right-to-left script needs
+none of them."""
 E = TypeVar("E", bound=StrEnum)
+
+_CONTROLS_AS_CODES = {
+    code: f"[U+{code:04X}]"
+    for code in (
+        *(c for c in range(0x20) if chr(c) not in "\t\n\r"),
+        *range(0x7F, 0xA0),
+        *(ord(ch) for ch in BIDI_CONTROLS),
+    )
+}
 
 
 class JobState(StrEnum):
     ACTIVE = "active"  # slots are triggered as they fall due
     PAUSED = "paused"  # no slot is triggered until resume (runs already queued still run)
     CANCELLED = "cancelled"  # final: no more slots; queued runs were cancelled
-    COMPLETED = "completed"  # final: a one-off job's run finished, or no slot remains
+    COMPLETED = "completed"  # no slot remains to trigger; its last run may still be waiting
 
 
 class RunState(StrEnum):
@@ -102,13 +124,13 @@ class JobSpec:
     max_args_bytes: int = MAX_ARGS_BYTES
 
     def __post_init__(self) -> None:
-        _require_label("task", self.task)
-        _require_label("tenant", self.tenant)
-        _require_label("queue", self.queue)
+        check_label("task", self.task)
+        check_label("tenant", self.tenant)
+        check_label("queue", self.queue)
         if self.name is not None:
-            _require_label("name", self.name)
+            check_label("name", self.name)
         if self.idempotency_key is not None:
-            _require_label("idempotency_key", self.idempotency_key)
+            check_label("idempotency_key", self.idempotency_key)
         if not -1000 <= self.priority <= 1000:
             raise ValidationError(
                 f"priority must be between -1000 and 1000, got {self.priority}", field="priority"
@@ -127,10 +149,13 @@ class JobSpec:
 
 
 def check_args(args: object, limit: int = MAX_ARGS_BYTES) -> None:
-    """Args must be a JSON object of at most ``limit`` bytes that every store can hold, or
-    InvalidArgs."""
+    """Args must be a JSON object of at most ``limit`` bytes, nested at most
+    :data:`MAX_ARGS_DEPTH` deep, that every store can hold, or InvalidArgs."""
     if not isinstance(args, dict):
         raise InvalidArgs(f"args must be a JSON object, got {type(args).__name__}")
+    # Depth first, by a loop: encoding a value nested thousands deep would itself overflow.
+    if _depth(args) > MAX_ARGS_DEPTH:
+        raise InvalidArgs(_TOO_DEEP_MESSAGE)
     try:
         encoded = json.dumps(args, separators=(",", ":"), allow_nan=False).encode()
     except (TypeError, ValueError) as exc:
@@ -140,6 +165,80 @@ def check_args(args: object, limit: int = MAX_ARGS_BYTES) -> None:
     problem = _unstorable_text(args)
     if problem is not None:
         raise InvalidArgs(f"args contain {problem}")
+
+
+_TOO_DEEP_MESSAGE = f"args are nested deeper than {MAX_ARGS_DEPTH} levels"
+
+
+def _depth(value: object) -> int:
+    """How deep dicts and lists nest in ``value`` (a scalar is 0, ``{}`` is 1)."""
+    deepest = 0
+    pending = [(value, 1)]
+    while pending:  # a loop, not recursion: the value may nest past the recursion limit
+        item, level = pending.pop()
+        if isinstance(item, dict | list | tuple):
+            deepest = max(deepest, level)
+            if level > MAX_ARGS_DEPTH:
+                break  # deep enough to refuse; the rest need not be walked
+            children = item.values() if isinstance(item, dict) else item
+            pending.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def shown_json(value: Any, depth: int = MAX_ARGS_DEPTH) -> Any:
+    """``value`` (decoded JSON: args, a result) made safe to show and encode anywhere.
+
+    A container nested deeper than ``depth`` becomes :data:`TOO_DEEP`; a lone surrogate in
+    text (or in a key) becomes U+FFFD; a NaN or infinite number becomes None. A value within
+    bounds comes back equal. For reads: one row stored before the limits existed, or a
+    handler's odd result, must not break a listing (the HTTP API, the dashboard, ``--json``).
+    """
+    if isinstance(value, dict):
+        if depth < 1:
+            return TOO_DEEP
+        return {_shown_text(str(k)): shown_json(v, depth - 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        if depth < 1:
+            return TOO_DEEP
+        return [shown_json(v, depth - 1) for v in value]
+    if isinstance(value, str):
+        return _shown_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def read_json(data: str | bytes) -> Any:
+    """JSON a store holds (args, a result), decoded. A value nested deeper than Python's
+    decoder goes, which no tickwork path writes but SQL by hand can, reads as
+    ``{"value": TOO_DEEP}``: one such row must not break every read that meets it."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        return {"value": TOO_DEEP}
+
+
+def shown_object(value: Any) -> dict[str, Any]:
+    """:func:`shown_json` of what should be a JSON object (args, a result); anything else
+    (a row written past the checks) is wrapped as ``{"value": ...}``, as a worker wraps a
+    handler's return value that is not an object."""
+    shown = shown_json(value)
+    return shown if isinstance(shown, dict) else {"value": shown}
+
+
+def show_controls(text: str) -> str:
+    """``text`` with its control characters (but tab and line ends) and bidirectional
+    controls written as their codes, ``[U+202E]``: user text for a page or a terminal,
+    where they would reorder, hide or rewrite what is shown around them."""
+    return text.translate(_CONTROLS_AS_CODES)
+
+
+def _shown_text(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
+    return text
 
 
 def _unstorable_text(value: object) -> str | None:
@@ -166,6 +265,8 @@ def parse_args(text: str, limit: int = MAX_ARGS_BYTES) -> dict[str, Any]:
     """Args given as JSON text (CLI, HTTP), or InvalidArgs."""
     try:
         value = json.loads(text)
+    except RecursionError:  # nested deeper than the parser goes: far past the limit
+        raise InvalidArgs(_TOO_DEEP_MESSAGE) from None
     except ValueError as exc:
         raise InvalidArgs(f"args are not valid JSON: {exc}") from None
     check_args(value, limit)
@@ -183,15 +284,23 @@ def _choice(kind: type[E], value: str, what: str) -> E:
         ) from None
 
 
-def _require_label(what: str, value: object) -> None:
+def check_label(what: str, value: object) -> None:
+    """A name-like field (task, tenant, queue, name, idempotency key, a key's label): a
+    non-empty string of at most MAX_NAME_LENGTH characters, without surrounding blanks,
+    control characters (they reach terminals and logs) or bidirectional controls (they
+    reorder what is shown around them), or ValidationError naming ``what``."""
     if not isinstance(value, str) or not value or len(value) > MAX_NAME_LENGTH:
         raise ValidationError(
             f"{what} must be a non-empty string of at most {MAX_NAME_LENGTH} characters",
             field=what,
         )
-    if value != value.strip() or any(ch in value for ch in "\n\r\t\x00"):
+    if value != value.strip() or any(
+        ch in BIDI_CONTROLS or unicodedata.category(ch) == "Cc" for ch in value
+    ):
         raise ValidationError(
-            f"{what} {value!r} has surrounding blanks or control characters", field=what
+            f"{what} {value!r} has surrounding blanks, control characters or bidirectional "
+            "controls",
+            field=what,
         )
 
 

@@ -11,6 +11,12 @@ Three kinds, each immutable and JSON-serialisable:
   interval later.
 
 A slot is identified by its UTC instant; a job never gets two runs for one slot.
+
+Every schedule ends at the calendar's end (:data:`tickwork.clock.LATEST`): a slot that
+would fall later does not exist, so ``next_after`` answers None there, as after a one-off
+job's slot. A time typed by a user (``at``, ``anchor``, explain's slot, ``--from``) must fall
+between :data:`~tickwork.clock.EARLIEST` and ``LATEST`` (:func:`check_instant`, the one
+range rule); times already stored are read whatever they are.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tickwork import cron
-from tickwork.clock import utc
+from tickwork.clock import EARLIEST, LATEST, utc
 from tickwork.errors import InvalidSchedule, ValidationError
 
 MIN_INTERVAL = timedelta(seconds=1)
@@ -93,7 +99,10 @@ class Cron:
         return self
 
     def first_slot(self, now: datetime) -> datetime:
-        return cron.next_after(self.expr, self.tz, now)
+        first = cron.next_after(self.expr, self.tz, now)
+        if first is None:
+            raise InvalidSchedule(f"cron {self.expr!r} fires no more before {LATEST.isoformat()}")
+        return first
 
     def next_after(self, slot: datetime) -> datetime | None:
         return cron.next_after(self.expr, self.tz, slot)
@@ -135,7 +144,10 @@ class Interval:
         assert resolved.anchor is not None
         if resolved.anchor > now:
             return resolved.anchor
-        return self._after(resolved.anchor, now)
+        first = self._after(resolved.anchor, now)
+        if first is None:
+            raise InvalidSchedule(f"the interval has no slot before {LATEST.isoformat()}")
+        return first
 
     def next_after(self, slot: datetime) -> datetime | None:
         if self.anchor is None:
@@ -144,9 +156,14 @@ class Interval:
             return self.anchor
         return self._after(self.anchor, slot)
 
-    def _after(self, anchor: datetime, t: datetime) -> datetime:
+    def _after(self, anchor: datetime, t: datetime) -> datetime | None:
+        """The first slot after ``t``; None past the calendar's end."""
         # timedelta // timedelta floors on whole microseconds: exact, no float on the way.
-        return anchor + ((t - anchor) // self.every + 1) * self.every
+        try:
+            slot = anchor + ((t - anchor) // self.every + 1) * self.every
+        except OverflowError:  # past year 9999
+            return None
+        return slot if slot <= LATEST else None
 
     def describe(self) -> str:
         text = f"every {format_seconds(self.every.total_seconds())}"
@@ -166,12 +183,13 @@ Schedule = Once | Cron | Interval
 
 
 def from_json(data: dict[str, Any]) -> Schedule:
-    """The schedule :meth:`to_json` wrote, or InvalidSchedule."""
+    """The schedule :meth:`to_json` wrote, or InvalidSchedule. Stored times are read as they
+    are, without the range rule of input: a row written before it must stay readable."""
     kind = data.get("kind")
     try:
         if kind == "once":
             if data.get("at") is not None:
-                return Once(at=parse_instant(str(data["at"]), field="at"))
+                return Once(at=_stored_instant(str(data["at"]), field="at"))
             return Once(delay=timedelta(seconds=float(data["delay"])))
         if kind == "cron":
             return Cron(str(data["expr"]), str(data.get("tz") or "UTC"))
@@ -191,25 +209,77 @@ def interval_from_json(every: float | str, anchor: str | None) -> Interval:
     is no number raises ValueError or TypeError (from_json words those)."""
     return Interval(
         timedelta(seconds=float(every)),
-        parse_instant(str(anchor), field="anchor") if anchor else None,
+        _stored_instant(str(anchor), field="anchor") if anchor else None,
     )
 
 
-def parse_instant(text: str, *, field: str = "at") -> datetime:
-    """An ISO-8601 instant with an offset (``Z`` accepted), as aware UTC."""
+def _stored_instant(text: str, *, field: str) -> datetime:
+    """A time :meth:`to_json` wrote (ISO-8601 with an offset), as aware UTC, or
+    InvalidSchedule."""
     try:
-        value = datetime.fromisoformat(text.strip())
+        value = datetime.fromisoformat(text)
     except ValueError:
         raise InvalidSchedule(f"{field} {text!r} is not an ISO-8601 time", field=field) from None
+    if value.tzinfo is None:
+        raise InvalidSchedule(f"{field} {text!r} has no UTC offset", field=field)
+    return value.astimezone(UTC)
+
+
+ISO_CHARACTERS = frozenset(chr(code) for code in range(0x20, 0x7F))
+"""What an ISO-8601 time is written with: printable ASCII. Anything else is refused, not
+trimmed: ``datetime.fromisoformat`` stops reading at a NUL, so ``...+00:00\\x00junk`` would
+pass for a time, and ``str.strip`` drops more than blanks (``\\x1c``, em spaces)."""
+
+
+def read_time(text: str, *, field: str = "at") -> datetime:
+    """ISO-8601 text as a datetime, naive when it carries no offset; InvalidSchedule for text
+    that is not one. Blanks around it are allowed; any character that is not printable
+    ASCII is refused. Callers apply the range rule (:func:`check_instant`)."""
+    stripped = text.strip(" ")
+    if not ISO_CHARACTERS.issuperset(stripped):
+        raise InvalidSchedule(
+            f"{field} {text!r} is not an ISO-8601 time: write it in only printable ASCII "
+            "characters (no control characters)",
+            field=field,
+        )
+    try:
+        return datetime.fromisoformat(stripped)
+    except ValueError:
+        raise InvalidSchedule(f"{field} {text!r} is not an ISO-8601 time", field=field) from None
+
+
+def check_instant(value: datetime, *, field: str = "at", text: str | None = None) -> datetime:
+    """``value`` (aware) as UTC if it falls in tickwork's calendar, from
+    :data:`~tickwork.clock.EARLIEST` to :data:`~tickwork.clock.LATEST`, else InvalidSchedule.
+
+    The one range rule for every time a user gives: ``at``, ``anchor``, explain's slot and
+    ``tickwork next --from``, from Python, the CLI, the HTTP API and the dashboard. A time
+    outside it has no use in a scheduler, and would overflow the arithmetic done on it.
+    """
+    shown = repr(text) if text is not None else value.isoformat()
+    try:
+        instant = value.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 falls before year 1 in UTC
+        instant = None
+    if instant is None or not EARLIEST <= instant <= LATEST:
+        raise InvalidSchedule(
+            f"{field} {shown} is out of range: times run from {EARLIEST.isoformat()} to "
+            f"{LATEST.isoformat()}",
+            field=field,
+        )
+    return instant
+
+
+def parse_instant(text: str, *, field: str = "at") -> datetime:
+    """An ISO-8601 instant with an offset (``Z`` accepted), as aware UTC, within the range of
+    :func:`check_instant`."""
+    value = read_time(text, field=field)
     if value.tzinfo is None:
         raise InvalidSchedule(
             f"{field} {text!r} has no UTC offset (write e.g. 2026-12-01T09:00:00+01:00 or ...Z)",
             field=field,
         )
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 falls before year 1 in UTC
-        raise InvalidSchedule(f"{field} {text!r} is out of range", field=field) from None
+    return check_instant(value, field=field, text=text)
 
 
 DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}

@@ -7,6 +7,7 @@ import os
 import queue
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -15,8 +16,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 import httpx
+import psycopg
 
 from tickwork.client import Client
 from tickwork.job import RunState
@@ -59,6 +62,18 @@ def counts(client: Client) -> tuple[int, int]:
     jobs = client.list_jobs(limit=1000).items
     runs = client.list_runs(limit=10_000)
     return len(jobs), len(runs)
+
+
+def execute(store_url: str, statement: str, **params: Any) -> None:
+    """Run one SQL statement (``:name`` parameters) straight on a store's database, past
+    every check of the product: how a row that an older version (or another writer)
+    stored, and that today's validation would refuse, gets into a test's database."""
+    if store_url.startswith("sqlite:"):
+        with sqlite3.connect(urlsplit(store_url).path) as conn:
+            conn.execute(statement, params)
+        return
+    with psycopg.connect(store_url, autocommit=True) as conn:
+        conn.execute(re.sub(r":(\w+)", r"%(\1)s", statement), params)
 
 
 @dataclass

@@ -34,6 +34,8 @@ BAD_INPUT = [
     (["retry", TOO_BIG], "out of range"),
     (["explain", "x"], "Invalid value for 'JOB_ID'"),
     (["explain", "1", "--at", "tomorrow"], "--at 'tomorrow' is not an ISO-8601 time"),
+    (["explain", "1", "--at", "9999-12-31T23:59:59+00:00"], "is out of range"),
+    (["explain", "1", "--at", "2030-01-01T00:00Z\x1c"], "only printable ASCII"),
     (["keys", "create", "--tenant", "bad\ttenant"], "control characters"),
     (["keys", "create"], "Missing option '--tenant'"),
     (["keys", "revoke"], "Missing argument"),

@@ -143,6 +143,27 @@ def test_long_explanation_is_not_wrapped_on_a_narrow_terminal() -> None:
     assert result.lines[1].endswith("(UTC)")
 
 
+def test_the_times_end_at_the_calendars_end() -> None:
+    result = tickwork(
+        "next",
+        "0 0 * * *",
+        "--tz",
+        "Pacific/Kiritimati",
+        "-n",
+        "5",
+        "--json",
+        "--from",
+        "9999-12-27T00:00:00Z",
+    )
+
+    assert result.code == 0, result.err
+    assert json.loads(result.out) == [
+        "9999-12-28T00:00:00+14:00",
+        "9999-12-29T00:00:00+14:00",
+        "9999-12-30T00:00:00+14:00",
+    ]
+
+
 def test_python_dash_m_tickwork_runs_the_same_cli() -> None:
     result = tickwork(
         "next",
@@ -174,6 +195,7 @@ def test_python_dash_m_tickwork_runs_the_same_cli() -> None:
             "--from '2026-01-01T09:00:00' has no UTC offset",
         ),
         (["* * * * *", "--from", "tomorrow"], "--from 'tomorrow' is not an ISO-8601 time"),
+        (["* * * * *", "--from", "9999-12-31T00:00:00Z"], "is out of range"),
         (["* * * * *", "-n", "0"], "'-n' / '--count'"),
         (["* * * * *", "-n", "1001"], "'-n' / '--count'"),
         (["* * * * *", "-n", "many"], "'-n' / '--count'"),
@@ -188,6 +210,7 @@ def test_python_dash_m_tickwork_runs_the_same_cli() -> None:
         "zone",
         "naive-from",
         "garbage-from",
+        "from-out-of-range",
         "n-zero",
         "n-too-many",
         "n-not-a-number",

@@ -124,6 +124,17 @@ BAD_INPUT = [
     (["send_report"], "unknown task 'send_report'"),
     (["--args", "{not json", "http", "https://example.com"], "not valid JSON"),
     (["--args", "[1, 2]", "http", "https://example.com"], "JSON object"),
+    (
+        ["--args", '{"json": ' + "[" * 255 + "]" * 255 + "}", "http", "https://example.com"],
+        "nested deeper than 32 levels",
+    ),
+    (
+        ["--args", '{"json": ' + "[" * 5000 + "]" * 5000 + "}", "http", "https://example.com"],
+        "nested deeper than 32 levels",
+    ),
+    (["--at", "9999-12-31T23:59:59+00:00", "shell", "--", "true"], "out of range"),
+    (["--at", "2030-01-01T09:00:00Z\x1c", "shell", "--", "true"], "only printable ASCII"),
+    (["--name", "a\u202eb", "shell", "--", "true"], "bidirectional controls"),
     (["shell"], "shell needs a command"),
     (["http", "https://a.example", "https://b.example"], "one URL"),
     (["http", "ftp://example.com"], "not an absolute http"),

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import IO
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+from api_support import execute
+from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, expect, sync_playwright
 
 from tickwork.client import Client
 from tickwork.job import RunState
@@ -288,3 +289,71 @@ def test_a_retry_that_another_operator_beat_says_so_in_the_row(
     expect(row).to_contain_text("Not retried: it is queued.")
     # Chromium logs every 4xx answer; htmx itself logs none for this one (error: false).
     console_errors[:] = [e for e in console_errors if "status of 409" not in e]
+
+
+def test_a_one_off_job_whose_run_died_is_shown_red_with_nothing_to_run_or_cancel(
+    page: Page, client: Client, key: str
+) -> None:
+    job_id = client.get_run(dead_run(client)).job_id
+    sign_in(page, key)
+
+    page.goto("/jobs")
+    badge = page.locator(f'#jobs tr[data-job-id="{job_id}"] .state')
+    expect(badge).to_have_text("completed · run dead")
+    page.goto(f"/jobs/{job_id}")
+    job_badge = page.locator("#job-state .state")
+    run_badge = page.locator("#runs .state-dead")
+
+    expect(job_badge).to_have_text("completed · run dead")
+    # Coloured as the dead run is (a failure), not as a success.
+    assert colour(job_badge) == colour(run_badge)
+    assert colour(job_badge) != colour(job_badge, ok=True)
+    expect(page.get_by_role("button", name="Run now")).to_have_count(0)
+    expect(page.get_by_role("button", name="Cancel job")).to_have_count(0)
+
+
+def test_a_name_with_a_right_to_left_override_does_not_reverse_the_list(
+    page: Page, client: Client, key: str, store_url: str
+) -> None:
+    job_id = client.schedule("http", name="invoice", every=60, args={"url": "https://e.x/"}).job.id
+    execute(  # submit refuses the control today; a row written before that holds it
+        store_url,
+        "UPDATE tickwork_jobs SET name = :name WHERE id = :id",
+        name="invoice\u202efdp.exe",
+        id=job_id,
+    )
+    sign_in(page, key)
+
+    page.goto("/jobs")
+    name = page.locator(f'#jobs tr[data-job-id="{job_id}"] bdi')
+
+    expect(name).to_have_text("invoice[U+202E]fdp.exe")
+    # Laid out left to right as written: "f" of "fdp" before "x" of "exe". An obeyed
+    # override would draw "exe.pdf", with "x" first.
+    assert char_left(name, "f") < char_left(name, "x")
+
+
+def colour(locator: Locator, *, ok: bool = False) -> str:
+    """The computed text colour of the element (``ok``: of a succeeded badge instead, made
+    on the page for comparison)."""
+    if ok:
+        return str(
+            locator.page.evaluate(
+                """() => { const s = document.createElement("span");
+                s.className = "state state-succeeded"; document.body.append(s);
+                const c = getComputedStyle(s).color; s.remove(); return c; }"""
+            )
+        )
+    return str(locator.evaluate("el => getComputedStyle(el).color"))
+
+
+def char_left(locator: Locator, char: str) -> float:
+    """Where the first ``char`` of the element's text is drawn (px from the left)."""
+    return float(
+        locator.evaluate(
+            """(el, ch) => { const node = el.firstChild; const i = node.data.indexOf(ch);
+            const r = document.createRange(); r.setStart(node, i); r.setEnd(node, i + 1);
+            return r.getBoundingClientRect().left; }""",
+            char,
+        )
+    )

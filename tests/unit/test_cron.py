@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tickwork import cron
+from tickwork.clock import LATEST
 from tickwork.errors import InvalidCron, InvalidTimezone, ValidationError
 from tickwork.schedule import Cron
 
@@ -271,3 +272,40 @@ def test_the_reused_parse_iterates_exactly_like_a_fresh_cronsim(
     start = datetime(2026, 3, 29, 0, 59, 59, 500_000, tzinfo=fixed(timedelta(hours=offset_hours)))
     fresh, reused = CronSim(expr, start), _fixed_offset_sim(expr, start)
     assert [next(fresh) for _ in range(50)] == [next(reused) for _ in range(50)]
+
+
+@pytest.mark.parametrize(
+    ("expr", "span"),
+    [
+        ("* * * * *", timedelta(hours=3)),
+        ("0 9 * * *", timedelta(days=3)),
+        ("*/10 * * * * *", timedelta(minutes=30)),
+        ("0 0 1 1 *", timedelta(days=400)),
+    ],
+)
+@pytest.mark.parametrize("tz", ["UTC", "Europe/Berlin", "Pacific/Kiritimati", "Pacific/Niue"])
+def test_fire_times_end_at_the_calendars_end(expr: str, span: timedelta, tz: str) -> None:
+    start = LATEST - span
+
+    fires = list(cron.iterate(expr, tz, start))
+
+    assert fires
+    assert fires[-1] <= LATEST
+    assert cron.next_after(expr, tz, fires[-1]) is None
+    assert cron.next_after(expr, tz, LATEST) is None
+
+
+@pytest.mark.parametrize(
+    "expr",
+    ["0\x1c9 * * *", "0 9 * * *\u3000", "\x85@daily", "0\xa09 * * *"],
+    ids=["file-separator", "ideographic-space", "next-line", "no-break-space"],
+)
+def test_fields_separated_by_a_blank_that_is_not_ascii_are_refused(expr: str) -> None:
+    with pytest.raises(InvalidCron, match="separate fields by spaces or tabs") as caught:
+        Cron(expr)
+    assert caught.value.field == "cron"
+
+
+def test_a_nul_in_a_field_is_refused() -> None:
+    with pytest.raises(InvalidCron, match="bad day-of-week field"):
+        Cron("0 9 * * *\x00")

@@ -138,3 +138,25 @@ def test_a_skip_of_one_slot_is_not_described_as_a_range() -> None:
         f"; 3 slots from {slot.isoformat()} to {(slot + timedelta(hours=2)).isoformat()} "
         "share this fate."
     )
+
+
+def test_a_slot_at_the_calendars_end_is_explained_in_any_zone() -> None:
+    from tickwork.clock import LATEST
+
+    for schedule in (Cron("* * * * *", "Pacific/Kiritimati"), Cron("0 9 * * *", "Europe/Berlin")):
+        text = explain_slot(job(schedule), LATEST, [], [], now=CREATED, leader=None)
+
+        assert "has not reached" in text or "has no slot at" in text
+
+
+def test_a_legacy_interval_anchored_in_year_one_is_explained() -> None:
+    # Stored before the range rule; reads must not overflow on it.
+    legacy = job(Interval(timedelta(seconds=60), anchor=datetime(1, 1, 1, tzinfo=UTC)))
+
+    now = CREATED + timedelta(hours=1)
+
+    slot = latest_slot(legacy, now)
+    text = explain_slot(legacy, slot, [], [], now=now, leader=None)
+
+    assert slot == datetime(2026, 1, 1, 13, 0, tzinfo=UTC)
+    assert "has no record of the slot 2026-01-01T13:00:00+00:00" in text

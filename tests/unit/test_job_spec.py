@@ -12,7 +12,9 @@ from tickwork.errors import InvalidArgs, ValidationError
 from tickwork.job import (
     FINISHED_RUN_STATES,
     MAX_ARGS_BYTES,
+    MAX_ARGS_DEPTH,
     RUN_TRANSITIONS,
+    TOO_DEEP,
     JobSpec,
     MisfirePolicy,
     OverlapPolicy,
@@ -20,6 +22,7 @@ from tickwork.job import (
     can_transition,
     check_args,
     parse_args,
+    shown_json,
 )
 from tickwork.schedule import Once
 
@@ -102,6 +105,62 @@ def test_bad_args_text_is_rejected(text: str, message: str) -> None:
         parse_args(text)
 
 
+def nested(depth: int) -> dict[str, Any]:
+    """Args whose containers nest ``depth`` deep, the args object itself included."""
+    value: Any = 1
+    for _ in range(depth - 1):
+        value = [value]
+    return {"k": value}
+
+
+def test_nested_counts_the_args_object_as_the_first_level() -> None:
+    assert nested(1) == {"k": 1}
+    assert nested(3) == {"k": [[1]]}
+
+
+def test_args_nested_as_deep_as_the_limit_are_accepted() -> None:
+    assert spec(args=nested(MAX_ARGS_DEPTH)).args == nested(MAX_ARGS_DEPTH)
+
+
+@pytest.mark.parametrize("depth", [MAX_ARGS_DEPTH + 1, 256, 5000])
+def test_args_nested_deeper_than_the_limit_are_refused_naming_the_limit(depth: int) -> None:
+    with pytest.raises(InvalidArgs, match=f"nested deeper than {MAX_ARGS_DEPTH} levels"):
+        check_args(nested(depth))
+
+
+@pytest.mark.parametrize("depth", [MAX_ARGS_DEPTH + 1, 256, 5000, 100_000])
+def test_args_text_nested_deeper_than_the_limit_is_refused(depth: int) -> None:
+    text = '{"k": ' + "[" * (depth - 1) + "]" * (depth - 1) + "}"
+
+    with pytest.raises(InvalidArgs, match=f"nested deeper than {MAX_ARGS_DEPTH} levels"):
+        parse_args(text)
+
+
+def test_a_shown_value_is_cut_where_it_nests_too_deep_and_keeps_the_rest() -> None:
+    deep = nested(5000)
+    deep["url"] = "https://example.com/"
+
+    shown = shown_json(deep, depth=3)
+
+    assert shown == {"k": [[TOO_DEEP]], "url": "https://example.com/"}
+    assert json.loads(json.dumps(shown, allow_nan=False)) == shown
+
+
+def test_a_shown_value_has_text_and_numbers_every_encoder_can_write() -> None:
+    value = {"lone": "a\ud800b", "\udfff": [float("nan"), float("inf"), 1.5], "ok": "é"}
+
+    shown = shown_json(value)
+
+    assert shown == {"lone": "a\ufffdb", "\ufffd": [None, None, 1.5], "ok": "é"}
+    json.dumps(shown, allow_nan=False).encode()
+
+
+def test_a_shown_value_within_bounds_is_the_value_itself() -> None:
+    value = {"a": [1, {"b": None, "c": True}], "d": "text", "e": 2.5}
+
+    assert shown_json(value) == value
+
+
 # -- other fields ----------------------------------------------------------------------------
 
 
@@ -120,8 +179,36 @@ def test_priority_out_of_range_is_rejected(priority: int) -> None:
 @pytest.mark.parametrize("field", ["task", "tenant", "queue", "name", "idempotency_key"])
 @pytest.mark.parametrize(
     "value",
-    ["", " padded", "padded ", "two\nlines", "tab\there", "nul\x00", "x" * 201, 42],
-    ids=["empty", "leading", "trailing", "newline", "tab", "nul", "too-long", "not-str"],
+    [
+        "",
+        " padded",
+        "padded ",
+        "two\nlines",
+        "tab\there",
+        "nul\x00",
+        "esc\x1b[2J",
+        "del\x7f",
+        "c1\x85",
+        "right\u202eto-left",
+        "isolate\u2066d\u2069",
+        "x" * 201,
+        42,
+    ],
+    ids=[
+        "empty",
+        "leading",
+        "trailing",
+        "newline",
+        "tab",
+        "nul",
+        "escape",
+        "delete",
+        "c1-control",
+        "bidi-override",
+        "bidi-isolate",
+        "too-long",
+        "not-str",
+    ],
 )
 def test_bad_label_is_rejected_naming_the_field(field: str, value: object) -> None:
     with pytest.raises(ValidationError) as caught:
@@ -132,6 +219,10 @@ def test_bad_label_is_rejected_naming_the_field(field: str, value: object) -> No
 
 def test_label_of_200_characters_is_accepted() -> None:
     assert spec(name="n" * 200).name == "n" * 200
+
+
+def test_a_label_in_a_right_to_left_script_is_accepted() -> None:
+    assert spec(name="גיבוי לילי").name == "גיבוי לילי"
 
 
 def test_policies_given_as_strings_become_enums() -> None:

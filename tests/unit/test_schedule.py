@@ -7,6 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from tickwork.clock import EARLIEST, LATEST
 from tickwork.errors import InvalidSchedule, ValidationError
 from tickwork.schedule import (
     Cron,
@@ -269,6 +270,85 @@ def test_bad_instant_is_rejected_naming_the_problem(text: str, message: str) -> 
     with pytest.raises(InvalidSchedule, match=message) as caught:
         parse_instant(text, field="--at")
     assert caught.value.field == "--at"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "0001-01-01T00:00:00+00:00",
+        "1969-12-31T23:59:59.999999Z",
+        "9999-12-30T00:00:00.000001Z",
+        "9999-12-31T23:59:59+00:00",
+        "9999-12-31T23:59:59-01:00",
+    ],
+)
+def test_an_instant_outside_the_calendar_tickwork_keeps_is_out_of_range(text: str) -> None:
+    with pytest.raises(InvalidSchedule, match="is out of range") as caught:
+        parse_instant(text, field="anchor")
+    assert caught.value.field == "anchor"
+    assert "1970-01-01T00:00:00+00:00 to 9999-12-30T00:00:00+00:00" in caught.value.message
+
+
+def test_the_first_and_last_instants_of_the_range_are_accepted() -> None:
+    assert parse_instant("1970-01-01T00:00:00Z") == EARLIEST
+    assert parse_instant("9999-12-30T01:00:00+01:00") == LATEST
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2030-01-01T00:00:00+00:00\x00",
+        "2030-01-01T00:00:00+00:00\x00ignored",
+        "2030-01-01T00:00:00\x00+05:00",
+        "\x1c2030-01-01T00:00:00Z",
+        "2030-01-01T00:00:00Z\u2003",
+        "2030-01-01T00:00:00Z\n",
+        "2030-01-01\u00e900:00:00Z",
+    ],
+    ids=[
+        "nul",
+        "nul-then-text",
+        "nul-before-offset",
+        "file-separator",
+        "em-space",
+        "newline",
+        "non-ascii-separator",
+    ],
+)
+def test_an_instant_with_a_control_or_non_ascii_character_is_refused_not_trimmed(
+    text: str,
+) -> None:
+    with pytest.raises(InvalidSchedule, match="only printable ASCII") as caught:
+        parse_instant(text, field="at")
+    assert caught.value.field == "at"
+
+
+def test_a_stored_schedule_is_read_whatever_its_times() -> None:
+    # Rows written before the range rule (an anchor in year 1) must still be readable.
+    stored = {"kind": "interval", "every": 60.0, "anchor": "0001-01-01T00:00:00+00:00"}
+
+    read = from_json(stored)
+
+    assert isinstance(read, Interval)
+    assert read.anchor == datetime(1, 1, 1, tzinfo=UTC)
+
+
+def test_an_interval_ends_at_the_calendars_end() -> None:
+    every = Interval(timedelta(seconds=3e9), anchor=utc("2026-01-01T00:00:00Z"))
+    slots = [utc("2026-01-01T00:00:00Z")]
+
+    while (slot := every.next_after(slots[-1])) is not None:
+        slots.append(slot)
+
+    assert len(slots) == 84  # 95 years apart, from 2026 to the end of year 9999
+    assert slots[-1] <= LATEST
+    assert LATEST - slots[-1] < every.every
+
+
+def test_an_interval_anchored_past_the_calendars_end_has_no_slot_after_it() -> None:
+    legacy = from_json({"kind": "interval", "every": 60.0, "anchor": "9999-12-31T23:59:00Z"})
+
+    assert legacy.next_after(utc("9999-12-31T23:59:00Z")) is None
 
 
 def test_schedule_errors_are_validation_errors() -> None:

@@ -14,7 +14,6 @@ the slot ledger (:mod:`tickwork.explain`). ``--json``: ``{"job_id", "slot", "exp
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 import typer
@@ -23,7 +22,7 @@ from tickwork.cli.jobs import JobIdArgument
 from tickwork.cli.listing import JsonOption
 from tickwork.cli.output import DbOption, app, echo, echo_json
 from tickwork.client import Client, check_id
-from tickwork.schedule import parse_instant
+from tickwork.schedule import check_instant, read_time
 
 
 @app.command("explain")
@@ -58,8 +57,8 @@ def explain(
 
 
 def _check_time(text: str) -> None:
-    """Reject what is not ISO-8601 before the store is opened (the zone needs the job)."""
-    try:
-        datetime.fromisoformat(text.strip())
-    except ValueError:
-        parse_instant(text, field="--at")  # raises the precise error
+    """Reject what is no time, or a time with an offset out of range, before the store is
+    opened (a time without an offset is read in the job's zone, which needs the job)."""
+    value = read_time(text, field="--at")
+    if value.tzinfo is not None:
+        check_instant(value, field="--at", text=text)

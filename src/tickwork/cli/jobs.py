@@ -27,7 +27,7 @@ from tickwork.cli.listing import (
 from tickwork.cli.output import DbOption, app, echo, echo_json
 from tickwork.cli.runs import RUN_HEADER, run_rows
 from tickwork.client import Client, check_id, job_state, to_json
-from tickwork.job import Job, JobState
+from tickwork.job import Job, JobState, shown_json
 from tickwork.schedule import Cron, Interval, Once, Schedule, format_seconds
 from tickwork.store.base import SlotSkip
 
@@ -134,7 +134,7 @@ def _facts(job: Job) -> list[tuple[str, str]]:
     retry = job.retry
     return [
         ("tenant", job.tenant),
-        ("task", f"{job.task} {json.dumps(job.args, ensure_ascii=False)}"),
+        ("task", f"{job.task} {json.dumps(shown_json(job.args), ensure_ascii=False)}"),
         ("state", job.state.value),
         ("schedule", f"{job.schedule.describe()}  [{short_schedule(job.schedule)}]"),
         ("next run", when(job.next_run_at) or "-"),

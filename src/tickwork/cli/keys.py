@@ -20,7 +20,8 @@ import typer
 
 from tickwork.cli.listing import JsonOption, print_table, when
 from tickwork.cli.output import DbOption, app, echo, echo_json, stderr
-from tickwork.client import Client, check_label, to_json
+from tickwork.client import Client, to_json
+from tickwork.job import check_label
 
 keys_app = typer.Typer(no_args_is_help=True, help="API keys: create, list, revoke.")
 app.add_typer(keys_app, name="keys")

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tickwork.cli.output import echo, stdout
+from tickwork.job import show_controls
 from tickwork.store.base import MAX_PAGE, Page
 
 DEFAULT_LIMIT = 50
@@ -64,7 +65,9 @@ def collect(fetch: Callable[[int | None, int], Page[T]], limit: int, after: int 
 
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """A borderless table: one that fits a terminal, every character into a pipe."""
+    """A borderless table: one that fits a terminal, every character into a pipe. Control
+    and bidi characters in cells are written as their codes (:func:`echo`)."""
+    rows = [[show_controls(cell) for cell in row] for row in rows]
     table = Table(box=None, header_style="bold", pad_edge=False)
     for column in header:
         table.add_column(column, no_wrap=True, overflow="ellipsis")

@@ -40,6 +40,7 @@ from typer._click.exceptions import NoArgsIsHelpError
 
 from tickwork.config import DB_ENV, DEFAULT_DB_URL, Config, resolve_db_url
 from tickwork.errors import TickworkError, ValidationError
+from tickwork.job import show_controls
 from tickwork.schedule import format_seconds, parse_duration
 
 PROG = "tickwork"
@@ -70,8 +71,10 @@ stderr = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def echo(text: str) -> None:
-    """One line of plain text on stdout: no markup, no highlighting, no wrapping."""
-    stdout.print(text, markup=False)
+    """One line of plain text on stdout: no markup, no highlighting, no wrapping; control
+    and bidi characters in it (from names, errors, output) are written as their codes, so
+    they cannot drive the terminal or reorder the line."""
+    stdout.print(show_controls(text), markup=False)
 
 
 def echo_json(value: Any) -> None:

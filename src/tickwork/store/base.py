@@ -25,6 +25,10 @@ Rules every method follows
   still honoured: the lease is lost when it is *taken over* (rescued, re-claimed, cancelled),
   which is the moment a second execution can begin.
 - **Times** returned are aware UTC datetimes.
+- **Reads cannot fail on a row's JSON.** Args and results are decoded with
+  :func:`tickwork.job.read_json`: one nested past what Python decodes (no tickwork path
+  writes one; SQL by hand can) reads as a placeholder rather than failing every listing
+  that meets it.
 
 The run state machine is drawn in ``docs/job-lifecycle.md``.
 """

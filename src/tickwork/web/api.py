@@ -101,12 +101,17 @@ class ScheduleIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    at: Text = Field(None, description="ISO-8601 time with an offset: run once then.")
+    at: Text = Field(
+        None,
+        description="ISO-8601 time with an offset, 1970-01-01 to 9999-12-30 UTC: run once then.",
+    )
     delay: Seconds = Field(None, description="Seconds from now: run once then.")
     cron: Text = Field(None, description="A 5-field (or 6, with seconds) cron expression.")
     tz: Text = Field(None, description="IANA time zone of the cron expression (default UTC).")
     every: Seconds = Field(None, description="Seconds between slots (at least 1).")
-    anchor: Text = Field(None, description="ISO-8601 time the interval counts from.")
+    anchor: Text = Field(
+        None, description="ISO-8601 time the interval counts from, 1970-01-01 to 9999-12-30 UTC."
+    )
 
 
 class JobIn(BaseModel):
@@ -128,7 +133,9 @@ class JobIn(BaseModel):
     )
 
     task: str = Field(max_length=MAX_NAME_LENGTH, description="A registered task name.")
-    args: dict[str, Any] | None = Field(None, description="JSON object (256 KiB at most).")
+    args: dict[str, Any] | None = Field(
+        None, description="JSON object (256 KiB at most, nested 32 levels at most)."
+    )
     name: Label = Field(None, description="Unique per tenant.")
     schedule: ScheduleIn | None = None
     tenant: Label = Field(

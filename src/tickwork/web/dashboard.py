@@ -17,6 +17,11 @@ Pages
 ``/login``            the sign-in form; ``/logout`` signs out
 ====================  =========================================================================
 
+A completed job has no slot left; its badge says how its latest run ended ("completed ·
+run dead", coloured as a dead run), since "completed" alone does not. Completed and
+cancelled jobs offer no Run now and no Cancel job, and those POSTs are refused (409);
+an unfinished run has its own Cancel button.
+
 Every page renders completely on the server and reads without JavaScript. With it, htmx
 re-fetches the live part of each page every :data:`REFRESH_SECONDS` from a fragment
 endpoint (``/fragments/overview`` ...), which renders the same template the page includes.
@@ -63,6 +68,17 @@ resolve to 127.0.0.1 (DNS rebinding) gets the sign-in form, not the jobs.
 The pages also send a Content-Security-Policy that allows scripts and styles from this
 origin only (htmx runs with ``allowEval`` off and injects no styles) and forbids framing,
 so a Retry button cannot be clickjacked.
+
+User text
+---------
+
+Everything a user or a handler wrote (names, args, errors, output) is escaped, and shown,
+not obeyed: a bidirectional control (U+202A to U+202E, U+2066 to U+2069) or another
+control character is printed as its code, ``[U+202E]``, so a name cannot reverse the text
+around it or hide what it says (:func:`_shown`, applied to every ``{{ ... }}``). Names in
+running text are also isolated (``<bdi>``), so a right-to-left name cannot reorder the words
+beside it. Submit refuses those controls in names (:func:`tickwork.job.check_label`); the
+display does not rely on that, since older rows, args and errors may hold them.
 """
 
 from __future__ import annotations
@@ -81,12 +97,21 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
 from tickwork import cron
 from tickwork.auth import SESSION_LIFETIME
 from tickwork.client import Client, job_state
 from tickwork.errors import NotFound, TickworkError, ValidationError
-from tickwork.job import Job, JobState, Run
+from tickwork.job import (
+    Job,
+    JobState,
+    Run,
+    RunState,
+    show_controls,
+    shown_json,
+    shown_object,
+)
 from tickwork.schedule import Cron, format_seconds
 from tickwork.store.base import SlotFate
 from tickwork.web.auth import (
@@ -245,12 +270,26 @@ def _tails(run: Run) -> list[tuple[str, str]]:
     stdout and stderr, an http request's body), the other fields as one JSON line."""
     if not run.result:
         return []
-    texts = [(k, v) for k, v in run.result.items() if isinstance(v, str) and v.strip()]
-    rest = {k: v for k, v in run.result.items() if not isinstance(v, str)}
+    result = shown_object(run.result)
+    texts = [(k, v) for k, v in result.items() if isinstance(v, str) and v.strip()]
+    rest = {k: v for k, v in result.items() if not isinstance(v, str)}
     shown = [(f"{k} (tail)", _tail(v)) for k, v in texts]
     if rest:
         shown.insert(0, ("result", _tail(json.dumps(rest, sort_keys=True, default=str))))
     return shown
+
+
+def _pretty_json(value: Any) -> str:
+    return json.dumps(shown_json(value), indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def _shown(value: Any) -> Any:
+    """What every ``{{ ... }}`` prints (the environment's ``finalize``, applied before
+    escaping): text with its control and bidi characters shown as codes (``[U+202E]``).
+    Markup was made by a template, whose own expressions went through here already."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return show_controls(value)
+    return value
 
 
 def _capitalize_first(text: str) -> str:
@@ -264,6 +303,7 @@ def _environment() -> Environment:
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_shown,
     )
     env.filters.update(
         stamp=_stamp,
@@ -274,7 +314,7 @@ def _environment() -> Environment:
         last_lines=_last_lines,
         tails=_tails,
         capitalize_first=_capitalize_first,
-        tojson_pretty=lambda v: json.dumps(v, indent=2, sort_keys=True, ensure_ascii=False),
+        tojson_pretty=_pretty_json,
     )
     env.globals.update(static=static_url, refresh_seconds=REFRESH_SECONDS, error_lines=ERROR_LINES)
     return env
@@ -601,9 +641,14 @@ def _page(
         return _error_page(request, viewer, 403, "This page needs an admin key.")
     try:
         values = context(_client(request), viewer, *args)
+        return _render(request, template, viewer, **values)
     except TickworkError as exc:
         return _failure(request, viewer, exc)
-    return _render(request, template, viewer, **values)
+    except Exception:
+        # A bug: the page still answers as a page, not with the JSON API's envelope; the
+        # traceback goes to the log.
+        log.exception("%s %s: unexpected error", request.method, request.url.path)
+        return _error_page(request, viewer, 500, "Internal error; see the server log.")
 
 
 # -- jobs ----------------------------------------------------------------------------------
@@ -622,6 +667,7 @@ def _jobs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -
     kept = {k: v for k, v in (("state", state), ("task", task)) if v}
     return {
         "page": page,
+        "outcomes": _outcomes(client, viewer, page.items),
         "filters": {"state": state, "task": task, "after": after},
         "job_states": [s.value for s in JobState],
         "fragment_url": "/fragments/jobs?" + urlencode({**kept, **_after(after)}),
@@ -632,6 +678,19 @@ def _jobs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -
             else None
         ),
     }
+
+
+def _outcomes(client: Client, viewer: Principal, jobs: list[Job]) -> dict[int, RunState]:
+    """The state of the latest run of each completed job: "completed" says only that no
+    slot is left, not how the job's work ended (its one run may be dead). One read per
+    completed job on the page, at most JOBS_PER_PAGE."""
+    outcomes = {}
+    for job in jobs:
+        if job.state is JobState.COMPLETED:
+            latest = client.list_runs(job_id=job.id, tenant=viewer.tenant, limit=1)
+            if latest:
+                outcomes[job.id] = latest[0].state
+    return outcomes
 
 
 def _after(after: int | None) -> dict[str, int]:
@@ -665,6 +724,8 @@ def _job_live_context(client: Client, viewer: Principal, job_id: str) -> dict[st
     return {
         "job": job,
         "runs": runs,
+        # The job's badge says how its latest run ended once no slot is left (_outcomes).
+        "outcome": runs[0].state if job.state is JobState.COMPLETED and runs else None,
         "runs_truncated": len(runs) == RUNS_PER_JOB,
         "ledger": client.slot_ledger(job.id, tenant=viewer.tenant, limit=LEDGER_ROWS),
         "fate_help": FATE_HELP,
@@ -693,12 +754,27 @@ def _job_context(client: Client, viewer: Principal, job_id: str, at: str | None)
 
 @router.get("/jobs/{job_id}", response_model=None)
 def job_page(request: Request, job_id: str, at: str | None = None) -> Response:
-    return _page(request, "job.html", _job_context, job_id, (at or "").strip()[:100] or None)
+    # `at` goes to explain whole: its parser refuses what is no time (a NUL, a control
+    # character, text past the offset) rather than have it trimmed here first.
+    return _page(request, "job.html", _job_context, job_id, at if at and at.strip(" ") else None)
 
 
 @router.get("/fragments/jobs/{job_id}", response_model=None)
 def job_fragment(request: Request, job_id: str) -> Response:
     return _page(request, "_job_live.html", _job_live_context, job_id)
+
+
+FINISHED_JOB_STATES = frozenset({JobState.COMPLETED, JobState.CANCELLED})
+FINISHED_JOB_REFUSALS = {
+    "trigger": "Job {job} is {state}: it has no slot left, so it is not run again.",
+    "cancel": (
+        "Job {job} is {state}: it has no slot left to cancel. To stop a run of it that has "
+        "not finished, cancel that run."
+    ),
+}
+"""What the dashboard answers (409) to Run now and Cancel job on a job with no slot left,
+whose page offers neither. (The JSON API and ``tickwork trigger`` keep the store's rule: a
+completed job may get an extra run.)"""
 
 
 @router.post("/jobs/{job_id}/{action}", response_model=None)
@@ -721,7 +797,13 @@ def job_action(request: Request, job_id: str, action: str) -> Response:
     try:
         if command is None:
             raise _Missing(f"there is no job action {action!r}")
-        command(_job_id(job_id), tenant=viewer.tenant)
+        ident = _job_id(job_id)
+        if action in FINISHED_JOB_REFUSALS:
+            job = client.get_job(ident, tenant=viewer.tenant)
+            if job.state in FINISHED_JOB_STATES:
+                message = FINISHED_JOB_REFUSALS[action].format(job=job.id, state=job.state)
+                return _error_page(request, viewer, 409, message, back)
+        command(ident, tenant=viewer.tenant)
     except TickworkError as exc:
         return _failure(request, viewer, exc, back)
     log.info("dashboard: %s job %s (key %s)", action, job_id, viewer.key or "open")
@@ -782,6 +864,27 @@ def retry_run(request: Request, run_id: str, next: Annotated[str, Form()] = "/de
     log.info("dashboard: retry run %d (key %s)", run.id, viewer.key or "open")
     if _is_htmx(request):
         return _render(request, "_dead_row.html", viewer, run=run, notice="Retried:")
+    return RedirectResponse(back, status_code=303)
+
+
+@router.post("/runs/{run_id}/cancel", response_model=None)
+def cancel_run(request: Request, run_id: str, next: Annotated[str, Form()] = "/") -> Response:
+    """Cancel a queued, failed or running run (a running one stops at its next heartbeat),
+    then return to the page the form came from (``next``)."""
+    viewer = _viewer(request)
+    if viewer is None:
+        return _sign_in_first(request)
+    if not _same_origin(request):
+        return _cross_site(request, viewer)
+    back = _local_path(next, "/")
+    ident = _parse_id(run_id)
+    try:
+        if ident is None:
+            raise _Missing(f"run {run_id} not found")
+        run = _client(request).cancel_run(ident, tenant=viewer.tenant)
+    except TickworkError as exc:
+        return _failure(request, viewer, exc, back)
+    log.info("dashboard: cancel run %d (key %s)", run.id, viewer.key or "open")
     return RedirectResponse(back, status_code=303)
 
 

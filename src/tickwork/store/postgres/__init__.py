@@ -25,7 +25,6 @@ new primary, and the old primary's connections are replaced as they fail.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -60,6 +59,7 @@ from tickwork.job import (
     OverlapPolicy,
     Run,
     RunState,
+    read_json,
 )
 from tickwork.retry import RetryPolicy
 from tickwork.store.base import (
@@ -1121,8 +1121,9 @@ def _redact(url: str) -> str:
 
 
 def _json_loads(data: bytes | str) -> Any:
-    """``json.loads``, but the empty object (the args of most runs) without parsing it."""
-    return {} if data == b"{}" else json.loads(data)
+    """:func:`~tickwork.job.read_json`, but the empty object (the args of most runs)
+    without parsing it."""
+    return {} if data == b"{}" else read_json(data)
 
 
 def for_queues(query: str, queues: Sequence[str] | None) -> str:

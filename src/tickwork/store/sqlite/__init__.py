@@ -49,6 +49,7 @@ from tickwork.job import (
     OverlapPolicy,
     Run,
     RunState,
+    read_json,
 )
 from tickwork.retry import RetryPolicy
 from tickwork.store.base import (
@@ -1157,7 +1158,7 @@ def _job(r: sqlite3.Row) -> Job:
         tenant=r["tenant"],
         name=r["name"],
         task=r["task"],
-        args=json.loads(r["args"]),
+        args=read_json(r["args"]),
         schedule=_schedule(r["schedule"]),
         state=JobState(r["state"]),
         next_run_at=_dt(r["next_run_at"]),
@@ -1180,7 +1181,7 @@ def _run(r: sqlite3.Row) -> Run:
         job_id=r["job_id"],
         tenant=r["tenant"],
         task=r["task"],
-        args=json.loads(r["args"]),
+        args=read_json(r["args"]),
         queue=r["queue"],
         priority=r["priority"],
         scheduled_for=from_micros(r["scheduled_for"]),
@@ -1194,7 +1195,7 @@ def _run(r: sqlite3.Row) -> Run:
         started_at=_dt(r["started_at"]),
         finished_at=_dt(r["finished_at"]),
         error=r["error"],
-        result=json.loads(r["result"]) if r["result"] is not None else None,
+        result=read_json(r["result"]) if r["result"] is not None else None,
         timeout=timedelta(seconds=r["timeout"]) if r["timeout"] is not None else None,
         created_at=from_micros(r["created_at"]),
     )
