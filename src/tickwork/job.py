@@ -20,6 +20,9 @@ from tickwork.schedule import Schedule
 
 MAX_ARGS_BYTES = 256 * 1024
 """Default limit on a job's JSON args, encoded as UTF-8."""
+MAX_RESULT_BYTES = 256 * 1024
+"""Limit on a run's JSON result, encoded as UTF-8 (the ``http`` and ``shell`` tasks keep
+only the last 4 KiB of output, far below it)."""
 MAX_ARGS_DEPTH = 32
 """How deep a job's args may nest, the args object itself being the first level. Deep
 enough for any payload in use (GeoJSON, JSON Schema documents stay under 20), and far below
@@ -168,6 +171,26 @@ def check_args(args: object, limit: int = MAX_ARGS_BYTES) -> None:
 
 
 _TOO_DEEP_MESSAGE = f"args are nested deeper than {MAX_ARGS_DEPTH} levels"
+
+
+def result_problem(result: object, limit: int = MAX_RESULT_BYTES) -> str | None:
+    """Why a store cannot hold ``result`` (a handler's result, a failure's), or None.
+
+    The same rules as args (:func:`check_args`): JSON, nested at most MAX_ARGS_DEPTH deep,
+    at most ``limit`` bytes encoded, text a database can store. A worker checks a result
+    before writing it: completions are written in batches, and one the store refused would
+    hold every other completion of the batch back with it, again at every retry.
+    """
+    if _depth(result) > MAX_ARGS_DEPTH:
+        return f"it is nested deeper than {MAX_ARGS_DEPTH} levels"
+    try:
+        encoded = json.dumps(result, separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:
+        return f"it is not JSON ({exc})"
+    if len(encoded) > limit:
+        return f"it is {len(encoded)} bytes encoded; the limit is {limit} bytes"
+    problem = _unstorable_text(result)
+    return None if problem is None else f"it contains {problem}"
 
 
 def _depth(value: object) -> int:

@@ -203,6 +203,68 @@ def test_a_result_that_is_not_json_ends_the_run_dead(app: App, store: Store) -> 
     assert "not JSON" in run.error
 
 
+def nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    ("returned", "said"),
+    [
+        pytest.param(lambda: nested(2000), "nested deeper", id="nested-2000"),
+        pytest.param(lambda: {"text": "nul \x00 here"}, "NUL", id="nul"),
+        pytest.param(lambda: {"blob": "x" * 2_000_000}, "bytes", id="2-mb"),
+    ],
+)
+def test_a_result_no_store_can_hold_ends_its_run_dead_and_blocks_no_other_completion(
+    app: App, store: Store, returned: Any, said: str
+) -> None:
+    # Completions are written in batches: one result the store refuses must not keep the
+    # others (or the worker's later ones) from being written.
+    @app.task
+    def unstorable(ctx: Context) -> object:
+        return returned()
+
+    @app.task
+    def plain(ctx: Context) -> dict[str, int]:
+        return {"run": ctx.run_id}
+
+    bad = app.submit(unstorable)
+    good = [app.submit(plain) for _ in range(5)]
+    with running(app.worker()):
+        refused = finished(store, bad)
+        done = [finished(store, job) for job in good]
+        later = app.submit(plain)
+        after = finished(store, later)
+
+    assert refused.state is RunState.DEAD
+    assert refused.error is not None
+    assert said in refused.error
+    assert refused.result is None
+    assert [run.state for run in done] == [RunState.SUCCEEDED] * 5
+    assert after.state is RunState.SUCCEEDED
+
+
+def test_a_retry_or_failure_result_no_store_can_hold_is_dropped_not_written(
+    app: App, store: Store
+) -> None:
+    @app.task(max_attempts=1)
+    def failing(ctx: Context) -> None:
+        raise Discard("gave up", result={"trace": "nul \x00 here"})
+
+    job = app.submit(failing)
+    with running(app.worker()):
+        run = finished(store, job)
+
+    assert run.state is RunState.DEAD
+    assert run.result is None
+    assert run.error is not None
+    assert "gave up" in run.error
+    assert "result dropped" in run.error
+
+
 def test_a_task_this_worker_does_not_know_fails_its_attempt_for_another_worker(
     app: App, store: Store
 ) -> None:

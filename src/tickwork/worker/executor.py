@@ -25,21 +25,20 @@ import asyncio
 import contextlib
 import heapq
 import itertools
-import json
 import logging
 import queue
 import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
 from tickwork.clock import Clock
 from tickwork.errors import InvalidArgs
-from tickwork.job import ClaimedRun
+from tickwork.job import ClaimedRun, result_problem
 from tickwork.worker.task import Context, Discard, Retry, Task, TaskFailed
 
 log = logging.getLogger("tickwork.worker")
@@ -353,16 +352,17 @@ NOTHING_RETURNED = Outcome(True)
 
 
 def success(value: object) -> Outcome:
-    """A handler returned ``value``: a dict is the result, another JSON value is wrapped."""
+    """A handler returned ``value``: a dict is the result, another JSON value is wrapped. A
+    result no store can hold ends the run dead (its side effects happened: retrying would
+    repeat them), and is never written: one refused completion would hold back its batch."""
     if value is None:
         return NOTHING_RETURNED
     result = value if isinstance(value, dict) else {"value": value}
-    try:
-        json.dumps(result, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    problem = result_problem(result)
+    if problem is not None:
         return Outcome(
             False,
-            error=f"the handler returned a value that is not JSON ({exc}); its side effects "
+            error=f"the handler's result cannot be stored: {problem}; its side effects "
             "happened, so the run is not retried",
             discard=True,
         )
@@ -370,16 +370,22 @@ def success(value: object) -> Outcome:
 
 
 def failure(exc: BaseException) -> Outcome:
-    """What a handler's exception means for the attempt."""
+    """What a handler's exception means for the attempt. A result it carries that no store
+    can hold is dropped, and the error says so."""
     if isinstance(exc, Retry):
-        return Outcome(False, result=exc.result, error=exc.reason, retry_after=exc.after)
-    if isinstance(exc, Discard):
-        return Outcome(False, result=exc.result, error=f"discarded: {exc.reason}", discard=True)
-    if isinstance(exc, InvalidArgs):
+        outcome = Outcome(False, result=exc.result, error=exc.reason, retry_after=exc.after)
+    elif isinstance(exc, Discard):
+        outcome = Outcome(False, result=exc.result, error=f"discarded: {exc.reason}", discard=True)
+    elif isinstance(exc, InvalidArgs):
         return Outcome(False, error=f"{exc} (not retried: the args cannot change)", discard=True)
-    if isinstance(exc, TaskFailed):
-        return Outcome(False, result=exc.result, error=str(exc))
-    return Outcome(False, error=describe(exc))
+    elif isinstance(exc, TaskFailed):
+        outcome = Outcome(False, result=exc.result, error=str(exc))
+    else:
+        return Outcome(False, error=describe(exc))
+    problem = result_problem(outcome.result) if outcome.result is not None else None
+    if problem is None:
+        return outcome
+    return replace(outcome, result=None, error=f"{outcome.error} (result dropped: {problem})")
 
 
 def describe(exc: BaseException) -> str:
