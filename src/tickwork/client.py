@@ -401,7 +401,7 @@ class Client:
 
     def trigger_job(self, job_id: int, *, tenant: str | None = None) -> Run:
         """Run the job now, once, besides its schedule (which is untouched)."""
-        return self.store.run_now(check_id(job_id, "job"), tenant=tenant)
+        return self.store.trigger_job(check_id(job_id, "job"), tenant=tenant)
 
     def cancel_run(self, run_id: int, *, tenant: str | None = None) -> Run:
         """queued|failed|running -> cancelled (a running handler is stopped at its next

@@ -124,10 +124,17 @@ class LeaseLost(FencingError):
 
 
 class LeadershipLost(FencingError):
-    def __init__(self, node_id: str, epoch: int) -> None:
-        super().__init__(f"node {node_id!r} no longer leads at epoch {epoch}")
+    """``node_id`` is the node that lost (None where the store cannot know it: a trigger is
+    fenced by epoch alone); ``holder`` the node that holds the lease now, if the store read
+    it (None: nobody, or not read)."""
+
+    def __init__(self, node_id: str | None, epoch: int, *, holder: str | None = None) -> None:
+        who = f"node {node_id!r}" if node_id is not None else "the caller"
+        now_held = f" ({holder!r} holds the lease)" if holder else ""
+        super().__init__(f"{who} no longer leads at epoch {epoch}{now_held}")
         self.node_id = node_id
         self.epoch = epoch
+        self.holder = holder
 
 
 class StoreError(TickworkError):

@@ -35,3 +35,15 @@ def migration_files(directory: Path) -> list[tuple[int, Path]]:
     if versions != list(range(1, len(versions) + 1)):
         raise ValueError(f"{directory}: migration versions must be 1..n, got {versions}")
     return found
+
+
+ONLY_QUEUES = "-- only-queues"
+
+
+def for_queues(query: str, queues: object | None) -> str:
+    """``query`` for a worker that takes ``queues``; None (every queue): without its lines
+    that end ``-- only-queues``, so the planner sees no queue filter at all. The one
+    templating rule of every dialect's queries: the text of a query is never formatted."""
+    if queues is not None:
+        return query
+    return "\n".join(line for line in query.splitlines() if not line.endswith(ONLY_QUEUES))

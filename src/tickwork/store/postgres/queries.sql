@@ -331,7 +331,7 @@ ORDER BY s.first_slot DESC, s.id DESC LIMIT %(limit)s;
 -- name: insert_slot_skip
 INSERT INTO tickwork_slot_skips (job_id, first_slot, last_slot, count, fate, run_id, more,
     recorded_at)
-VALUES (%(job_id)s, %(first_slot)s, %(last_slot)s, %(count)s, %(fate)s, NULL, %(more)s,
+VALUES (%(job_id)s, %(first_slot)s, %(last_slot)s, %(count)s, %(fate)s, %(run_id)s, %(more)s,
     %(now)s);
 
 -- name: leadership_lock_timeout
@@ -384,7 +384,7 @@ INSERT INTO tickwork_schema_migrations (version) VALUES (%(version)s);
 -- name: migrations_table_exists
 SELECT to_regclass('tickwork_schema_migrations') IS NOT NULL AS present;
 
--- name: run_now
+-- name: trigger_job
 INSERT INTO tickwork_runs (job_id, tenant, task, args, queue, priority, max_attempts,
     backoff_base, backoff_cap, timeout, scheduled_for, run_at, state, created_at)
 SELECT id, tenant, task, args, queue, priority, max_attempts, backoff_base, backoff_cap,

@@ -3,7 +3,8 @@
 -- name: job_by_idempotency_key
 SELECT * FROM tickwork_jobs WHERE tenant = :tenant AND idempotency_key = :key;
 
--- name: job_by_name
+-- name: job_by_name_for_update
+-- Every write transaction holds the database's write lock (BEGIN IMMEDIATE): no row lock.
 SELECT * FROM tickwork_jobs WHERE tenant = :tenant AND name = :name;
 
 -- name: insert_job
@@ -36,6 +37,9 @@ RETURNING *;
 -- name: get_job
 SELECT * FROM tickwork_jobs WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant);
 
+-- name: get_job_for_update
+SELECT * FROM tickwork_jobs WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant);
+
 -- name: list_jobs
 SELECT * FROM tickwork_jobs
 WHERE (:tenant IS NULL OR tenant = :tenant) AND (:state IS NULL OR state = :state)
@@ -53,9 +57,10 @@ UPDATE tickwork_runs SET state = 'cancelled', finished_at = :now, lease_expires_
 WHERE job_id = :job_id AND state IN ('queued', 'failed')
 RETURNING id;
 
--- name: leader_epoch_for_update
-SELECT holder, epoch FROM tickwork_leases
-WHERE name = 'scheduler' AND epoch = :epoch AND expires_at > :now;
+-- name: trigger_head
+-- The fence: does :epoch lead, unexpired? (and who holds the lease, for the error).
+SELECT :now AS now, holder, (epoch = :epoch AND expires_at > :now) AS leads
+FROM tickwork_leases WHERE name = 'scheduler';
 
 -- name: due_jobs
 SELECT * FROM tickwork_jobs
@@ -82,32 +87,22 @@ SELECT min(next_run_at) AS at FROM tickwork_jobs
 WHERE state = 'active' AND next_run_at IS NOT NULL;
 
 -- name: claim
+-- A line ending "-- only-queues" is dropped for a worker that takes every queue; :queues is
+-- a JSON array.
 UPDATE tickwork_runs
 SET state = 'running', worker = :worker, fencing_token = fencing_token + 1,
-    lease_expires_at = :lease_expires_at, started_at = :now
+    lease_expires_at = :now + :lease, started_at = :now
 WHERE id IN (
     SELECT id FROM tickwork_runs INDEXED BY tickwork_runs_claim
     WHERE state IN ('queued', 'failed') AND run_at <= :now
-    ORDER BY priority DESC, run_at, id LIMIT :limit)
-RETURNING *;
-
--- name: claim_queues
--- {queues} is replaced by one :q0, :q1 ... placeholder per queue.
-UPDATE tickwork_runs
-SET state = 'running', worker = :worker, fencing_token = fencing_token + 1,
-    lease_expires_at = :lease_expires_at, started_at = :now
-WHERE id IN (
-    SELECT id FROM tickwork_runs
-    WHERE state IN ('queued', 'failed') AND run_at <= :now AND queue IN ({queues})
+      AND queue IN (SELECT value FROM json_each(:queues))  -- only-queues
     ORDER BY priority DESC, run_at, id LIMIT :limit)
 RETURNING *;
 
 -- name: next_claimable_at
-SELECT min(run_at) AS at FROM tickwork_runs WHERE state IN ('queued', 'failed');
-
--- name: next_claimable_at_queues
 SELECT min(run_at) AS at FROM tickwork_runs
-WHERE state IN ('queued', 'failed') AND queue IN ({queues});
+WHERE state IN ('queued', 'failed')
+  AND queue IN (SELECT value FROM json_each(:queues));  -- only-queues
 
 -- name: heartbeat
 UPDATE tickwork_runs SET lease_expires_at = :lease_expires_at
@@ -128,7 +123,7 @@ SELECT attempt, max_attempts, backoff_base, backoff_cap FROM tickwork_runs
 WHERE id = :id AND fencing_token = :token AND state = 'running';
 
 -- name: fail_retry
-UPDATE tickwork_runs SET state = 'failed', attempt = attempt + 1, run_at = :run_at,
+UPDATE tickwork_runs SET state = 'failed', attempt = attempt + 1, run_at = :now + :wait,
     lease_expires_at = NULL, error = :error, result = :result
 WHERE id = :id AND fencing_token = :token AND state = 'running'
 RETURNING *;
@@ -158,6 +153,9 @@ WHERE id IN (
 RETURNING id, state;
 
 -- name: get_run
+SELECT * FROM tickwork_runs WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant);
+
+-- name: get_run_for_update
 SELECT * FROM tickwork_runs WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant);
 
 -- name: list_runs
@@ -193,19 +191,19 @@ WHERE s.job_id = :job_id AND (:tenant IS NULL OR j.tenant = :tenant)
 ORDER BY s.first_slot DESC, s.id DESC LIMIT :limit;
 
 -- name: unfinished_jobs
--- {ids} is replaced by one placeholder per job id.
+-- :ids is a JSON array of job ids.
 SELECT DISTINCT job_id FROM tickwork_runs
-WHERE job_id IN ({ids}) AND state IN ('queued', 'running', 'failed');
+WHERE job_id IN (SELECT value FROM json_each(:ids)) AND state IN ('queued', 'running', 'failed');
 
 -- name: acquire_leadership
 UPDATE tickwork_leases
 SET epoch = CASE WHEN holder = :node AND expires_at > :now THEN epoch ELSE epoch + 1 END,
-    holder = :node, expires_at = :expires_at
+    holder = :node, expires_at = :now + :ttl
 WHERE name = 'scheduler' AND (expires_at <= :now OR holder = :node)
 RETURNING holder, epoch, expires_at;
 
 -- name: renew_leadership
-UPDATE tickwork_leases SET expires_at = :expires_at
+UPDATE tickwork_leases SET expires_at = :now + :ttl
 WHERE name = 'scheduler' AND holder = :node AND epoch = :epoch AND expires_at > :now
 RETURNING holder, epoch, expires_at;
 
@@ -217,7 +215,7 @@ WHERE name = 'scheduler' AND holder = :node AND epoch = :epoch AND expires_at > 
 SELECT holder, epoch, expires_at FROM tickwork_leases
 WHERE name = 'scheduler' AND expires_at > :now AND holder <> '';
 
--- name: run_now
+-- name: trigger_job
 INSERT INTO tickwork_runs (job_id, tenant, task, args, queue, priority, max_attempts,
     backoff_base, backoff_cap, timeout, scheduled_for, run_at, state, created_at)
 SELECT id, tenant, task, args, queue, priority, max_attempts, backoff_base, backoff_cap,
@@ -243,7 +241,7 @@ SELECT count(*) AS n, min(run_at) AS oldest FROM tickwork_runs
 WHERE state IN ('queued', 'failed') AND run_at <= :now AND (:tenant IS NULL OR tenant = :tenant);
 
 -- name: recent_lag
-SELECT started_at - scheduled_for AS lag FROM tickwork_runs INDEXED BY tickwork_runs_started
+SELECT (started_at - scheduled_for) / 1000.0 AS lag_ms FROM tickwork_runs INDEXED BY tickwork_runs_started
 WHERE attempt = 1 AND started_at IS NOT NULL AND (:tenant IS NULL OR tenant = :tenant)
 ORDER BY started_at DESC LIMIT :limit;
 
@@ -290,7 +288,7 @@ UPDATE tickwork_sessions SET revoked_at = :now WHERE key_id = :key_id AND revoke
 -- No row when the key is revoked or missing: the check and the insert are one statement.
 INSERT INTO tickwork_sessions
     (token_hash, key_id, created_at, last_seen_at, idle_timeout, expires_at)
-SELECT :token_hash, id, :now, :now, :idle_timeout, :expires_at
+SELECT :token_hash, id, :now, :now, :idle_timeout, :now + :lifetime
 FROM tickwork_api_keys WHERE id = :key_id AND revoked_at IS NULL
 RETURNING *;
 
@@ -301,7 +299,7 @@ WHERE revoked_at < :cutoff OR expires_at < :cutoff OR last_seen_at + idle_timeou
 -- name: session_by_hash
 SELECT s.id, s.key_id, s.created_at, s.last_seen_at, s.idle_timeout, s.expires_at,
     s.revoked_at, k.prefix, k.tenant, k.admin, k.label, k.created_at AS key_created_at,
-    k.revoked_at AS key_revoked_at
+    k.revoked_at AS key_revoked_at, :now AS now
 FROM tickwork_sessions s JOIN tickwork_api_keys k ON k.id = s.key_id
 WHERE s.token_hash = :token_hash AND s.revoked_at IS NULL AND k.revoked_at IS NULL
   AND s.expires_at > :now AND s.last_seen_at + s.idle_timeout > :now;

@@ -1,0 +1,29 @@
+"""SqlStore: every cold-path transition written once, over a dialect's
+:class:`~tickwork.store.driver.Driver`.
+
+A dialect's store subclasses it and adds what really differs: its hot paths (trigger,
+claim, complete, heartbeat, bulk submit), migrations and notifications. The parts:
+
+- :mod:`.jobs`: put_schedule, pause, resume, cancel, trigger_job, job reads;
+- :mod:`.runs`: fail (retry or dead), release, rescue, run commands, prune, run reads;
+- :mod:`.cluster`: nodes, API keys, sessions, the leader lease.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from tickwork.store.sql.cluster import ClusterTransitions
+from tickwork.store.sql.jobs import JobTransitions
+from tickwork.store.sql.runs import RunTransitions
+
+
+class SqlStore(JobTransitions, RunTransitions, ClusterTransitions):
+    def close(self) -> None:
+        self.driver.close()
+
+    def now(self) -> datetime:
+        return self.driver.now()
+
+
+__all__ = ["SqlStore"]

@@ -1,0 +1,200 @@
+"""The cluster's own rows, written once for every dialect: nodes, API keys, dashboard
+sessions and the scheduler's leader lease."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from tickwork.errors import ApiKeyNotFound, LeadershipLost, StoreUnavailable
+from tickwork.store import rows
+from tickwork.store.base import (
+    NODE_FORGET_AFTER,
+    SESSION_FORGET_AFTER,
+    SESSION_SEEN_EVERY,
+    ApiKey,
+    Lease,
+    Node,
+    Session,
+)
+from tickwork.store.sql.core import SqlCore
+
+
+class ClusterTransitions(SqlCore):
+    # -- nodes ------------------------------------------------------------------------------
+
+    def register_node(
+        self,
+        node_id: str,
+        kind: str,
+        host: str,
+        pid: int,
+        info: dict[str, Any] | None = None,
+        *,
+        now: datetime | None = None,
+    ) -> None:
+        params = {"id": node_id, "kind": kind, "host": host, "pid": pid}
+        with self.driver.read() as tx:
+            params.update(now=self.codec.time(tx.now(now)), info=self.codec.json(info or {}))
+            tx.count(self.q["register_node"], params)
+
+    def node_heartbeat(
+        self,
+        node_id: str,
+        *,
+        running: int = 0,
+        info: dict[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> None:
+        params = {"id": node_id, "running": running, "info": self.codec.json(info)}
+        with self.driver.read() as tx:
+            tx.count(self.q["node_heartbeat"], {**params, "now": self.codec.time(tx.now(now))})
+
+    def deregister_node(self, node_id: str) -> None:
+        with self.driver.read() as tx:
+            tx.count(self.q["deregister_node"], {"id": node_id})
+
+    def list_nodes(
+        self, *, seen_within: timedelta | None = None, now: datetime | None = None
+    ) -> list[Node]:
+        time = self.codec.time
+        with self.driver.write() as tx:
+            t = tx.now(now)
+            tx.count(self.q["forget_nodes"], {"cutoff": time(t - NODE_FORGET_AFTER)})
+            since = time(t - seen_within) if seen_within is not None else None
+            found = tx.all(self.q["list_nodes"], {"since": since})
+        return [rows.node(r, self.codec) for r in found]
+
+    # -- API keys ---------------------------------------------------------------------------
+
+    def create_api_key(
+        self,
+        *,
+        key_hash: str,
+        prefix: str,
+        tenant: str,
+        admin: bool,
+        label: str | None = None,
+        now: datetime | None = None,
+    ) -> ApiKey:
+        params = {
+            "key_hash": key_hash,
+            "prefix": prefix,
+            "tenant": tenant,
+            "admin": admin,
+            "label": label,
+        }
+        with self.driver.write() as tx:
+            row = tx.one(self.q["create_api_key"], {**params, "now": self.codec.time(tx.now(now))})
+        assert row is not None
+        return rows.api_key(row, self.codec)
+
+    def api_key_by_hash(self, key_hash: str) -> ApiKey | None:
+        with self.driver.read() as tx:
+            row = tx.one(self.q["api_key_by_hash"], {"key_hash": key_hash})
+        return rows.api_key(row, self.codec) if row is not None else None
+
+    def list_api_keys(self) -> list[ApiKey]:
+        with self.driver.read() as tx:
+            found = tx.all(self.q["list_api_keys"], {})
+        return [rows.api_key(r, self.codec) for r in found]
+
+    def revoke_api_key(self, key: str, *, now: datetime | None = None) -> ApiKey:
+        with self.driver.write() as tx:
+            t = self.codec.time(tx.now(now))
+            row = tx.one(self.q["revoke_api_key"], {"key": key, "now": t})
+            if row is not None:
+                tx.count(self.q["revoke_key_sessions"], {"key_id": row["id"], "now": t})
+        if row is None:
+            raise ApiKeyNotFound(key)
+        return rows.api_key(row, self.codec)
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def sign_in(
+        self,
+        *,
+        key_id: int,
+        token_hash: str,
+        idle_timeout: timedelta,
+        lifetime: timedelta,
+        now: datetime | None = None,
+    ) -> Session:
+        c = self.codec
+        with self.driver.write() as tx:
+            t = tx.now(now)
+            tx.count(self.q["forget_sessions"], {"cutoff": c.time(t - SESSION_FORGET_AFTER)})
+            row = tx.one(
+                self.q["sign_in"],
+                {
+                    "token_hash": token_hash,
+                    "key_id": key_id,
+                    "now": c.time(t),
+                    "idle_timeout": c.duration(idle_timeout),
+                    "lifetime": c.duration(lifetime),
+                },
+            )
+        if row is None:
+            raise ApiKeyNotFound(str(key_id))
+        return rows.session(row, c)
+
+    def session_by_hash(
+        self, token_hash: str, *, now: datetime | None = None
+    ) -> tuple[Session, ApiKey] | None:
+        c = self.codec
+        with self.driver.read() as tx:
+            row = tx.one(
+                self.q["session_by_hash"], {"token_hash": token_hash, "now": self.driver.at(now)}
+            )
+            if row is None:
+                return None
+            session = rows.session(row, c)
+            if session.last_seen_at < c.from_time(row["now"]) - SESSION_SEEN_EVERY:
+                tx.count(self.q["see_session"], {"id": session.id, "now": row["now"]})
+        return session, rows.session_key(row, c)
+
+    def sign_out(self, token_hash: str, *, now: datetime | None = None) -> bool:
+        params = {"token_hash": token_hash, "now": self.driver.at(now)}
+        with self.driver.read() as tx:
+            return tx.one(self.q["sign_out"], params) is not None
+
+    # -- leadership -------------------------------------------------------------------------
+
+    def acquire_leadership(
+        self, node_id: str, ttl: timedelta, *, now: datetime | None = None
+    ) -> Lease | None:
+        params = {"node": node_id, "ttl": self.codec.duration(ttl), "now": self.driver.at(now)}
+        try:
+            with self.driver.write() as tx:
+                tx.give_up_on_held_locks()
+                row = tx.one(self.q["acquire_leadership"], params)
+        except StoreUnavailable as exc:
+            if self.driver.busy(exc):
+                return None  # another node's renew or trigger holds the row: not free now
+            raise
+        return rows.lease(row, self.codec) if row is not None else None
+
+    def renew_leadership(
+        self, node_id: str, epoch: int, ttl: timedelta, *, now: datetime | None = None
+    ) -> Lease:
+        params = {
+            "node": node_id,
+            "epoch": epoch,
+            "ttl": self.codec.duration(ttl),
+            "now": self.driver.at(now),
+        }
+        with self.driver.read() as tx:
+            row = tx.one(self.q["renew_leadership"], params)
+        if row is None:
+            raise LeadershipLost(node_id, epoch)
+        return rows.lease(row, self.codec)
+
+    def resign_leadership(self, node_id: str, epoch: int) -> None:
+        params = {"node": node_id, "epoch": epoch, "now": self.driver.at(None)}
+        with self.driver.read() as tx:
+            tx.count(self.q["resign_leadership"], params)
+
+    def leader(self, *, now: datetime | None = None) -> Lease | None:
+        with self.driver.read() as tx:
+            row = tx.one(self.q["leader"], {"now": self.driver.at(now)})
+        return rows.lease(row, self.codec) if row is not None else None

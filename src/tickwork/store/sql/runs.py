@@ -1,0 +1,166 @@
+"""Run transitions, written once for every dialect: fail (retry or dead), release, rescue,
+the operator's cancel and retry, prune, and the run reads.
+
+The hot ones (claim, complete, heartbeat) stay in each dialect's module."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from tickwork.errors import InvalidTransition, LeaseLost, RunNotFound
+from tickwork.job import Run, RunState
+from tickwork.retry import RetryPolicy
+from tickwork.store import rows
+from tickwork.store.base import (
+    CHANNEL_RUNS,
+    DEFAULT_PAGE,
+    DEFAULT_PRUNE_BATCH,
+    DEFAULT_RESCUE_BATCH,
+    Page,
+    RescueResult,
+    RunStats,
+    page_limit,
+)
+from tickwork.store.queries import for_queues
+from tickwork.store.sql.core import SqlCore
+
+
+class RunTransitions(SqlCore):
+    def fail(
+        self,
+        run_id: int,
+        fencing_token: int,
+        error: str,
+        *,
+        retry_after: timedelta | None = None,
+        discard: bool = False,
+        result: dict[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> Run:
+        params: dict[str, Any] = {
+            "id": run_id,
+            "token": fencing_token,
+            "error": error,
+            "result": self.codec.json(result),
+        }
+        with self.driver.write() as tx:
+            params["now"] = self.codec.time(tx.now(now))
+            held = tx.one(self.q["held_run_for_fail"], params)
+            if held is None:
+                raise LeaseLost(run_id, fencing_token)
+            policy = RetryPolicy(held["max_attempts"], held["backoff_base"], held["backoff_cap"])
+            if discard or policy.exhausted(held["attempt"]):
+                row = tx.one(self.q["fail_dead"], params)
+            else:
+                wait = retry_after if retry_after is not None else policy.backoff(held["attempt"])
+                params["wait"] = self.codec.duration(wait)
+                row = tx.one(self.q["fail_retry"], params)
+            assert row is not None
+        return rows.run(row, self.codec)
+
+    def release(self, run_id: int, fencing_token: int, *, now: datetime | None = None) -> Run:
+        params = {"id": run_id, "token": fencing_token, "now": self.driver.at(now)}
+        with self.driver.write() as tx:
+            row = tx.one(self.q["release"], params)
+            if row is None:
+                raise LeaseLost(run_id, fencing_token)
+            tx.notify(CHANNEL_RUNS)
+        return rows.run(row, self.codec)
+
+    def rescue(
+        self, *, limit: int = DEFAULT_RESCUE_BATCH, now: datetime | None = None
+    ) -> RescueResult:
+        with self.driver.write() as tx:
+            found = tx.all(self.q["rescue"], {"now": self.driver.at(now), "limit": limit})
+            requeued = sorted(r["id"] for r in found if r["state"] == RunState.QUEUED)
+            if requeued:
+                tx.notify(CHANNEL_RUNS)
+        return RescueResult(
+            requeued=requeued, dead=sorted(r["id"] for r in found if r["state"] == RunState.DEAD)
+        )
+
+    def next_claimable_at(self, *, queues: Sequence[str] | None = None) -> datetime | None:
+        if queues is not None and not queues:
+            return None
+        query = for_queues(self.q["next_claimable_at"], queues)
+        with self.driver.read() as tx:
+            row = tx.one(query, {"queues": self.codec.array(queues)})
+        return self.codec.from_time(row["at"]) if row is not None else None
+
+    def get_run(self, run_id: int, *, tenant: str | None = None) -> Run:
+        with self.driver.read() as tx:
+            row = tx.one(self.q["get_run"], {"id": run_id, "tenant": tenant})
+        if row is None:
+            raise RunNotFound(run_id)
+        return rows.run(row, self.codec)
+
+    def list_runs(
+        self,
+        *,
+        tenant: str | None = None,
+        job_id: int | None = None,
+        state: RunState | None = None,
+        after: int | None = None,
+        limit: int = DEFAULT_PAGE,
+    ) -> Page[Run]:
+        limit = page_limit(limit)
+        params = {"tenant": tenant, "job_id": job_id, "state": state, "after": after}
+        with self.driver.read() as tx:
+            found = tx.all(self.q["list_runs"], {**params, "limit": limit})
+        runs = [rows.run(r, self.codec) for r in found]
+        return Page(runs, runs[-1].id if len(runs) == limit else None)
+
+    def cancel_run(
+        self, run_id: int, *, tenant: str | None = None, now: datetime | None = None
+    ) -> Run:
+        return self._run_command(run_id, tenant, now, "cancel_run", "cancel")
+
+    def retry_run(
+        self, run_id: int, *, tenant: str | None = None, now: datetime | None = None
+    ) -> Run:
+        return self._run_command(run_id, tenant, now, "retry_run", "retry", CHANNEL_RUNS)
+
+    def _run_command(
+        self,
+        run_id: int,
+        tenant: str | None,
+        now: datetime | None,
+        query: str,
+        action: str,
+        *channels: str,
+    ) -> Run:
+        with self.driver.write() as tx:
+            t = self.codec.time(tx.now(now))
+            current = tx.one(self.q["get_run_for_update"], {"id": run_id, "tenant": tenant})
+            if current is None:
+                raise RunNotFound(run_id)
+            row = tx.one(self.q[query], {"id": run_id, "now": t})
+            if row is None:
+                raise InvalidTransition("run", run_id, current["state"], action)
+            tx.notify(*channels)
+        return rows.run(row, self.codec)
+
+    def prune(
+        self, retention: timedelta, *, limit: int = DEFAULT_PRUNE_BATCH, now: datetime | None = None
+    ) -> int:
+        with self.driver.write() as tx:
+            cutoff = self.codec.time(tx.now(now) - retention)
+            deleted = tx.count(self.q["prune_runs"], {"cutoff": cutoff, "limit": limit})
+            tx.count(self.q["prune_slot_skips"], {"cutoff": cutoff})
+        return deleted
+
+    def run_stats(
+        self, *, tenant: str | None = None, lag_sample: int = 1000, now: datetime | None = None
+    ) -> RunStats:
+        with self.driver.snapshot() as tx:
+            t = tx.now(now)
+            counts = {state.value: 0 for state in RunState}
+            for r in tx.all(self.q["run_counts"], {"tenant": tenant}):
+                counts[r["state"]] = r["n"]
+            backlog = tx.one(self.q["due_backlog"], {"tenant": tenant, "now": self.codec.time(t)})
+            assert backlog is not None
+            lags = tx.all(self.q["recent_lag"], {"tenant": tenant, "limit": lag_sample})
+        lag_ms = [float(r["lag_ms"]) for r in lags]
+        return RunStats(counts, backlog["n"], self.codec.from_time(backlog["oldest"]), lag_ms, t)
