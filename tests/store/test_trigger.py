@@ -199,6 +199,23 @@ def test_stale_epoch_raises_leadership_lost_and_triggers_nothing(
     assert len(store.trigger(new.epoch, now=t0 + timedelta(seconds=61)).runs) == 1
 
 
+def test_leadership_lost_from_a_stale_trigger_does_not_name_the_new_holder_as_the_loser(
+    store: Store, t0: datetime
+) -> None:
+    old = store.acquire_leadership("node-a", timedelta(seconds=10), now=t0)
+    assert old is not None
+    new = store.acquire_leadership("node-b", timedelta(seconds=60), now=t0 + timedelta(seconds=20))
+    assert new is not None
+
+    with pytest.raises(LeadershipLost) as lost:
+        store.trigger(old.epoch, now=t0 + timedelta(seconds=30))
+
+    assert lost.value.node_id != "node-b"
+    assert lost.value.epoch == old.epoch
+    assert lost.value.holder == "node-b"
+    assert "'node-b' no longer leads" not in str(lost.value)
+
+
 def test_expired_leader_epoch_triggers_nothing(store: Store, t0: datetime) -> None:
     job = store.submit(every(60, t0), now=t0).job
     lease = store.acquire_leadership("node-a", timedelta(seconds=30), now=t0)
