@@ -71,7 +71,16 @@ from tickwork.store.base import (
 )
 from tickwork.store.driver import Tx
 from tickwork.store.planning import plan_batch
-from tickwork.store.postgres.driver import PG_CODEC, PgDriver, PgTx, Q, notify, now_in, schedule_of
+from tickwork.store.postgres.driver import (
+    PG_CODEC,
+    P,
+    PgDriver,
+    PgTx,
+    Q,
+    notify,
+    now_in,
+    schedule_of,
+)
 from tickwork.store.postgres.listener import PgListener
 from tickwork.store.postgres.pool import POOL_MAX_SIZE, Conn
 from tickwork.store.queries import for_queues, migration_files
@@ -121,9 +130,9 @@ class PostgresStore(SqlStore):
     def migrate(self) -> list[int]:
         applied: list[int] = []
         with self._tx() as conn:
-            conn.execute(Q["migration_lock"])
-            conn.execute(Q["create_migrations_table"])
-            done = {r["version"] for r in conn.execute(Q["applied_versions"])}
+            conn.execute(P["migration_lock"])
+            conn.execute(P["create_migrations_table"])
+            done = {r["version"] for r in conn.execute(P["applied_versions"])}
             if done and max(done) > LATEST_VERSION:
                 raise MigrationError(
                     f"the database has schema version {max(done)}; this tickwork knows up "
@@ -133,16 +142,16 @@ class PostgresStore(SqlStore):
                 if version in done:
                     continue
                 conn.execute(cast(Any, path.read_text()))
-                conn.execute(Q["record_migration"], {"version": version})
+                conn.execute(P["record_migration"], {"version": version})
                 applied.append(version)
         return applied
 
     def schema_version(self) -> tuple[int, int]:
         with self._conn() as conn:
-            present = conn.execute(Q["migrations_table_exists"]).fetchone()
+            present = conn.execute(P["migrations_table_exists"]).fetchone()
             if present is None or not present["present"]:
                 return 0, LATEST_VERSION
-            versions = [r["version"] for r in conn.execute(Q["applied_versions"])]
+            versions = [r["version"] for r in conn.execute(P["applied_versions"])]
         return (max(versions) if versions else 0), LATEST_VERSION
 
     # -- bulk submit -------------------------------------------------------------------------------

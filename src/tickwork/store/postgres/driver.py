@@ -27,7 +27,11 @@ from tickwork.store.health import StoreHealth
 from tickwork.store.postgres.pool import POOL_MAX_SIZE, Conn, Pool, connect_kwargs
 from tickwork.store.queries import load_queries
 
-Q = load_queries(Path(__file__).parent / "queries.sql")
+HERE = Path(__file__).parent
+Q = load_queries(HERE / "queries.sql")
+"""The store's queries: the same names as SQLite's."""
+P = load_queries(HERE / "driver.sql")
+"""The driver's plumbing: clock, notify, lock waits, the migrations ledger."""
 OUTAGE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "25006"})
 """Errors that mean "this server cannot serve us now", beside the connection exceptions
 (class 08): admin or crash shutdown, not accepting connections yet, read-only (a demoted
@@ -103,7 +107,7 @@ class PgTx:
         notify(self.conn, *channels)
 
     def give_up_on_held_locks(self) -> None:
-        self.conn.execute(Q["leadership_lock_timeout"])
+        self.conn.execute(P["leadership_lock_timeout"])
 
 
 class PgDriver(Driver):
@@ -183,14 +187,14 @@ class PgDriver(Driver):
 
 
 def now_in(conn: Conn, now: datetime | None) -> datetime:
-    row = conn.execute(Q["now"], {"now": now}).fetchone()
+    row = conn.execute(P["now"], {"now": now}).fetchone()
     assert row is not None
     return cast(datetime, row["now"])
 
 
 def notify(conn: Conn, *channels: str) -> None:
     for channel in channels:
-        conn.execute(Q["notify"], {"channel": channel})
+        conn.execute(P["notify"], {"channel": channel})
 
 
 def _configure(conn: Conn) -> None:

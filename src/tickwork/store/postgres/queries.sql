@@ -3,9 +3,6 @@
 -- Arrays are sent as %(name)b (binary): psycopg writes the text form of a
 -- timestamptz[] in Python, ~2.5 ms per 1000 elements; the binary form ~0.25 ms.
 
--- name: now
-SELECT coalesce(%(now)s::timestamptz, now()) AS now;
-
 -- name: insert_job
 INSERT INTO tickwork_jobs (tenant, name, task, args, schedule, state, next_run_at, queue,
     priority, max_attempts, backoff_base, backoff_cap, timeout, misfire, misfire_grace, overlap,
@@ -146,9 +143,6 @@ WHERE state = 'active' AND next_run_at IS NOT NULL;
 -- name: next_due_at_with_clock
 SELECT min(next_run_at) AS at, coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL;
-
--- name: notify
-SELECT pg_notify(%(channel)s, '');
 
 -- name: complete_then_claim
 -- A busy worker's one statement per batch: complete what it finished (as complete_ids),
@@ -334,12 +328,6 @@ INSERT INTO tickwork_slot_skips (job_id, first_slot, last_slot, count, fate, run
 VALUES (%(job_id)s, %(first_slot)s, %(last_slot)s, %(count)s, %(fate)s, %(run_id)s, %(more)s,
     %(now)s);
 
--- name: leadership_lock_timeout
--- The lease row is locked only for milliseconds (a renew, or a trigger's FOR SHARE), so an
--- acquire that waits longer is behind something stuck: give up and try at the next beat
--- instead of queueing behind it (the election thread stays on its cadence).
-SET LOCAL lock_timeout = '500ms';
-
 -- name: acquire_leadership
 UPDATE tickwork_leases
 SET epoch = CASE WHEN holder = %(node)s AND expires_at > coalesce(%(now)s::timestamptz, now())
@@ -358,31 +346,14 @@ WHERE name = 'scheduler' AND holder = %(node)s AND epoch = %(epoch)s
 RETURNING holder, epoch, expires_at;
 
 -- name: resign_leadership
-UPDATE tickwork_leases SET expires_at = now()
-WHERE name = 'scheduler' AND holder = %(node)s AND epoch = %(epoch)s AND expires_at > now();
+UPDATE tickwork_leases SET expires_at = coalesce(%(now)s::timestamptz, now())
+WHERE name = 'scheduler' AND holder = %(node)s AND epoch = %(epoch)s
+  AND expires_at > coalesce(%(now)s::timestamptz, now());
 
 -- name: leader
 SELECT holder, epoch, expires_at FROM tickwork_leases
 WHERE name = 'scheduler' AND expires_at > coalesce(%(now)s::timestamptz, now())
   AND holder <> '';
-
--- name: migration_lock
-SELECT pg_advisory_xact_lock(7201865394127);
-
--- name: create_migrations_table
-CREATE TABLE IF NOT EXISTS tickwork_schema_migrations (
-    version    integer     PRIMARY KEY,
-    applied_at timestamptz NOT NULL DEFAULT now()
-);
-
--- name: applied_versions
-SELECT version FROM tickwork_schema_migrations ORDER BY version;
-
--- name: record_migration
-INSERT INTO tickwork_schema_migrations (version) VALUES (%(version)s);
-
--- name: migrations_table_exists
-SELECT to_regclass('tickwork_schema_migrations') IS NOT NULL AS present;
 
 -- name: trigger_job
 INSERT INTO tickwork_runs (job_id, tenant, task, args, queue, priority, max_attempts,

@@ -165,7 +165,7 @@ class SqliteStore(SqlStore):
         run = None
         if due_once:
             run_row = conn.execute(
-                Q["insert_run"],
+                Q["insert_runs"],
                 {"job_id": job_row["id"], "scheduled_for": to_micros(first), "now": t},
             ).fetchone()
             run = rows.run(run_row, C)
@@ -190,12 +190,16 @@ class SqliteStore(SqlStore):
                 unfinished = {r[0] for r in found}
             plan = plan_batch(jobs, unfinished, now_dt)
             cancelled: list[int] = []
-            for job_id in plan.replace_job_ids:
-                cancelled.extend(
+            if plan.replace_job_ids:
+                cancelled = sorted(
                     r[0]
                     for r in conn.execute(
-                        Q["cancel_unfinished_runs_of_job"],
-                        {"job_id": job_id, "now": t, "reason": "replaced by a newer slot"},
+                        Q["cancel_unfinished_runs_of_jobs"],
+                        {
+                            "ids": C.array(plan.replace_job_ids),
+                            "now": t,
+                            "reason": "replaced by a newer slot",
+                        },
                     )
                 )
             runs: list[Run] = []
@@ -203,44 +207,52 @@ class SqliteStore(SqlStore):
             for new in plan.runs:
                 slot = to_micros(new.scheduled_for)
                 row = conn.execute(
-                    Q["insert_run"], {"job_id": new.job.id, "scheduled_for": slot, "now": t}
+                    Q["insert_runs"], {"job_id": new.job.id, "scheduled_for": slot, "now": t}
                 ).fetchone()
                 if row is not None:
                     runs.append(rows.run(row, C))
                     run_ids[(new.job.id, slot)] = row["id"]
             conn.executemany(
-                Q["advance_job"],
+                Q["advance_jobs"],
                 [
                     {"id": a.job_id, "next_run_at": _us(a.next_run_at), "state": a.state, "now": t}
                     for a in plan.advances
                 ],
             )
-            skipped = []
-            for s in plan.skips:
-                run_id = (
+            skipped = [
+                SlotSkip(
+                    s.job_id,
+                    s.first_slot,
+                    s.last_slot,
+                    s.count,
+                    s.fate,
                     run_ids.get((s.job_id, to_micros(s.coalesced_into)))
                     if s.coalesced_into
-                    else None
+                    else None,
+                    s.more,
+                    now_dt,
                 )
-                conn.execute(
-                    Q["insert_slot_skip"],
+                for s in plan.skips
+            ]
+            conn.executemany(
+                Q["insert_slot_skips"],
+                [
                     {
                         "job_id": s.job_id,
                         "first_slot": to_micros(s.first_slot),
                         "last_slot": to_micros(s.last_slot),
                         "count": s.count,
                         "fate": s.fate,
-                        "run_id": run_id,
+                        "run_id": s.run_id,
                         "more": s.more,
                         "now": t,
-                    },
-                )
-                skipped.append(
-                    SlotSkip(
-                        s.job_id, s.first_slot, s.last_slot, s.count, s.fate, run_id, s.more, now_dt
-                    )
-                )
-            next_due = conn.execute(Q["next_due_at"]).fetchone()["at"]
+                    }
+                    for s in skipped
+                ],
+            )
+            next_due = conn.execute(
+                Q["next_due_at_with_clock"], {"now": self.sqlite.at(now)}
+            ).fetchone()
         if runs:
             self._signals.notify(CHANNEL_RUNS)
         return TriggerResult(
@@ -249,8 +261,8 @@ class SqliteStore(SqlStore):
             cancelled,
             len(jobs),
             len(jobs) >= limit,
-            _dt(next_due),
-            now if now is not None else self.sqlite.now(),
+            _dt(next_due["at"]),
+            from_micros(next_due["now"]),
         )
 
     # -- runs -------------------------------------------------------------------------------
@@ -391,7 +403,7 @@ class SqliteStore(SqlStore):
         rejected = []
         for c in completions:
             row = conn.execute(
-                Q["complete"],
+                Q["complete_ids"],
                 {"id": c.run_id, "token": c.fencing_token, "now": t, "result": C.json(c.result)},
             ).fetchone()
             if row is None:

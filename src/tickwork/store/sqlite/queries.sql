@@ -25,7 +25,8 @@ UPDATE tickwork_jobs SET task = :task, args = :args, schedule = :schedule, state
 WHERE id = :id
 RETURNING *;
 
--- name: insert_run
+-- name: insert_runs
+-- One run per call: SQLite has no arrays, and a statement costs no round trip here.
 INSERT INTO tickwork_runs (job_id, tenant, task, args, queue, priority, max_attempts,
     backoff_base, backoff_cap, timeout, scheduled_for, run_at, state, created_at)
 SELECT id, tenant, task, args, queue, priority, max_attempts, backoff_base, backoff_cap,
@@ -67,14 +68,16 @@ SELECT * FROM tickwork_jobs
 WHERE state = 'active' AND next_run_at IS NOT NULL AND next_run_at <= :now
 ORDER BY next_run_at LIMIT :limit;
 
--- name: advance_job
+-- name: advance_jobs
+-- Run with executemany, one parameter set per job.
 UPDATE tickwork_jobs SET next_run_at = :next_run_at, state = :state, updated_at = :now
 WHERE id = :id;
 
--- name: cancel_unfinished_runs_of_job
+-- name: cancel_unfinished_runs_of_jobs
+-- :ids is a JSON array of job ids.
 UPDATE tickwork_runs SET state = 'cancelled', finished_at = :now, lease_expires_at = NULL,
     error = :reason
-WHERE job_id = :job_id AND state IN ('queued', 'running', 'failed')
+WHERE job_id IN (SELECT value FROM json_each(:ids)) AND state IN ('queued', 'running', 'failed')
 RETURNING id;
 
 -- name: insert_slot_skip
@@ -82,8 +85,18 @@ INSERT INTO tickwork_slot_skips (job_id, first_slot, last_slot, count, fate, run
     recorded_at)
 VALUES (:job_id, :first_slot, :last_slot, :count, :fate, :run_id, :more, :now);
 
+-- name: insert_slot_skips
+-- The trigger's ledger: insert_slot_skip, run with executemany.
+INSERT INTO tickwork_slot_skips (job_id, first_slot, last_slot, count, fate, run_id, more,
+    recorded_at)
+VALUES (:job_id, :first_slot, :last_slot, :count, :fate, :run_id, :more, :now);
+
 -- name: next_due_at
 SELECT min(next_run_at) AS at FROM tickwork_jobs
+WHERE state = 'active' AND next_run_at IS NOT NULL;
+
+-- name: next_due_at_with_clock
+SELECT min(next_run_at) AS at, :now AS now FROM tickwork_jobs
 WHERE state = 'active' AND next_run_at IS NOT NULL;
 
 -- name: claim
@@ -117,6 +130,12 @@ UPDATE tickwork_runs SET state = 'succeeded', finished_at = :now, lease_expires_
     result = :result, error = NULL
 WHERE id = :id AND fencing_token = :token AND state = 'running'
 RETURNING *;
+
+-- name: complete_ids
+UPDATE tickwork_runs SET state = 'succeeded', finished_at = :now, lease_expires_at = NULL,
+    result = :result, error = NULL
+WHERE id = :id AND fencing_token = :token AND state = 'running'
+RETURNING id;
 
 -- name: held_run_for_fail
 SELECT attempt, max_attempts, backoff_base, backoff_cap FROM tickwork_runs

@@ -1,0 +1,93 @@
+"""Both dialects name the same queries, and fill the same templates the same way."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import tickwork.store
+from tickwork.store.queries import ONLY_QUEUES, for_queues, load_queries
+
+STORE = Path(tickwork.store.__file__).parent
+POSTGRES = load_queries(STORE / "postgres" / "queries.sql")
+SQLITE = load_queries(STORE / "sqlite" / "queries.sql")
+
+HOT_PATH_ONLY = {
+    # PostgreSQL's worker batch: complete and claim in one statement (SQLite's two
+    # statements share one transaction instead), and which completions took when not all.
+    "complete_then_claim": "postgres",
+    "completed_with_tokens": "postgres",
+    # PostgreSQL's bulk submit: plain jobs in one unnest statement.
+    "insert_jobs": "postgres",
+    # SQLite's heartbeat: one run per statement, then why a lease was not extended
+    # (PostgreSQL's heartbeat statement answers both for a whole batch).
+    "held_run_state": "sqlite",
+}
+"""The only names one dialect lacks: statements of a hot path whose shape really differs."""
+
+
+def _params(query: str) -> set[str]:
+    """The parameter names of a query in either dialect (``%(name)s`` or ``:name``)."""
+    return set(re.findall(r"%\((\w+)\)[sb]", query)) | set(
+        re.findall(r"(?<![:\w]):(\w+)", re.sub(r"--[^\n]*", "", query))
+    )
+
+
+def test_both_dialects_define_the_same_query_names() -> None:
+    only_postgres = set(POSTGRES) - set(SQLITE)
+    only_sqlite = set(SQLITE) - set(POSTGRES)
+    assert only_postgres == {n for n, d in HOT_PATH_ONLY.items() if d == "postgres"}
+    assert only_sqlite == {n for n, d in HOT_PATH_ONLY.items() if d == "sqlite"}
+
+
+def test_insert_slot_skip_takes_the_same_parameters_in_both_dialects() -> None:
+    expected = {"job_id", "first_slot", "last_slot", "count", "fate", "run_id", "more", "now"}
+    assert _params(POSTGRES["insert_slot_skip"]) == expected
+    assert _params(SQLITE["insert_slot_skip"]) == expected
+
+
+def test_the_shared_transitions_take_the_same_parameters_in_both_dialects() -> None:
+    shared = set(POSTGRES) & set(SQLITE)
+    # The hot paths' statements differ in shape (arrays against one row per statement).
+    per_dialect_shape = {
+        "claim",
+        "complete",
+        "complete_ids",
+        "heartbeat",
+        "insert_runs",
+        "advance_jobs",
+        "insert_slot_skips",
+        "due_jobs",
+        "unfinished_jobs",
+        "cancel_unfinished_runs_of_jobs",
+        "trigger_head",
+        "next_due_at_with_clock",
+    }
+    differing = {
+        name
+        for name in shared - per_dialect_shape
+        if _params(POSTGRES[name]) != _params(SQLITE[name])
+    }
+    assert differing == set()
+
+
+def test_no_query_is_a_format_template() -> None:
+    """One templating rule: a line ending ``-- only-queues`` is dropped; nothing is
+    ``str.format``-ed into SQL."""
+    for queries in (POSTGRES, SQLITE):
+        for name, query in queries.items():
+            assert not re.search(r"\{\w+\}", query), name
+
+
+def test_both_dialects_filter_queues_in_the_same_queries() -> None:
+    def filtered(queries: dict[str, str]) -> set[str]:
+        return {n for n, q in queries.items() if ONLY_QUEUES in q}
+
+    assert filtered(SQLITE) == {"claim", "next_claimable_at"}
+    assert filtered(POSTGRES) - set(HOT_PATH_ONLY) == filtered(SQLITE)
+
+
+def test_for_queues_drops_the_filter_lines_only_for_every_queue() -> None:
+    query = "SELECT 1\nWHERE queue = ANY(%(queues)s)  -- only-queues\nLIMIT 1"
+    assert for_queues(query, ["a"]) == query
+    assert for_queues(query, None) == "SELECT 1\nLIMIT 1"
