@@ -44,6 +44,7 @@ WORKER_CONCURRENCY = 10
 CLAIM_BATCH = 100
 """A worker claims at most this many runs per call (and no more than its free capacity)."""
 TRIGGER_BATCH = 1000
+"""Jobs examined per trigger transaction."""
 
 HTTP_ALLOW_FLAG = "--http-allow"
 HOST_PATTERN = re.compile(

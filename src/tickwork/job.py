@@ -70,8 +70,6 @@ class RunState(StrEnum):
 
 
 FINISHED_RUN_STATES = frozenset({RunState.SUCCEEDED, RunState.DEAD, RunState.CANCELLED})
-WAITING_RUN_STATES = frozenset({RunState.QUEUED, RunState.FAILED})
-UNFINISHED_RUN_STATES = frozenset({RunState.QUEUED, RunState.RUNNING, RunState.FAILED})
 
 RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     RunState.QUEUED: frozenset({RunState.RUNNING, RunState.CANCELLED}),

@@ -8,7 +8,7 @@ acquire it. Runs on every scheduler node; it is what decides which node is the l
 
 The protocol
 ------------
-The store keeps one lease row (``LEADER_LEASE_NAME``): ``holder``, ``epoch``,
+The store keeps one lease row (named ``scheduler`` in ``tickwork_leases``): ``holder``, ``epoch``,
 ``expires_at``, all judged by the **store's clock**.
 
 1. **Acquire.** A standby calls ``acquire_leadership(node, ttl)`` every ``leader_renew``.

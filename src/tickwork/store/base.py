@@ -42,19 +42,15 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Generic, NamedTuple, TypeVar
 
+from tickwork.config import RUN_LEASE, TRIGGER_BATCH
 from tickwork.errors import ValidationError
 from tickwork.job import ClaimedRun, Job, JobSpec, JobState, Run, RunState
 from tickwork.store.health import StoreHealth
 
-DEFAULT_LEASE = timedelta(seconds=15)
-"""How long a claim holds a run before it may be rescued, unless heartbeated."""
-DEFAULT_TRIGGER_BATCH = 1000
-"""Jobs examined per trigger transaction."""
 DEFAULT_RESCUE_BATCH = 1000
 DEFAULT_PRUNE_BATCH = 10_000
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
-LEADER_LEASE_NAME = "scheduler"
 NODE_FORGET_AFTER = timedelta(days=1)
 """A node row unseen for this long is deleted (a crashed node never deregisters)."""
 NODE_SILENT_BEATS = 3
@@ -366,7 +362,7 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def trigger(
-        self, epoch: int, *, limit: int = DEFAULT_TRIGGER_BATCH, now: datetime | None = None
+        self, epoch: int, *, limit: int = TRIGGER_BATCH, now: datetime | None = None
     ) -> TriggerResult:
         """Turn due slots into queued runs and advance each job, in one transaction.
 
@@ -396,7 +392,7 @@ class Store(abc.ABC):
         worker: str,
         *,
         limit: int,
-        lease: timedelta = DEFAULT_LEASE,
+        lease: timedelta = RUN_LEASE,
         queues: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> list[Run]:
@@ -415,7 +411,7 @@ class Store(abc.ABC):
         worker: str,
         *,
         limit: int,
-        lease: timedelta = DEFAULT_LEASE,
+        lease: timedelta = RUN_LEASE,
         queues: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> tuple[list[int], list[ClaimedRun]]:
@@ -438,7 +434,7 @@ class Store(abc.ABC):
         run_id: int,
         fencing_token: int,
         *,
-        lease: timedelta = DEFAULT_LEASE,
+        lease: timedelta = RUN_LEASE,
         now: datetime | None = None,
     ) -> Heartbeat:
         """Extend the lease to now + ``lease``, or say why not.
@@ -452,7 +448,7 @@ class Store(abc.ABC):
         self,
         leases: Sequence[tuple[int, int]],
         *,
-        lease: timedelta = DEFAULT_LEASE,
+        lease: timedelta = RUN_LEASE,
         now: datetime | None = None,
     ) -> dict[int, LeaseStatus]:
         """:meth:`heartbeat` for (run_id, token) pairs in one statement; LOST instead of raising."""

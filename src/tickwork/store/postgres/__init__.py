@@ -41,6 +41,7 @@ from psycopg.rows import DictRow, tuple_row
 from psycopg.types.json import Jsonb
 
 from tickwork import schedule as schedules
+from tickwork.config import RUN_LEASE, TRIGGER_BATCH
 from tickwork.errors import LeadershipLost, LeaseLost, MigrationError, ValidationError
 from tickwork.job import (
     ClaimedRun,
@@ -56,8 +57,6 @@ from tickwork.store import rows as mapping
 from tickwork.store.base import (
     CHANNEL_JOBS,
     CHANNEL_RUNS,
-    DEFAULT_LEASE,
-    DEFAULT_TRIGGER_BATCH,
     LISTEN_NOTIFY,
     MULTI_HOST,
     SKIP_LOCKED,
@@ -277,7 +276,7 @@ class PostgresStore(SqlStore):
     # -- triggering -------------------------------------------------------------------------
 
     def trigger(
-        self, epoch: int, *, limit: int = DEFAULT_TRIGGER_BATCH, now: datetime | None = None
+        self, epoch: int, *, limit: int = TRIGGER_BATCH, now: datetime | None = None
     ) -> TriggerResult:
         # Pipelined: statements whose results are not needed before the next are sent
         # together, so a typical trigger is three round trips, not nine (BEGIN + fence +
@@ -389,7 +388,7 @@ class PostgresStore(SqlStore):
         worker: str,
         *,
         limit: int,
-        lease: timedelta = DEFAULT_LEASE,
+        lease: timedelta = RUN_LEASE,
         queues: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> list[Run]:
@@ -410,7 +409,7 @@ class PostgresStore(SqlStore):
         worker: str,
         *,
         limit: int,
-        lease: timedelta = DEFAULT_LEASE,
+        lease: timedelta = RUN_LEASE,
         queues: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> tuple[list[int], list[ClaimedRun]]:
@@ -450,7 +449,7 @@ class PostgresStore(SqlStore):
         run_id: int,
         fencing_token: int,
         *,
-        lease: timedelta = DEFAULT_LEASE,
+        lease: timedelta = RUN_LEASE,
         now: datetime | None = None,
     ) -> Heartbeat:
         rows = self._beat([(run_id, fencing_token)], lease, now)
@@ -463,7 +462,7 @@ class PostgresStore(SqlStore):
         self,
         leases: Sequence[tuple[int, int]],
         *,
-        lease: timedelta = DEFAULT_LEASE,
+        lease: timedelta = RUN_LEASE,
         now: datetime | None = None,
     ) -> dict[int, LeaseStatus]:
         if not leases:

@@ -28,14 +28,13 @@ from typing import Any, cast
 
 from tickwork import schedule as schedules
 from tickwork.clock import from_micros, to_micros
+from tickwork.config import RUN_LEASE, TRIGGER_BATCH
 from tickwork.errors import LeadershipLost, LeaseLost, MigrationError, ValidationError
 from tickwork.job import ClaimedRun, JobSpec, JobState, OverlapPolicy, Run, RunState
 from tickwork.store import rows
 from tickwork.store.base import (
     CHANNEL_JOBS,
     CHANNEL_RUNS,
-    DEFAULT_LEASE,
-    DEFAULT_TRIGGER_BATCH,
     Completion,
     Heartbeat,
     LeaseStatus,
@@ -174,7 +173,7 @@ class SqliteStore(SqlStore):
     # -- triggering -------------------------------------------------------------------------
 
     def trigger(
-        self, epoch: int, *, limit: int = DEFAULT_TRIGGER_BATCH, now: datetime | None = None
+        self, epoch: int, *, limit: int = TRIGGER_BATCH, now: datetime | None = None
     ) -> TriggerResult:
         t = self._now(now)
         now_dt = from_micros(t)
@@ -272,7 +271,7 @@ class SqliteStore(SqlStore):
         worker: str,
         *,
         limit: int,
-        lease: timedelta = DEFAULT_LEASE,
+        lease: timedelta = RUN_LEASE,
         queues: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> list[Run]:
@@ -286,7 +285,7 @@ class SqliteStore(SqlStore):
         worker: str,
         *,
         limit: int,
-        lease: timedelta = DEFAULT_LEASE,
+        lease: timedelta = RUN_LEASE,
         queues: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> tuple[list[int], list[ClaimedRun]]:
@@ -330,7 +329,7 @@ class SqliteStore(SqlStore):
         run_id: int,
         fencing_token: int,
         *,
-        lease: timedelta = DEFAULT_LEASE,
+        lease: timedelta = RUN_LEASE,
         now: datetime | None = None,
     ) -> Heartbeat:
         t = self._now(now)
@@ -344,7 +343,7 @@ class SqliteStore(SqlStore):
         self,
         leases: Sequence[tuple[int, int]],
         *,
-        lease: timedelta = DEFAULT_LEASE,
+        lease: timedelta = RUN_LEASE,
         now: datetime | None = None,
     ) -> dict[int, LeaseStatus]:
         if not leases:
