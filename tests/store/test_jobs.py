@@ -760,3 +760,32 @@ def test_a_fresh_sqlite_file_is_migrated_on_first_use(backend: str, tmp_path: Pa
     finally:
         store.close()
     assert path.exists()
+
+
+# -- trigger_job (an operator's extra run) ---------------------------------------------------
+
+
+def test_trigger_job_queues_one_run_at_now_and_leaves_the_schedule(
+    store: Store, t0: datetime
+) -> None:
+    job = store.submit(every(3600, t0), now=t0).job
+    at = t0 + timedelta(minutes=5)
+    run = store.trigger_job(job.id, now=at)
+    assert (run.job_id, run.state, run.scheduled_for, run.run_at) == (
+        job.id,
+        RunState.QUEUED,
+        at,
+        at,
+    )
+    assert store.trigger_job(job.id, now=at).id == run.id  # that microsecond's slot is taken
+    assert store.get_job(job.id).next_run_at == job.next_run_at
+
+
+def test_trigger_job_refuses_a_cancelled_or_foreign_job(store: Store, t0: datetime) -> None:
+    job = store.submit(every(3600, t0, tenant="a"), now=t0).job
+    with pytest.raises(JobNotFound):
+        store.trigger_job(job.id, tenant="b", now=t0)
+    store.cancel_job(job.id, now=t0)
+    with pytest.raises(InvalidTransition):
+        store.trigger_job(job.id, now=t0 + timedelta(seconds=1))
+    assert store.list_runs(job_id=job.id).items == []
