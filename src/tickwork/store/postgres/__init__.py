@@ -501,7 +501,8 @@ class PostgresStore(SqlStore):
     ) -> list[int]:
         if not completions:
             return []
-        # Only the ids come back: decoding whole rows was a third of a worker's CPU.
+        # Only the ids come back: decoding whole rows cost a worker more than the rest of
+        # the call (benchmarks/README.md, "Figures behind the store's comments").
         done = {r["id"] for r in self._complete(completions, now, query="complete_ids")}
         return [c.run_id for c in completions if c.run_id not in done]
 
@@ -555,7 +556,8 @@ class _DueJob(NamedTuple):
 
 _MISFIRE = {p.value: p for p in MisfirePolicy}
 _OVERLAP = {p.value: p for p in OverlapPolicy}
-"""Policy by stored text: per due job, a dict lookup is ~10x cheaper than the enum call."""
+"""Policy by stored text: per due job, a dict lookup is much cheaper than the enum call
+(benchmarks/README.md, "Figures behind the store's comments")."""
 
 
 @lru_cache(maxsize=256)
