@@ -80,6 +80,7 @@ from tickwork.store.postgres.driver import (
     now_in,
     schedule_of,
 )
+from tickwork.store.postgres.due import due_job, new_run
 from tickwork.store.postgres.listener import PgListener
 from tickwork.store.postgres.pool import POOL_MAX_SIZE, Conn
 from tickwork.store.queries import for_queues, migration_files
@@ -230,7 +231,7 @@ class PostgresStore(SqlStore):
             ).fetchall()
             by_id = {j.id: j for j, _ in due_jobs}
             runs = {
-                r["job_id"]: _new_run(
+                r["job_id"]: new_run(
                     by_id[r["job_id"]], r["id"], r["scheduled_for"], r["created_at"]
                 )
                 for r in run_rows
@@ -269,7 +270,7 @@ class PostgresStore(SqlStore):
             ).fetchone()
             assert run_row is not None
             job = _job(row)
-            run = _new_run(job, run_row["id"], run_row["scheduled_for"], run_row["created_at"])
+            run = new_run(job, run_row["id"], run_row["scheduled_for"], run_row["created_at"])
             return Submitted(job, created=True, run=run)
         return Submitted(_job(row), created=True)
 
@@ -296,7 +297,7 @@ class PostgresStore(SqlStore):
             if fence is None or not fence["leads"]:
                 raise LeadershipLost(None, epoch, holder=fence["holder"] if fence else None)
             t: datetime = fence["now"]
-            jobs = [_due_job(r) for r in due.fetchall()]
+            jobs = [due_job(r) for r in due.fetchall()]
             watched = [j.id for j in jobs if j.overlap is not OverlapPolicy.ALLOW]
             unfinished: set[int] = set()
             if watched:
@@ -337,7 +338,7 @@ class PostgresStore(SqlStore):
             if inserted is not None:
                 by_id = {j.id: j for j in jobs}
                 runs = [
-                    _new_run(by_id[job_id], run_id, slot, created_at)
+                    new_run(by_id[job_id], run_id, slot, created_at)
                     for run_id, job_id, slot, created_at in inserted.fetchall()
                 ]
                 runs.sort(key=lambda r: r.id)
@@ -534,87 +535,6 @@ def _claimed(rows: list[DictRow]) -> list[Run]:
     runs = [_run(r) for r in rows]
     runs.sort(key=lambda r: (-r.priority, r.run_at, r.id))
     return runs
-
-
-class _DueJob(NamedTuple):
-    """A due job as the trigger reads it: what planning needs and what a new run copies."""
-
-    id: int
-    next_run_at: datetime
-    misfire: MisfirePolicy
-    misfire_grace: timedelta
-    overlap: OverlapPolicy
-    schedule: schedules.Schedule
-    tenant: str
-    task: str
-    args: dict[str, Any]
-    queue: str
-    priority: int
-    max_attempts: int
-    timeout: timedelta | None
-
-
-_MISFIRE = {p.value: p for p in MisfirePolicy}
-_OVERLAP = {p.value: p for p in OverlapPolicy}
-"""Policy by stored text: per due job, a dict lookup is much cheaper than the enum call
-(benchmarks/README.md, "Figures behind the store's comments")."""
-
-
-@lru_cache(maxsize=256)
-def _seconds(value: float) -> timedelta:
-    """A stored duration (grace, timeout): a few distinct values over thousands of jobs."""
-    return timedelta(seconds=value)
-
-
-def _due_job(r: tuple[Any, ...]) -> _DueJob:
-    """A ``due_jobs`` row; see the query for the columns."""
-    (id_, next_run_at, misfire, grace, overlap, schedule, every, anchor) = r[:8]
-    tenant, task, args, queue, priority, max_attempts, timeout = r[8:]
-    return _DueJob(
-        id_,
-        next_run_at,
-        _MISFIRE.get(misfire) or MisfirePolicy(misfire),  # the call: ValueError if unknown
-        _seconds(grace),
-        _OVERLAP.get(overlap) or OverlapPolicy(overlap),
-        schedule_of(schedule)
-        if schedule is not None
-        else schedules.interval_from_json(every, anchor),
-        tenant,
-        task,
-        args,
-        queue,
-        priority,
-        max_attempts,
-        _seconds(timeout) if timeout is not None else None,
-    )
-
-
-def _new_run(job: Job | _DueJob, run_id: int, slot: datetime, created_at: datetime) -> Run:
-    """A run just inserted for ``job`` (by submit or trigger): the job supplies what the
-    insert copied from it."""
-    return Run(
-        id=run_id,
-        job_id=job.id,
-        tenant=job.tenant,
-        task=job.task,
-        args=job.args,
-        queue=job.queue,
-        priority=job.priority,
-        scheduled_for=slot,
-        run_at=slot,
-        state=RunState.QUEUED,
-        attempt=1,
-        max_attempts=job.max_attempts if isinstance(job, _DueJob) else job.retry.max_attempts,
-        fencing_token=0,
-        worker=None,
-        lease_expires_at=None,
-        started_at=None,
-        finished_at=None,
-        error=None,
-        result=None,
-        timeout=job.timeout,
-        created_at=created_at,
-    )
 
 
 def _job(r: DictRow) -> Job:
