@@ -32,9 +32,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 from psycopg import errors as pg_errors
 from psycopg.rows import DictRow, tuple_row
@@ -48,10 +47,8 @@ from tickwork.job import (
     Job,
     JobSpec,
     JobState,
-    MisfirePolicy,
     OverlapPolicy,
     Run,
-    RunState,
 )
 from tickwork.store import rows as mapping
 from tickwork.store.base import (
@@ -78,7 +75,6 @@ from tickwork.store.postgres.driver import (
     Q,
     notify,
     now_in,
-    schedule_of,
 )
 from tickwork.store.postgres.due import due_job, new_run
 from tickwork.store.postgres.listener import PgListener
