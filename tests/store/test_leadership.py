@@ -83,6 +83,19 @@ def test_renew_extends_an_unexpired_lease(store: Store, t0: datetime) -> None:
     assert store.acquire_leadership("b", TTL, now=t0 + timedelta(seconds=70)) is None
 
 
+def test_a_renewal_is_seen_by_another_connection_at_once(
+    store: Store, store_url: str, t0: datetime
+) -> None:
+    lease = acquire(store, "a", t0)
+    renewed = store.renew_leadership("a", lease.epoch, TTL, now=t0 + timedelta(seconds=10))
+    other = open_store(store_url)
+    try:
+        assert other.leader(now=t0 + TTL + timedelta(seconds=5)) == renewed
+        assert other.acquire_leadership("b", TTL, now=t0 + TTL + timedelta(seconds=5)) is None
+    finally:
+        other.close()
+
+
 def test_renew_after_expiry_raises_leadership_lost(store: Store, t0: datetime) -> None:
     lease = acquire(store, "a", t0)
     with pytest.raises(LeadershipLost):

@@ -113,10 +113,6 @@ class PostgresStore(SqlStore):
         if migrate:
             self.migrate()
 
-    def _one(self, query: str, params: dict[str, Any]) -> DictRow | None:
-        with self._conn() as conn:
-            return conn.execute(query, params).fetchone()
-
     def _all(self, query: str, params: dict[str, Any], *, binary: bool = False) -> list[DictRow]:
         with self._conn() as conn:
             return conn.execute(query, params, binary=binary).fetchall()

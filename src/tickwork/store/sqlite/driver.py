@@ -92,8 +92,10 @@ class SqliteTx:
             raise StoreUnavailable(f"{self.path}: {exc}") from exc
 
     def one(self, query: str, params: Params) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = self._execute(query, params).fetchone()
-        return row
+        # Hazard: run the statement to its end. Outside BEGIN (a read() block), a write with
+        # RETURNING commits only when its statement finishes, not at its first row.
+        found = self._execute(query, params).fetchall()
+        return found[0] if found else None
 
     def all(self, query: str, params: Params) -> list[sqlite3.Row]:
         return self._execute(query, params).fetchall()
