@@ -53,10 +53,10 @@ from tickwork.client import make_spec
 from tickwork.config import Config, default_node_id, resolve_db_url
 from tickwork.errors import BenchError, ValidationError
 from tickwork.job import JobSpec, RunState
+from tickwork.records import MAX_PAGE
 from tickwork.schedule import Once
 from tickwork.scheduler import Scheduler
 from tickwork.store import SQLITE_PREFIX, Store, open_store
-from tickwork.store.base import MAX_PAGE
 from tickwork.worker import Worker
 from tickwork.worker.task import Context
 

@@ -48,6 +48,18 @@ from tickwork.job import (
     shown_json,
     shown_object,
 )
+from tickwork.records import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    ApiKey,
+    Lease,
+    Node,
+    Page,
+    RunStats,
+    Session,
+    SlotSkip,
+    Submitted,
+)
 from tickwork.retry import (
     DEFAULT_BACKOFF_BASE,
     DEFAULT_BACKOFF_CAP,
@@ -64,18 +76,6 @@ from tickwork.schedule import (
     parse_instant,
 )
 from tickwork.store import Store, open_store
-from tickwork.store.base import (
-    DEFAULT_PAGE,
-    MAX_PAGE,
-    ApiKey,
-    Lease,
-    Node,
-    Page,
-    RunStats,
-    Session,
-    SlotSkip,
-    Submitted,
-)
 from tickwork.worker.registry import Registry
 from tickwork.worker.task import Task
 

@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 
 from tickwork import cron
 from tickwork.job import Job, JobState, Run, RunState
+from tickwork.records import Lease, SlotFate, SlotSkip
 from tickwork.schedule import Cron, Interval, Once, check_instant, read_time
-from tickwork.store.base import Lease, SlotFate, SlotSkip
 
 ONE_US = timedelta(microseconds=1)
 

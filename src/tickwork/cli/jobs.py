@@ -28,8 +28,8 @@ from tickwork.cli.output import DbOption, app, echo, echo_json
 from tickwork.cli.runs import RUN_HEADER, run_rows
 from tickwork.client import Client, check_id, job_state, to_json
 from tickwork.job import Job, JobState, shown_json
+from tickwork.records import SlotSkip
 from tickwork.schedule import Cron, Interval, Once, Schedule, format_seconds
-from tickwork.store.base import SlotSkip
 
 SHOW_RUNS = 10
 """Runs ``show`` lists: the newest."""

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from tickwork.cli.output import echo, stdout
 from tickwork.job import show_controls
-from tickwork.store.base import MAX_PAGE, Page
+from tickwork.records import MAX_PAGE, Page
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 10_000

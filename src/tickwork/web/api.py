@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from tickwork.client import Client, to_json
 from tickwork.job import MAX_NAME_LENGTH, JobState, MisfirePolicy, OverlapPolicy, Run, RunState
-from tickwork.store.base import DEFAULT_PAGE, MAX_PAGE, Page
+from tickwork.records import DEFAULT_PAGE, MAX_PAGE, Page
 from tickwork.web.auth import Principal, get_admin, get_client, get_principal
 from tickwork.web.errors import Forbidden, error_body
 

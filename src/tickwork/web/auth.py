@@ -59,7 +59,7 @@ from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBea
 
 from tickwork.client import Client
 from tickwork.job import DEFAULT_TENANT
-from tickwork.store.base import ApiKey
+from tickwork.records import ApiKey
 from tickwork.web.errors import Forbidden, Unauthorized
 
 log = logging.getLogger("tickwork.web")

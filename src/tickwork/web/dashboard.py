@@ -112,8 +112,8 @@ from tickwork.job import (
     shown_json,
     shown_object,
 )
+from tickwork.records import SlotFate
 from tickwork.schedule import Cron, format_seconds
-from tickwork.store.base import SlotFate
 from tickwork.web.auth import (
     COOKIE_NAME,
     Gate,
