@@ -325,9 +325,18 @@ class Client:
         self.registry = registry if registry is not None else Registry()
 
     @classmethod
-    def open(cls, db_url: str | None = None, registry: Registry | None = None) -> Client:
-        """A client on ``db_url``, else ``TICKWORK_DB``, else ``./tickwork.db``."""
-        return cls(open_store(resolve_db_url(db_url)), registry)
+    def open(
+        cls,
+        db_url: str | None = None,
+        registry: Registry | None = None,
+        *,
+        migrate: bool | None = None,
+    ) -> Client:
+        """A client on ``db_url``, else ``TICKWORK_DB``, else ``./tickwork.db``.
+
+        ``migrate``: as :func:`tickwork.store.open_store` (None: a new SQLite file is
+        migrated, PostgreSQL is left to ``tickwork db migrate``)."""
+        return cls(open_store(resolve_db_url(db_url), migrate=migrate), registry)
 
     def close(self) -> None:
         self.store.close()
@@ -496,6 +505,15 @@ class Client:
     def schema_version(self) -> tuple[int, int]:
         """(applied, latest) schema version of the store: behind means migrations pending."""
         return self.store.schema_version()
+
+    def migrate(self) -> list[int]:
+        """Apply pending schema migrations; the versions applied (safe from several hosts
+        at once: they serialise on a lock)."""
+        return self.store.migrate()
+
+    def now(self) -> datetime:
+        """The store's clock: the time every due-ness and lease is judged by."""
+        return self.store.now()
 
     def run_stats(self, *, tenant: str | None = None) -> RunStats:
         """Runs by state, the due backlog and recent trigger lag."""

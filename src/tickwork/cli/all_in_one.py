@@ -42,7 +42,6 @@ from tickwork.cli.output import (
     serve_until_signal,
 )
 from tickwork.cli.worker import AppOption, HttpAllowOption, app_and_db, http_allow_flag
-from tickwork.client import Client
 from tickwork.config import WORKER_CONCURRENCY, Config
 from tickwork.node import Node
 from tickwork.worker.registry import Registry
@@ -99,15 +98,14 @@ def run(
     server: ApiServer | None = None
     try:
         if not no_api:
-            client = Client(node.store, registry)
-            reaper = node.scheduler.reaper if node.scheduler is not None else None
+            client = node.client()
             server = ApiServer(
                 client,
                 host,
                 port,
                 access=check_access(client, host, force_open=force_open),
                 trusted_proxies=proxies,
-                rescues=(lambda: reaper.rescued) if reaper is not None else None,
+                rescues=node.rescued if node.scheduler is not None else None,
             )
 
         def start() -> None:
@@ -137,7 +135,7 @@ def run(
     finally:
         if server is not None:
             server.stop()  # idempotent; closes the socket even if it never served
-        node.store.close()  # idempotent; also when start failed
+        node.close()  # idempotent; also when start failed
         if loaded is not None:
             loaded.close()
     log.info("tickwork run stopped")

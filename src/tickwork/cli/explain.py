@@ -48,7 +48,7 @@ def explain(
         _check_time(at)
     with Client.open(db) as client:
         job = client.get_job(job_id)
-        slot = client.slot_at(job, at, now=client.store.now())
+        slot = client.slot_at(job, at, now=client.now())
         text = client.explain(job_id, slot)
     if as_json:
         echo_json({"job_id": job_id, "slot": slot.isoformat(), "explanation": text})

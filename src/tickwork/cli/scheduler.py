@@ -125,4 +125,4 @@ def scheduler(
         serve_until_signal(start, node.stop)
         log.info("scheduler node=%s stopped", config.node_id)
     finally:
-        node.store.close()  # idempotent; also when start failed
+        node.close()  # idempotent; also when start failed

@@ -198,7 +198,7 @@ def worker(
 
         serve_until_signal(start, node.stop, hurry=node.hurry)
     finally:
-        node.store.close()  # idempotent; also when start failed
+        node.close()  # idempotent; also when start failed
         if loaded is not None:
             loaded.close()
 
