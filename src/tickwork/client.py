@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from tickwork import auth
 from tickwork.config import resolve_db_url
 from tickwork.errors import ApiKeyNotFound, ValidationError
-from tickwork.explain import explain_slot, latest_slot, parse_slot
+from tickwork.explain import Explanation, explain, latest_slot, parse_slot
 from tickwork.job import (
     DEFAULT_MISFIRE_GRACE,
     DEFAULT_QUEUE,
@@ -392,6 +392,25 @@ class Client:
             tenant=tenant, state=wanted, task=task, after=after, limit=limit
         )
 
+    def list_runs(
+        self,
+        *,
+        job_id: int | None = None,
+        state: RunState | str | None = None,
+        tenant: str | None = None,
+        after: int | None = None,
+        limit: int = DEFAULT_PAGE,
+    ) -> Page[Run]:
+        """One page of runs matching the filters, newest first; pass ``next_cursor`` as
+        ``after`` for the next."""
+        if job_id is not None:
+            check_id(job_id, "job")
+        wanted = run_state(state)
+        check_page(after, limit)
+        return self.store.list_runs(
+            tenant=tenant, job_id=job_id, state=wanted, after=after, limit=limit
+        )
+
     # -- commands ----------------------------------------------------------------------------
 
     def cancel_job(self, job_id: int, *, tenant: str | None = None) -> Job:
@@ -460,8 +479,9 @@ class Client:
 
     def explain(
         self, job_id: int, at: str | datetime | None = None, *, tenant: str | None = None
-    ) -> str:
-        """One paragraph on why the job did or did not run at the slot ``at``.
+    ) -> Explanation:
+        """Why the job did or did not run at the slot ``at``: the slot, its run or its
+        ledger entry, and one paragraph (``.text``) saying so.
 
         ``at`` is an aware datetime or ISO-8601 text; text without an offset is read in the
         job's cron time zone (UTC for other schedules). None: the job's latest slot at or
@@ -471,7 +491,7 @@ class Client:
         now = self.store.now()
         slot = self.slot_at(job, at, now=now)
         job, runs, skips = self.store.runs_for_slot(job.id, slot, tenant=tenant)
-        return explain_slot(job, slot, runs, skips, now=now, leader=self.store.leader())
+        return explain(job, slot, runs, skips, now=now, leader=self.store.leader())
 
     @staticmethod
     def slot_at(job: Job, at: str | datetime | None, *, now: datetime) -> datetime:
@@ -607,42 +627,6 @@ class Client:
         if not isinstance(token, str) or not auth.is_session_token(token):
             return False
         return self.store.sign_out(auth.hash_key(token))
-
-    def list_runs(
-        self,
-        *,
-        job_id: int | None = None,
-        state: RunState | str | None = None,
-        tenant: str | None = None,
-        after: int | None = None,
-        limit: int = DEFAULT_PAGE,
-    ) -> list[Run]:
-        """The newest ``limit`` runs matching the filters, newest first, ids below
-        ``after`` when given (the next page starts after the last id of this one).
-
-        ``limit`` may exceed one store page: pages are fetched until it is reached.
-        """
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValidationError(f"limit must be at least 1, got {limit!r}", field="limit")
-        if after is not None:
-            check_id(after, "after")
-        if job_id is not None:
-            check_id(job_id, "job")
-        wanted = run_state(state)
-        runs: list[Run] = []
-        while len(runs) < limit:
-            page = self.store.list_runs(
-                tenant=tenant,
-                job_id=job_id,
-                state=wanted,
-                after=after,
-                limit=min(limit - len(runs), 1000),
-            )
-            runs.extend(page.items)
-            if page.next_cursor is None:
-                break
-            after = page.next_cursor
-        return runs
 
 
 JsonValue = Job | Run | Node | ApiKey | SlotSkip | Lease | RunStats | Cluster

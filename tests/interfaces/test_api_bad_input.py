@@ -32,7 +32,7 @@ class World:
     def snapshot(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Every job and run, whole: a rejected request must leave both as they were."""
         jobs = [to_json(job) for job in self.client.list_jobs(limit=1000).items]
-        runs = [to_json(run) for run in self.client.list_runs(limit=1000)]
+        runs = [to_json(run) for run in self.client.list_runs(limit=1000).items]
         return jobs, runs
 
 

@@ -47,13 +47,11 @@ def explain(
     if at is not None:
         _check_time(at)
     with Client.open(db) as client:
-        job = client.get_job(job_id)
-        slot = client.slot_at(job, at, now=client.now())
-        text = client.explain(job_id, slot)
+        found = client.explain(job_id, at)
     if as_json:
-        echo_json({"job_id": job_id, "slot": slot.isoformat(), "explanation": text})
+        echo_json({"job_id": job_id, "slot": found.slot.isoformat(), "explanation": found.text})
         return
-    echo(text)
+    echo(found.text)
 
 
 def _check_time(text: str) -> None:

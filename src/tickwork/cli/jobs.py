@@ -100,7 +100,7 @@ def show(job_id: JobIdArgument, *, db: DbOption = "", as_json: JsonOption = Fals
     with Client.open(db) as client:
         job = client.get_job(job_id)
         fire_times = client.next_fire_times(job, FIRE_TIMES)
-        recent = client.list_runs(job_id=job.id, limit=SHOW_RUNS)
+        recent = client.list_runs(job_id=job.id, limit=SHOW_RUNS).items
         ledger = client.slot_ledger(job.id, limit=SHOW_LEDGER)
     if as_json:
         echo_json(

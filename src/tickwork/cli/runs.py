@@ -13,6 +13,7 @@ from tickwork.cli.listing import (
     JsonOption,
     LimitOption,
     TenantOption,
+    collect,
     first_line,
     print_page,
     when,
@@ -54,7 +55,13 @@ def runs(
     if after is not None:
         check_id(after, "after")
     with Client.open(db) as client:
-        found = client.list_runs(job_id=job, state=wanted, tenant=tenant, after=after, limit=limit)
+        found = collect(
+            lambda cursor, size: client.list_runs(
+                job_id=job, state=wanted, tenant=tenant, after=cursor, limit=size
+            ),
+            limit,
+            after,
+        )
     if as_json:
         echo_json([to_json(run) for run in found])
         return

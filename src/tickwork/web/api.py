@@ -27,7 +27,7 @@ from fastapi import APIRouter, Depends, Path, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from tickwork.client import Client, to_json
-from tickwork.job import MAX_NAME_LENGTH, JobState, MisfirePolicy, OverlapPolicy, Run, RunState
+from tickwork.job import MAX_NAME_LENGTH, JobState, MisfirePolicy, OverlapPolicy, RunState
 from tickwork.records import DEFAULT_PAGE, MAX_PAGE, Page
 from tickwork.web.auth import Principal, get_admin, get_client, get_principal
 from tickwork.web.errors import Forbidden, error_body
@@ -436,8 +436,8 @@ def explain_job(
         ),
     ] = None,
 ) -> dict[str, Any]:
-    text = client.explain(job_id, at, tenant=principal.tenant)
-    return {"job_id": job_id, "at": at, "explanation": text}
+    found = client.explain(job_id, at, tenant=principal.tenant)
+    return {"job_id": job_id, "at": at, "explanation": found.text}
 
 
 @router.get(
@@ -466,11 +466,9 @@ def list_runs(
     after: After = None,
     limit: Limit = DEFAULT_PAGE,
 ) -> dict[str, Any]:
-    # One more than asked for tells whether another page exists, so the last page says so.
-    runs = client.list_runs(
-        job_id=job, state=state, tenant=principal.tenant, after=after, limit=limit + 1
+    return _page(
+        client.list_runs(job_id=job, state=state, tenant=principal.tenant, after=after, limit=limit)
     )
-    return _runs_page(runs, limit)
 
 
 @router.get("/runs/{run_id}", response_model=RunOut, summary="A run", responses=ID_ERRORS)
@@ -541,12 +539,3 @@ def _scope(principal: Principal, tenant: str | None) -> str | None:
 
 def _page(page: Page[Any]) -> dict[str, Any]:
     return {"items": [to_json(item) for item in page.items], "next_cursor": page.next_cursor}
-
-
-def _runs_page(runs: list[Run], limit: int) -> dict[str, Any]:
-    more = len(runs) > limit
-    items = runs[:limit]
-    return {
-        "items": [to_json(run) for run in items],
-        "next_cursor": items[-1].id if more and items else None,
-    }

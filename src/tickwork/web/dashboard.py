@@ -609,7 +609,7 @@ def _overview_context(client: Client, viewer: Principal) -> dict[str, Any]:
         "stats": stats,
         "lag": lag,
         "leader": client.leader(),
-        "latest": client.list_runs(tenant=viewer.tenant, limit=LATEST_RUNS),
+        "latest": client.list_runs(tenant=viewer.tenant, limit=LATEST_RUNS).items,
         "scope": viewer.tenant,
     }
 
@@ -687,7 +687,7 @@ def _outcomes(client: Client, viewer: Principal, jobs: list[Job]) -> dict[int, R
     outcomes = {}
     for job in jobs:
         if job.state is JobState.COMPLETED:
-            latest = client.list_runs(job_id=job.id, tenant=viewer.tenant, limit=1)
+            latest = client.list_runs(job_id=job.id, tenant=viewer.tenant, limit=1).items
             if latest:
                 outcomes[job.id] = latest[0].state
     return outcomes
@@ -720,7 +720,7 @@ def _job_id(text: str) -> int:
 
 def _job_live_context(client: Client, viewer: Principal, job_id: str) -> dict[str, Any]:
     job = client.get_job(_job_id(job_id), tenant=viewer.tenant)
-    runs = client.list_runs(job_id=job.id, tenant=viewer.tenant, limit=RUNS_PER_JOB)
+    runs = client.list_runs(job_id=job.id, tenant=viewer.tenant, limit=RUNS_PER_JOB).items
     return {
         "job": job,
         "runs": runs,
@@ -738,7 +738,7 @@ def _job_context(client: Client, viewer: Principal, job_id: str, at: str | None)
     explanation = explain_error = None
     if at:
         try:
-            explanation = client.explain(job.id, at, tenant=viewer.tenant)
+            explanation = client.explain(job.id, at, tenant=viewer.tenant).text
         except ValidationError as exc:
             explain_error = _capitalize_first(exc.message) + "."
     zone = job.schedule.tz if isinstance(job.schedule, Cron) and job.schedule.tz != "UTC" else None
