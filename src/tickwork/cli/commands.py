@@ -81,7 +81,7 @@ def resume(job_id: JobIdArgument, *, db: DbOption = "", as_json: JsonOption = Fa
 
 
 @app.command("trigger")
-def trigger(job_id: JobIdArgument, *, db: DbOption = "", as_json: JsonOption = False) -> None:
+def trigger_job(job_id: JobIdArgument, *, db: DbOption = "", as_json: JsonOption = False) -> None:
     """Run a job now, once, besides its schedule; print the run id on the last line."""
     check_id(job_id, "job")
     with Client.open(db) as client:
