@@ -56,6 +56,7 @@ from tickwork.job import JobSpec, RunState
 from tickwork.records import MAX_PAGE
 from tickwork.schedule import Once
 from tickwork.scheduler import Scheduler
+from tickwork.stats import percentile
 from tickwork.store import SQLITE_PREFIX, Store, open_store
 from tickwork.worker import Worker
 from tickwork.worker.task import Context
@@ -161,9 +162,9 @@ class BenchResult:
     def runs_per_s(self) -> float:
         return self.runs / self.drain_seconds
 
-    def lag_percentile(self, q: float) -> float:
-        """Nearest rank: the smallest lag that at least ``q`` of the runs did not exceed."""
-        return self.lag_ms[max(0, math.ceil(q * len(self.lag_ms)) - 1)]
+    def lag_percentile(self, percent: float) -> float:
+        """The ``percent`` percentile of the lags (:func:`tickwork.stats.percentile`)."""
+        return percentile(self.lag_ms, percent) or 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -178,9 +179,9 @@ class BenchResult:
             "lag_rate": self.lag_rate,
             "lag_seconds": self.lag_seconds,
             "lag_runs": len(self.lag_ms),
-            "lag_p50_ms": round(self.lag_percentile(0.50), 2),
-            "lag_p95_ms": round(self.lag_percentile(0.95), 2),
-            "lag_p99_ms": round(self.lag_percentile(0.99), 2),
+            "lag_p50_ms": round(self.lag_percentile(50), 2),
+            "lag_p95_ms": round(self.lag_percentile(95), 2),
+            "lag_p99_ms": round(self.lag_percentile(99), 2),
             "lag_max_ms": round(self.lag_ms[-1], 2),
         }
 

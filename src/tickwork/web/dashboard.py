@@ -86,7 +86,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from importlib import resources
@@ -114,6 +113,7 @@ from tickwork.job import (
 )
 from tickwork.records import SlotFate
 from tickwork.schedule import Cron, format_seconds
+from tickwork.stats import percentile
 from tickwork.web.auth import (
     COOKIE_NAME,
     Gate,
@@ -590,19 +590,11 @@ def logout(request: Request) -> Response:
 # -- overview ------------------------------------------------------------------------------
 
 
-def _percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile: the smallest value with at least q of them at or below."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
-
-
 def _overview_context(client: Client, viewer: Principal) -> dict[str, Any]:
     stats = client.run_stats(tenant=viewer.tenant)
     lag = {
-        "p50": _percentile(stats.recent_lag_ms, 0.50),
-        "p99": _percentile(stats.recent_lag_ms, 0.99),
+        "p50": percentile(stats.recent_lag_ms, 50),
+        "p99": percentile(stats.recent_lag_ms, 99),
         "samples": len(stats.recent_lag_ms),
     }
     return {
