@@ -378,7 +378,7 @@ def test_the_overview_says_when_no_scheduler_leads(web: TestClient, admin_key: s
 def test_jobs_are_filtered_by_state_and_task_and_paged_by_cursor(
     web: TestClient, client: Client, admin_key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("tickwork.web.dashboard.JOBS_PER_PAGE", 2)
+    monkeypatch.setattr("tickwork.web.dashboard.pages.JOBS_PER_PAGE", 2)
     ids = [
         client.schedule("http", name=f"poll-{i}", every=60, args={"url": "https://e.x/"}).job.id
         for i in range(3)
