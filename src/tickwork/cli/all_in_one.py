@@ -24,24 +24,24 @@ from tickwork.cli.api import (
     DEFAULT_HOST,
     DEFAULT_PORT,
     ApiServer,
-    ForwardedAllowIpsOption,
-    HostOption,
-    OpenOption,
-    PortOption,
     check_access,
     trusted_proxies,
 )
-from tickwork.cli.output import (
+from tickwork.cli.app import app
+from tickwork.cli.options import (
+    AppOption,
     DbOption,
+    ForwardedAllowIpsOption,
+    HostOption,
+    HttpAllowOption,
     LogFormatOption,
     LogLevelOption,
-    app,
-    configure_logging,
-    echo,
-    redact,
-    serve_until_signal,
+    OpenOption,
+    PortOption,
 )
-from tickwork.cli.worker import AppOption, HttpAllowOption, app_and_db, http_allow_flag
+from tickwork.cli.output import echo, redact
+from tickwork.cli.serve import configure_logging, serve_until_signal
+from tickwork.cli.worker import app_and_db, http_allow_flag
 from tickwork.config import WORKER_CONCURRENCY, Config
 from tickwork.node import Node
 from tickwork.worker.registry import Registry

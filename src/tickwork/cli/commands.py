@@ -22,22 +22,22 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli.jobs import JobIdArgument
-from tickwork.cli.listing import (
+from tickwork.cli.app import app
+from tickwork.cli.listing import collect, print_page
+from tickwork.cli.options import (
     DEFAULT_LIMIT,
     AfterOption,
+    DbOption,
+    JobIdArgument,
     JsonOption,
     LimitOption,
+    RunIdArgument,
     TenantOption,
-    collect,
-    print_page,
 )
-from tickwork.cli.output import DbOption, app, echo, echo_json
+from tickwork.cli.output import echo, echo_json
 from tickwork.cli.runs import RUN_HEADER, run_rows
 from tickwork.client import Client, check_id, to_json
 from tickwork.job import Job, Run
-
-RunIdArgument = Annotated[int, typer.Argument(metavar="RUN_ID", show_default=False)]
 
 
 @app.command("cancel")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from tickwork.cli.output import DbOption, app, echo
+from tickwork.cli.app import app
+from tickwork.cli.options import DbOption
+from tickwork.cli.output import echo
 from tickwork.client import Client
 
 db_app = typer.Typer(no_args_is_help=True, help="Database schema: migrate, status.")

@@ -18,9 +18,9 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli.jobs import JobIdArgument
-from tickwork.cli.listing import JsonOption
-from tickwork.cli.output import DbOption, app, echo, echo_json
+from tickwork.cli.app import app
+from tickwork.cli.options import DbOption, JobIdArgument, JsonOption
+from tickwork.cli.output import echo, echo_json
 from tickwork.client import Client, check_id
 from tickwork.schedule import check_instant, read_time
 

@@ -13,18 +13,18 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli.listing import (
+from tickwork.cli.app import app
+from tickwork.cli.listing import collect, print_page, print_table, when
+from tickwork.cli.options import (
     DEFAULT_LIMIT,
     AfterOption,
+    DbOption,
+    JobIdArgument,
     JsonOption,
     LimitOption,
     TenantOption,
-    collect,
-    print_page,
-    print_table,
-    when,
 )
-from tickwork.cli.output import DbOption, app, echo, echo_json
+from tickwork.cli.output import echo, echo_json
 from tickwork.cli.runs import RUN_HEADER, run_rows
 from tickwork.client import Client, check_id, job_state, to_json
 from tickwork.job import Job, JobState, shown_json
@@ -36,8 +36,6 @@ SHOW_RUNS = 10
 SHOW_LEDGER = 10
 """Slot ledger entries ``show`` lists: the newest."""
 FIRE_TIMES = 5
-
-JobIdArgument = Annotated[int, typer.Argument(metavar="JOB_ID", show_default=False)]
 
 
 @app.command("jobs")

@@ -18,8 +18,10 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli.listing import JsonOption, print_table, when
-from tickwork.cli.output import DbOption, app, echo, echo_json, stderr
+from tickwork.cli.app import app
+from tickwork.cli.listing import print_table, when
+from tickwork.cli.options import DbOption, JsonOption
+from tickwork.cli.output import echo, echo_json, stderr
 from tickwork.client import Client, to_json
 from tickwork.job import check_label
 

@@ -7,18 +7,17 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli.listing import (
+from tickwork.cli.app import app
+from tickwork.cli.listing import collect, first_line, print_page, when
+from tickwork.cli.options import (
     DEFAULT_LIMIT,
     AfterOption,
+    DbOption,
     JsonOption,
     LimitOption,
     TenantOption,
-    collect,
-    first_line,
-    print_page,
-    when,
 )
-from tickwork.cli.output import DbOption, app, echo_json
+from tickwork.cli.output import echo_json
 from tickwork.client import Client, check_id, run_state, to_json
 from tickwork.job import Run, RunState
 

@@ -24,8 +24,10 @@ from typing import Annotated, Any
 
 import typer
 
-from tickwork.cli.output import DbOption, app, echo
-from tickwork.cli.worker import AppOption, app_and_db
+from tickwork.cli.app import app
+from tickwork.cli.options import AppOption, DbOption
+from tickwork.cli.output import echo
+from tickwork.cli.worker import app_and_db
 from tickwork.client import Client, make_spec
 from tickwork.errors import UnknownTask, ValidationError
 from tickwork.job import parse_args

@@ -17,23 +17,23 @@ exits 0. A second signal cuts the grace short.
 from __future__ import annotations
 
 import logging
-import signal
 from typing import Annotated
 
 import typer
 
 from tickwork.app import App, load_app
-from tickwork.cli.output import (
+from tickwork.cli.app import app
+from tickwork.cli.options import (
+    AppOption,
     DbOption,
+    HttpAllowOption,
     LogFormatOption,
     LogLevelOption,
-    app,
-    configure_logging,
     duration_flag,
     duration_option,
-    redact,
-    serve_until_signal,
 )
+from tickwork.cli.output import redact
+from tickwork.cli.serve import configure_logging, serve_until_signal
 from tickwork.config import (
     CLAIM_BATCH,
     HTTP_ALLOW_FLAG,
@@ -47,29 +47,6 @@ from tickwork.node import Node
 from tickwork.worker.registry import Registry
 
 log = logging.getLogger("tickwork.worker")
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-AppOption = Annotated[
-    str | None,
-    typer.Option(
-        "--app",
-        metavar="MODULE",
-        show_default=False,
-        help="Module (or module:attribute) whose App registers the tasks; env TICKWORK_APP_MODULE.",
-    ),
-]
-
-HttpAllowOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        HTTP_ALLOW_FLAG,
-        metavar="CIDR|HOST",
-        show_default=False,
-        help="Let http runs reach this network or host name too (default: public addresses "
-        "only). Repeatable or comma-separated; env TICKWORK_HTTP_ALLOW.",
-    ),
-]
 
 
 def http_allow_flag(values: list[str] | None) -> tuple[str, ...] | None:
