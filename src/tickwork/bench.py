@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import math
 import selectors
@@ -90,17 +91,31 @@ GO = "go"
 STOP = "stop"
 TASK_NAME = "tickwork.bench.noop"
 
-# Not App(): that reads every TICKWORK_* variable, and this module is imported by every
-# tickwork command, so one bad variable would crash them all with a traceback instead of
-# the command's own one-line error. Only the database URL of the environment is needed here.
-app = App(config=Config(db_url=resolve_db_url(None)))
-"""The bench's tasks: ``tickwork worker --app tickwork.bench:app`` runs them too (to add
-workers on other hosts by hand)."""
 
-
-@app.task(name=TASK_NAME)
 def noop(ctx: Context) -> None:
-    """Does nothing: the bench measures tickwork, not a handler."""
+    """Does nothing: the bench measures tickwork, not a handler (the task TASK_NAME)."""
+
+
+@functools.cache
+def bench_app() -> App:
+    """The bench's tasks, built on first use (not at import: every tickwork command imports
+    this module). ``tickwork worker --app tickwork.bench:app`` runs them too (to add workers
+    on other hosts by hand).
+
+    Not ``App()``: that reads every TICKWORK_* variable, so one bad variable would crash
+    the bench with a traceback instead of its one-line error. Only the database URL of the
+    environment is needed here.
+    """
+    app = App(config=Config(db_url=resolve_db_url(None)))
+    app.task(name=TASK_NAME)(noop)
+    return app
+
+
+def __getattr__(name: str) -> App:
+    """``tickwork.bench.app``: :func:`bench_app` (the name ``--app`` looks up)."""
+    if name == "app":
+        return bench_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -238,7 +253,9 @@ def _kind(url: str) -> str:
 def _measure(
     store: Store, config: Config, options: BenchOptions, work_dir: Path, say: Progress
 ) -> BenchResult:
-    template = make_spec(app.registry, noop)  # due now: each submit queues its run at once
+    template = make_spec(
+        bench_app().registry, TASK_NAME
+    )  # due now: each submit queues its run at once
 
     say(f"submit: {options.runs:,} no-op runs in batches of {SUBMIT_BATCH:,}")
     started = time.perf_counter()
@@ -306,7 +323,7 @@ def _lag_phase(
             time.sleep(0.01)
         lead = max(LAG_LEAD, LAG_LEAD_FACTOR * count / submit_rate)
         first = store.now() + timedelta(seconds=lead)
-        template = make_spec(app.registry, noop)
+        template = make_spec(bench_app().registry, TASK_NAME)
         specs = [
             dataclasses.replace(
                 template, schedule=Once(at=first + timedelta(seconds=i / options.lag_rate))
@@ -497,7 +514,7 @@ def worker_main(argv: Sequence[str] | None = None) -> None:
     store = open_store(url, migrate=False)
     try:
         store.now()  # connected before READY: the clock starts after
-        worker = Worker(store, app.registry, config)
+        worker = Worker(store, bench_app().registry, config)
         print(READY, flush=True)
         if sys.stdin.readline().strip() != GO:
             return
@@ -510,4 +527,4 @@ def worker_main(argv: Sequence[str] | None = None) -> None:
         store.close()
 
 
-__all__ = ["BenchOptions", "BenchResult", "app", "noop", "run_bench", "worker_main"]
+__all__ = ["BenchOptions", "BenchResult", "bench_app", "noop", "run_bench", "worker_main"]
