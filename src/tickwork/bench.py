@@ -50,9 +50,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from tickwork.app import App
-from tickwork.client import make_spec
 from tickwork.config import Config, default_node_id, resolve_db_url
 from tickwork.errors import BenchError, ValidationError
+from tickwork.inputs import make_spec
 from tickwork.job import JobSpec, RunState
 from tickwork.records import MAX_PAGE
 from tickwork.schedule import Once

@@ -8,13 +8,13 @@ domain, lets the faces show a page, a ledger entry or a node without importing t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timedelta
-from enum import StrEnum
+from enum import Enum, StrEnum
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from tickwork.errors import ValidationError
-from tickwork.job import Job, Run
+from tickwork.job import Job, Run, shown_json, shown_object
 
 DEFAULT_PAGE = 100
 """Rows in one page of a listing when the caller names no limit."""
@@ -189,3 +189,78 @@ def page_limit(limit: int) -> int:
     if not 1 <= limit <= MAX_PAGE:
         raise ValidationError(f"limit must be between 1 and {MAX_PAGE}, got {limit}", field="limit")
     return limit
+
+
+@dataclass(frozen=True, slots=True)
+class SignedIn:
+    """A new session (:meth:`Client.sign_in`): the token for the browser's cookie, shown
+    this once and stored only hashed, the session and the key it signed in with."""
+
+    token: str
+    session: Session
+    key: ApiKey
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """Who leads and which nodes are alive (``tickwork cluster``), by the store's clock."""
+
+    leader: Lease | None  # None: no scheduler holds an unexpired leader lease
+    nodes: list[Node]  # most recently seen first
+    now: datetime
+
+
+JsonValue = Job | Run | Node | ApiKey | SlotSkip | Lease | RunStats | Cluster
+
+
+def to_json(value: JsonValue) -> dict[str, Any]:
+    """A record as a JSON-ready dict: times in ISO-8601 UTC, durations in seconds.
+
+    Jobs, runs, nodes, API keys (their prefix, never a secret or hash: the record holds
+    neither), ledger entries, leases, run stats and the cluster view.
+
+    It cannot fail on what a row holds, and its output is what every JSON encoder can write:
+    the JSON a record carries (args, a result, a node's info) is passed through
+    :func:`~tickwork.job.shown_json`, so a row stored before the limits on args, or a
+    handler's odd result, is shown cut short rather than breaking a listing (args and a
+    result that are not objects are wrapped, ``{"value": ...}``).
+    """
+    if isinstance(value, Job):
+        raw = _fields(value)
+        raw["schedule"] = value.schedule.to_json()
+        raw["args"] = shown_object(value.args)
+    elif isinstance(value, Run):
+        raw = _fields(value)
+        raw["args"] = shown_object(value.args)
+        raw["result"] = shown_object(value.result) if value.result is not None else None
+    elif isinstance(value, Cluster):
+        raw = {
+            "leader": to_json(value.leader) if value.leader else None,
+            "nodes": [{**to_json(node), "silent": node.silent(value.now)} for node in value.nodes],
+            "now": value.now,
+        }
+    elif is_dataclass(value):
+        raw = _fields(value)
+    else:
+        raise TypeError(f"cannot encode {type(value).__name__}")
+    return {k: _jsonable(v) for k, v in raw.items()}
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    """A record's fields, one level deep (``dataclasses.asdict`` would copy every nested
+    value by recursion, and overflow on args nested a few hundred deep)."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, Enum):
+        return value.value
+    if is_dataclass(value) and not isinstance(value, type):  # a policy inside a record
+        return {k: _jsonable(v) for k, v in _fields(value).items()}
+    if isinstance(value, dict | list | tuple | str | float):
+        return shown_json(value)
+    return value

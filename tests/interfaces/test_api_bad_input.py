@@ -12,7 +12,8 @@ import pytest
 from api_support import bearer, dead_run, error_of
 from fastapi.testclient import TestClient
 
-from tickwork.client import Client, to_json
+from tickwork.client import Client
+from tickwork.records import to_json
 from tickwork.store import Store
 from tickwork.web.app import create_app
 from tickwork.web.errors import MAX_BODY_BYTES

@@ -10,7 +10,7 @@ import pytest
 from cli_support import dead_run, submit, trigger_at
 
 from tickwork import auth
-from tickwork.client import Client, Cluster, to_json
+from tickwork.client import Client
 from tickwork.errors import (
     ApiKeyNotFound,
     InvalidTransition,
@@ -19,6 +19,7 @@ from tickwork.errors import (
     ValidationError,
 )
 from tickwork.job import JobState, RunState
+from tickwork.records import Cluster, to_json
 from tickwork.store import Store
 
 

@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "tickwork.worker": ROLES,
     "tickwork.service": ROLES,  # the loop shape the services share
     "tickwork.client": CLIENT,
+    "tickwork.inputs": CLIENT,  # checks task names against a worker Registry
     "tickwork.node": CLIENT,
     "tickwork.app": CLIENT,
     "tickwork.bench": CLIENT,

@@ -25,7 +25,8 @@ from tickwork.cli.app import app
 from tickwork.cli.listing import print_table, when
 from tickwork.cli.options import DbOption, JsonOption
 from tickwork.cli.output import echo, echo_json
-from tickwork.client import Client, to_json
+from tickwork.client import Client
+from tickwork.records import to_json
 
 
 @app.command("cluster")

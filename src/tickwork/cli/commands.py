@@ -36,8 +36,10 @@ from tickwork.cli.options import (
 )
 from tickwork.cli.output import echo, echo_json
 from tickwork.cli.runs import RUN_HEADER, run_rows
-from tickwork.client import Client, check_id, to_json
+from tickwork.client import Client
+from tickwork.inputs import check_id
 from tickwork.job import Job, Run
+from tickwork.records import to_json
 
 
 @app.command("cancel")

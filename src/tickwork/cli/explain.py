@@ -21,7 +21,8 @@ import typer
 from tickwork.cli.app import app
 from tickwork.cli.options import DbOption, JobIdArgument, JsonOption
 from tickwork.cli.output import echo, echo_json
-from tickwork.client import Client, check_id
+from tickwork.client import Client
+from tickwork.inputs import check_id
 from tickwork.schedule import check_instant, read_time
 
 

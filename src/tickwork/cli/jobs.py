@@ -26,9 +26,10 @@ from tickwork.cli.options import (
 )
 from tickwork.cli.output import echo, echo_json
 from tickwork.cli.runs import RUN_HEADER, run_rows
-from tickwork.client import Client, check_id, job_state, to_json
+from tickwork.client import Client
+from tickwork.inputs import check_id, job_state
 from tickwork.job import Job, JobState, shown_json
-from tickwork.records import SlotSkip
+from tickwork.records import SlotSkip, to_json
 from tickwork.schedule import Cron, Interval, Once, Schedule, format_seconds
 
 SHOW_RUNS = 10

@@ -18,8 +18,10 @@ from tickwork.cli.options import (
     TenantOption,
 )
 from tickwork.cli.output import echo_json
-from tickwork.client import Client, check_id, run_state, to_json
+from tickwork.client import Client
+from tickwork.inputs import check_id, run_state
 from tickwork.job import Run, RunState
+from tickwork.records import to_json
 
 RUN_HEADER = ("RUN", "JOB", "TASK", "STATE", "TRY", "SCHEDULED", "FINISHED", "WORKER", "ERROR")
 

@@ -2,7 +2,7 @@
 
 Every endpoint authenticates the caller (:mod:`tickwork.web.auth`), passes its tenant to
 every client call (``None`` for an admin), and shapes records with
-:func:`tickwork.client.to_json` (times ISO-8601 UTC, durations in seconds), as the CLI's
+:func:`tickwork.records.to_json` (times ISO-8601 UTC, durations in seconds), as the CLI's
 ``--json`` does. Errors are the envelope of :mod:`tickwork.web.errors`; a 4xx writes
 nothing. The OpenAPI document is at ``/api/v1/openapi.json``, its browsable form at
 ``/api/v1/docs``.
@@ -26,9 +26,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
-from tickwork.client import Client, to_json
+from tickwork.client import Client
 from tickwork.job import MAX_NAME_LENGTH, JobState, MisfirePolicy, OverlapPolicy, RunState
-from tickwork.records import DEFAULT_PAGE, MAX_PAGE, Page
+from tickwork.records import DEFAULT_PAGE, MAX_PAGE, Page, to_json
 from tickwork.web.auth import Principal, get_admin, get_client, get_principal
 from tickwork.web.errors import Forbidden, error_body
 

@@ -13,8 +13,9 @@ from urllib.parse import urlencode
 from fastapi import Form, Request
 from fastapi.responses import RedirectResponse, Response
 
-from tickwork.client import Client, job_state
+from tickwork.client import Client
 from tickwork.errors import NotFound, TickworkError, ValidationError
+from tickwork.inputs import job_state
 from tickwork.job import (
     Job,
     JobState,
