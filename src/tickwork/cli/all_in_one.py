@@ -29,7 +29,9 @@ from tickwork.cli.api import (
 )
 from tickwork.cli.app import app
 from tickwork.cli.options import (
+    AllowShellOption,
     AppOption,
+    ConcurrencyOption,
     DbOption,
     ForwardedAllowIpsOption,
     HostOption,
@@ -42,7 +44,7 @@ from tickwork.cli.options import (
 from tickwork.cli.output import echo, redact
 from tickwork.cli.serve import configure_logging, serve_until_signal
 from tickwork.cli.worker import app_and_db, http_allow_flag
-from tickwork.config import WORKER_CONCURRENCY, Config
+from tickwork.config import Config
 from tickwork.node import Node
 from tickwork.worker.registry import Registry
 
@@ -54,24 +56,9 @@ def run(
     *,
     db: DbOption = "",
     app_module: AppOption = None,
-    allow_shell: Annotated[
-        bool,
-        typer.Option(
-            "--allow-shell",
-            help="Run shell tasks (commands from the database). Env TICKWORK_ALLOW_SHELL.",
-        ),
-    ] = False,
+    allow_shell: AllowShellOption = False,
     http_allow: HttpAllowOption = None,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(
-            "--concurrency",
-            "-c",
-            min=1,
-            show_default=False,
-            help=f"Runs executed at once. Default {WORKER_CONCURRENCY}; env TICKWORK_CONCURRENCY.",
-        ),
-    ] = None,
+    concurrency: ConcurrencyOption = None,
     host: HostOption = DEFAULT_HOST,
     port: PortOption = DEFAULT_PORT,
     no_api: Annotated[

@@ -12,7 +12,14 @@ import typer
 
 # typer >= 0.29 vendors click privately; this is the one click exception it does not
 # re-export that we must tell apart (it carries the help text, not an error message).
-from tickwork.config import DB_ENV, DEFAULT_DB_URL, HTTP_ALLOW_FLAG, Config, resolve_db_url
+from tickwork.config import (
+    DB_ENV,
+    DEFAULT_DB_URL,
+    HTTP_ALLOW_FLAG,
+    WORKER_CONCURRENCY,
+    Config,
+    resolve_db_url,
+)
 from tickwork.schedule import format_seconds, parse_duration
 
 
@@ -165,5 +172,24 @@ OpenOption = Annotated[
         "--open",
         help="Let callers without a key act as an admin even though keys exist (loopback "
         "addresses only). Without it the API is open only while no key was ever created.",
+    ),
+]
+
+ConcurrencyOption = Annotated[
+    int | None,
+    typer.Option(
+        "--concurrency",
+        "-c",
+        min=1,
+        show_default=False,
+        help=f"Runs executed at once. Default {WORKER_CONCURRENCY}; env TICKWORK_CONCURRENCY.",
+    ),
+]
+"""A worker's concurrency (``tickwork worker`` and ``tickwork run``); None: the config's."""
+AllowShellOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-shell",
+        help="Run shell tasks (commands from the database). Env TICKWORK_ALLOW_SHELL.",
     ),
 ]

@@ -24,7 +24,9 @@ import typer
 from tickwork.app import App, load_app
 from tickwork.cli.app import app
 from tickwork.cli.options import (
+    AllowShellOption,
     AppOption,
+    ConcurrencyOption,
     DbOption,
     HttpAllowOption,
     LogFormatOption,
@@ -37,7 +39,6 @@ from tickwork.cli.serve import configure_logging, serve_until_signal
 from tickwork.config import (
     CLAIM_BATCH,
     HTTP_ALLOW_FLAG,
-    WORKER_CONCURRENCY,
     Config,
     resolve_db_url,
     split_http_allow,
@@ -75,16 +76,7 @@ def worker(
     *,
     db: DbOption = "",
     app_module: AppOption = None,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(
-            "--concurrency",
-            "-c",
-            min=1,
-            show_default=False,
-            help=f"Runs executed at once. Default {WORKER_CONCURRENCY}; env TICKWORK_CONCURRENCY.",
-        ),
-    ] = None,
+    concurrency: ConcurrencyOption = None,
     queues: Annotated[
         str | None,
         typer.Option(
@@ -95,13 +87,7 @@ def worker(
             help="Claim only from these queues (comma-separated). Default: every queue.",
         ),
     ] = None,
-    allow_shell: Annotated[
-        bool,
-        typer.Option(
-            "--allow-shell",
-            help="Run shell tasks (commands from the database). Env TICKWORK_ALLOW_SHELL.",
-        ),
-    ] = False,
+    allow_shell: AllowShellOption = False,
     run_lease: Annotated[
         str | None, duration_option("--run-lease", "A claimed run's lease")
     ] = None,
