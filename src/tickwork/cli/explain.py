@@ -9,7 +9,8 @@
 
 ``--at`` without an offset is read in the job's cron time zone (UTC for other schedules);
 without ``--at`` the slot is the job's latest one at or before now. The answer comes from
-the slot ledger (:mod:`tickwork.explain`). ``--json``: ``{"job_id", "slot", "explanation"}``.
+the slot ledger (:mod:`tickwork.explain`). ``--json``: ``{"job_id", "slot", "run_id", "fate",
+"explanation"}`` (``run_id`` when the slot was triggered, ``fate`` when it was skipped).
 """
 
 from __future__ import annotations
@@ -50,7 +51,15 @@ def explain(
     with Client.open(db) as client:
         found = client.explain(job_id, at)
     if as_json:
-        echo_json({"job_id": job_id, "slot": found.slot.isoformat(), "explanation": found.text})
+        echo_json(
+            {
+                "job_id": job_id,
+                "slot": found.slot.isoformat(),
+                "run_id": found.run.id if found.run is not None else None,
+                "fate": found.fate,
+                "explanation": found.text,
+            }
+        )
         return
     echo(found.text)
 

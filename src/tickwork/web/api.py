@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from tickwork.client import Client
 from tickwork.job import MAX_NAME_LENGTH, JobState, MisfirePolicy, OverlapPolicy, RunState
-from tickwork.records import DEFAULT_PAGE, MAX_PAGE, Page, to_json
+from tickwork.records import DEFAULT_PAGE, MAX_PAGE, Page, SlotFate, to_json
 from tickwork.web.auth import Principal, get_admin, get_client, get_principal
 from tickwork.web.errors import Forbidden, error_body
 
@@ -245,6 +245,11 @@ class LedgerOut(BaseModel):
 class ExplainOut(BaseModel):
     job_id: int
     at: str | None = Field(description="The slot asked about (null: the latest).")
+    slot: str = Field(description="The slot explained, ISO-8601 UTC.")
+    run_id: int | None = Field(description="The slot's run, when it was triggered.")
+    fate: SlotFate | None = Field(
+        description="Why the slot got no run of its own, when the slot ledger says so."
+    )
     explanation: str
 
 
@@ -437,7 +442,14 @@ def explain_job(
     ] = None,
 ) -> dict[str, Any]:
     found = client.explain(job_id, at, tenant=principal.tenant)
-    return {"job_id": job_id, "at": at, "explanation": found.text}
+    return {
+        "job_id": job_id,
+        "at": at,
+        "slot": found.slot.isoformat(),
+        "run_id": found.run.id if found.run is not None else None,
+        "fate": found.fate,
+        "explanation": found.text,
+    }
 
 
 @router.get(
