@@ -19,6 +19,8 @@ from pathlib import Path
 
 import psycopg
 
+from tickwork import stats
+
 PG_SERVER = os.environ.get("TICKWORK_BENCH_PG", "postgresql://root@127.0.0.1:5432")
 """Server URL without a database name; each benchmark adds a fresh database of its own."""
 
@@ -41,12 +43,9 @@ def fresh_database(server: str, prefix: str) -> Iterator[str]:
 
 
 def percentile(values: Sequence[float], p: float) -> float:
-    """Nearest-rank percentile (p in 0..100); NaN for no values."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    rank = max(1, math.ceil(p / 100 * len(ordered)))
-    return ordered[rank - 1]
+    """:func:`tickwork.stats.percentile` (p in 0..100), NaN for no values: a table cell."""
+    found = stats.percentile(values, p)
+    return math.nan if found is None else found
 
 
 def median(values: Sequence[float]) -> float:

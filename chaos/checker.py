@@ -42,10 +42,10 @@ reported on the "outside" row.
 Lag
 ---
 A run's start lag is the start of the earliest execution of its first attempt (the lowest
-attempt the history shows) minus its slot. Per window, p50 and p99 (:func:`nearest_rank`)
-are taken over the runs whose slot lies in the baseline ``[baseline[0], baseline[1])`` and
-over the after stretch ``[heal + recovery, end)``: from ``recovery`` (2 s) after the heal,
-the lag must be back where it was before any fault.
+attempt the history shows) minus its slot. Per window, p50 and p99 (nearest rank:
+:func:`tickwork.stats.percentile`) are taken over the runs whose slot lies in the baseline
+``[baseline[0], baseline[1])`` and over the after stretch ``[heal + recovery, end)``: from
+``recovery`` (2 s) after the heal, the lag must be back where it was before any fault.
 
 The lag recovered when the after-p50 is at most ``max(3 x reference p50, 50 ms)`` and the
 after-p99 at most ``max(3 x reference p99, 250 ms)``, where the reference is the *first*
@@ -74,6 +74,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
+
+from tickwork.stats import percentile
 
 Kind = Literal["lost", "missed", "duplicate", "overlap", "stale", "early", "failover"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
@@ -696,20 +698,6 @@ def find_early(history: History) -> list[Violation]:
 # --------------------------------------------------------------------------- lag
 
 
-def nearest_rank(values: Sequence[float], percent: int) -> float | None:
-    """The nearest-rank percentile of sorted ``values``; None for an empty sample.
-
-    The smallest value with at least ``percent`` % of the sample at or below it:
-    ``values[ceil(percent / 100 * n) - 1]``. No interpolation, so every figure reported is
-    a lag that was measured. Of 4 values p50 is the 2nd; of 150, p99 is the 149th; below
-    100 values p99 is the largest.
-    """
-    if not values:
-        return None
-    rank = max(1, -(-percent * len(values) // 100))  # ceil, in integers
-    return values[rank - 1]
-
-
 @dataclass(frozen=True, slots=True)
 class LagSample:
     """The start lags of the runs whose slot fell in one stretch of a window."""
@@ -718,11 +706,11 @@ class LagSample:
 
     @property
     def p50(self) -> float | None:
-        return nearest_rank(self.lags, P50)
+        return percentile(self.lags, P50)
 
     @property
     def p99(self) -> float | None:
-        return nearest_rank(self.lags, P99)
+        return percentile(self.lags, P99)
 
 
 @dataclass(frozen=True, slots=True)

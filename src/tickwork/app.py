@@ -35,9 +35,10 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar, overload
 
-from tickwork.client import Backoff, Client, Duration, Instant, duration, retry_policy
+from tickwork.client import Client
 from tickwork.config import Config, resolve_db_url
 from tickwork.errors import ValidationError
+from tickwork.inputs import Backoff, Duration, Instant, duration, retry_policy
 from tickwork.job import Job, MisfirePolicy, OverlapPolicy
 from tickwork.retry import RetryPolicy
 from tickwork.store import Store, open_store

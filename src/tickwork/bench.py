@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import math
 import selectors
@@ -49,14 +50,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from tickwork.app import App
-from tickwork.client import make_spec
 from tickwork.config import Config, default_node_id, resolve_db_url
 from tickwork.errors import BenchError, ValidationError
+from tickwork.inputs import make_spec
 from tickwork.job import JobSpec, RunState
+from tickwork.records import MAX_PAGE
 from tickwork.schedule import Once
 from tickwork.scheduler import Scheduler
+from tickwork.stats import percentile
 from tickwork.store import SQLITE_PREFIX, Store, open_store
-from tickwork.store.base import MAX_PAGE
 from tickwork.worker import Worker
 from tickwork.worker.task import Context
 
@@ -89,17 +91,31 @@ GO = "go"
 STOP = "stop"
 TASK_NAME = "tickwork.bench.noop"
 
-# Not App(): that reads every TICKWORK_* variable, and this module is imported by every
-# tickwork command, so one bad variable would crash them all with a traceback instead of
-# the command's own one-line error. Only the database URL of the environment is needed here.
-app = App(config=Config(db_url=resolve_db_url(None)))
-"""The bench's tasks: ``tickwork worker --app tickwork.bench:app`` runs them too (to add
-workers on other hosts by hand)."""
 
-
-@app.task(name=TASK_NAME)
 def noop(ctx: Context) -> None:
-    """Does nothing: the bench measures tickwork, not a handler."""
+    """Does nothing: the bench measures tickwork, not a handler (the task TASK_NAME)."""
+
+
+@functools.cache
+def bench_app() -> App:
+    """The bench's tasks, built on first use (not at import: every tickwork command imports
+    this module). ``tickwork worker --app tickwork.bench:app`` runs them too (to add workers
+    on other hosts by hand).
+
+    Not ``App()``: that reads every TICKWORK_* variable, so one bad variable would crash
+    the bench with a traceback instead of its one-line error. Only the database URL of the
+    environment is needed here.
+    """
+    app = App(config=Config(db_url=resolve_db_url(None)))
+    app.task(name=TASK_NAME)(noop)
+    return app
+
+
+def __getattr__(name: str) -> App:
+    """``tickwork.bench.app``: :func:`bench_app` (the name ``--app`` looks up)."""
+    if name == "app":
+        return bench_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -161,9 +177,9 @@ class BenchResult:
     def runs_per_s(self) -> float:
         return self.runs / self.drain_seconds
 
-    def lag_percentile(self, q: float) -> float:
-        """Nearest rank: the smallest lag that at least ``q`` of the runs did not exceed."""
-        return self.lag_ms[max(0, math.ceil(q * len(self.lag_ms)) - 1)]
+    def lag_percentile(self, percent: float) -> float:
+        """The ``percent`` percentile of the lags (:func:`tickwork.stats.percentile`)."""
+        return percentile(self.lag_ms, percent) or 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -178,9 +194,9 @@ class BenchResult:
             "lag_rate": self.lag_rate,
             "lag_seconds": self.lag_seconds,
             "lag_runs": len(self.lag_ms),
-            "lag_p50_ms": round(self.lag_percentile(0.50), 2),
-            "lag_p95_ms": round(self.lag_percentile(0.95), 2),
-            "lag_p99_ms": round(self.lag_percentile(0.99), 2),
+            "lag_p50_ms": round(self.lag_percentile(50), 2),
+            "lag_p95_ms": round(self.lag_percentile(95), 2),
+            "lag_p99_ms": round(self.lag_percentile(99), 2),
             "lag_max_ms": round(self.lag_ms[-1], 2),
         }
 
@@ -237,7 +253,9 @@ def _kind(url: str) -> str:
 def _measure(
     store: Store, config: Config, options: BenchOptions, work_dir: Path, say: Progress
 ) -> BenchResult:
-    template = make_spec(app.registry, noop)  # due now: each submit queues its run at once
+    template = make_spec(
+        bench_app().registry, TASK_NAME
+    )  # due now: each submit queues its run at once
 
     say(f"submit: {options.runs:,} no-op runs in batches of {SUBMIT_BATCH:,}")
     started = time.perf_counter()
@@ -305,7 +323,7 @@ def _lag_phase(
             time.sleep(0.01)
         lead = max(LAG_LEAD, LAG_LEAD_FACTOR * count / submit_rate)
         first = store.now() + timedelta(seconds=lead)
-        template = make_spec(app.registry, noop)
+        template = make_spec(bench_app().registry, TASK_NAME)
         specs = [
             dataclasses.replace(
                 template, schedule=Once(at=first + timedelta(seconds=i / options.lag_rate))
@@ -496,7 +514,7 @@ def worker_main(argv: Sequence[str] | None = None) -> None:
     store = open_store(url, migrate=False)
     try:
         store.now()  # connected before READY: the clock starts after
-        worker = Worker(store, app.registry, config)
+        worker = Worker(store, bench_app().registry, config)
         print(READY, flush=True)
         if sys.stdin.readline().strip() != GO:
             return
@@ -509,4 +527,4 @@ def worker_main(argv: Sequence[str] | None = None) -> None:
         store.close()
 
 
-__all__ = ["BenchOptions", "BenchResult", "app", "noop", "run_bench", "worker_main"]
+__all__ = ["BenchOptions", "BenchResult", "bench_app", "noop", "run_bench", "worker_main"]

@@ -1,15 +1,12 @@
 """The one API that apps, the CLI and the HTTP API call to submit and inspect work.
 
-It turns loose user input (a task name, JSON args, ``--in 10s``, ``cron=...``, seconds or
-durations, policy names) into a validated :class:`~tickwork.job.JobSpec` and hands it to
-the store, so every interface validates the same way and says the same thing about bad
-input. Every check happens before the store is called: bad input raises a
-:class:`~tickwork.errors.ValidationError` and writes nothing.
-
-Task names are checked against a :class:`~tickwork.worker.registry.Registry`: its tasks
-and the built-ins ``shell`` and ``http``. A task's args are checked against its handler's
-signature (and, for built-ins, their types), so a job that no worker could run is refused
-at submit rather than discovered dead later.
+It checks loose user input through :mod:`tickwork.inputs` (a task name, JSON args, ``--in
+10s``, ``cron=...``, ids, page sizes) and hands the validated :class:`~tickwork.job.JobSpec`
+or value to the store, so every interface validates the same way and says the same thing
+about bad input. Every check happens before the store is called: bad input raises a
+:class:`~tickwork.errors.ValidationError` and writes nothing. What it returns are the
+records of :mod:`tickwork.records`; :func:`tickwork.records.to_json` writes any of them as
+JSON.
 
 Operators' commands live here too (cancel, pause, resume, trigger, retry, the dead-letter
 list, the slot ledger, ``explain``, the cluster view, API keys), so the CLI and the HTTP API
@@ -22,299 +19,51 @@ No SQL here and no concrete store: the store comes from :func:`tickwork.store.op
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass, fields, is_dataclass
 from datetime import datetime, timedelta
-from enum import Enum
-from typing import Any, TypeVar
+from typing import Any
 
 from tickwork import auth
 from tickwork.config import resolve_db_url
 from tickwork.errors import ApiKeyNotFound, ValidationError
-from tickwork.explain import explain_slot, latest_slot, parse_slot
+from tickwork.explain import Explanation, explain, latest_slot, parse_slot
+from tickwork.inputs import (
+    check_id,
+    check_page,
+    instant,
+    job_state,
+    make_spec,
+    resolve_task,
+    run_state,
+)
 from tickwork.job import (
-    DEFAULT_MISFIRE_GRACE,
-    DEFAULT_QUEUE,
-    DEFAULT_TENANT,
     MAX_NAME_LENGTH,
     Job,
     JobSpec,
     JobState,
-    MisfirePolicy,
-    OverlapPolicy,
     Run,
     RunState,
-    check_args,
     check_label,
-    shown_json,
-    shown_object,
 )
-from tickwork.retry import (
-    DEFAULT_BACKOFF_BASE,
-    DEFAULT_BACKOFF_CAP,
-    DEFAULT_MAX_ATTEMPTS,
-    RetryPolicy,
-)
-from tickwork.schedule import (
-    Cron,
-    Interval,
-    Once,
-    Schedule,
-    check_instant,
-    parse_duration,
-    parse_instant,
-)
-from tickwork.store import Store, open_store
-from tickwork.store.base import (
+from tickwork.records import (
     DEFAULT_PAGE,
-    MAX_PAGE,
     ApiKey,
+    Cluster,
     Lease,
-    Node,
     Page,
     RunStats,
     Session,
+    SignedIn,
     SlotSkip,
     Submitted,
 )
+from tickwork.schedule import (
+    Once,
+)
+from tickwork.store import Store, open_store
 from tickwork.worker.registry import Registry
 from tickwork.worker.task import Task
 
-Duration = timedelta | float | int | str
-"""A length of time: a timedelta, seconds, or text such as ``"90s"``, ``"10m"``, ``"1h30m"``."""
-Instant = datetime | str
-"""A point in time: an aware datetime, or ISO-8601 text with an offset."""
-Backoff = RetryPolicy | tuple[float, float]
-"""Exponential backoff: a RetryPolicy, or ``(base, cap)`` in seconds."""
-E = TypeVar("E", bound=Enum)
-
-MAX_ID = 2**63 - 1
-"""Ids are 64-bit signed integers in every store; a larger number names no row."""
 MAX_FIRE_TIMES = 1000
-
-
-def make_spec(
-    registry: Registry,
-    task: str | Task[..., Any],
-    *,
-    args: dict[str, Any] | None = None,
-    at: Instant | None = None,
-    delay: Duration | None = None,
-    cron: str | None = None,
-    tz: str | None = None,
-    every: Duration | None = None,
-    anchor: Instant | None = None,
-    name: str | None = None,
-    tenant: str | None = None,
-    queue: str | None = None,
-    priority: int | None = None,
-    max_attempts: int | None = None,
-    backoff: Backoff | None = None,
-    timeout: Duration | None = None,
-    misfire: MisfirePolicy | str | None = None,
-    misfire_grace: Duration | None = None,
-    overlap: OverlapPolicy | str | None = None,
-    idempotency_key: str | None = None,
-) -> JobSpec:
-    """A validated JobSpec for ``task``, with the task's defaults where the caller gave none.
-
-    The schedule is at most one of ``at``, ``delay``, ``cron`` (with ``tz``, default UTC)
-    or ``every`` (with an optional ``anchor``); none means *now*.
-    """
-    resolved = resolve_task(registry, task)
-    args = {} if args is None else args
-    check_args(args)
-    resolved.check_args(args)
-    defaults = resolved.defaults
-    retry = retry_policy(
-        max_attempts if max_attempts is not None else defaults.max_attempts,
-        backoff if backoff is not None else defaults.backoff,
-    )
-    return JobSpec(
-        task=resolved.name,
-        schedule=make_schedule(at=at, delay=delay, cron=cron, tz=tz, every=every, anchor=anchor),
-        args=args,
-        tenant=tenant or DEFAULT_TENANT,
-        name=name,
-        queue=queue or defaults.queue or DEFAULT_QUEUE,
-        priority=priority if priority is not None else (defaults.priority or 0),
-        retry=retry,
-        timeout=duration(timeout, "timeout") if timeout is not None else defaults.timeout,
-        misfire=_choice(MisfirePolicy, misfire, "misfire", MisfirePolicy.ONCE),
-        misfire_grace=(
-            duration(misfire_grace, "misfire_grace")
-            if misfire_grace is not None
-            else DEFAULT_MISFIRE_GRACE
-        ),
-        overlap=_choice(OverlapPolicy, overlap, "overlap", OverlapPolicy.ALLOW),
-        idempotency_key=idempotency_key,
-    )
-
-
-def resolve_task(registry: Registry, task: str | Task[..., Any]) -> Task[..., Any]:
-    """The registered task, or UnknownTask (a Task object must be this registry's)."""
-    name = task.name if isinstance(task, Task) else task
-    if not isinstance(name, str):
-        raise ValidationError(f"task must be a name or a task, got {type(task).__name__}")
-    found = registry.get(name)
-    if isinstance(task, Task) and found is not task:
-        raise ValidationError(f"task {name!r} is registered to another function", field="task")
-    return found
-
-
-def make_schedule(
-    *,
-    at: Instant | None = None,
-    delay: Duration | None = None,
-    cron: str | None = None,
-    tz: str | None = None,
-    every: Duration | None = None,
-    anchor: Instant | None = None,
-) -> Schedule:
-    """The one schedule the arguments describe; none of them means *now*."""
-    given = [
-        k
-        for k, v in (("at", at), ("delay", delay), ("cron", cron), ("every", every))
-        if v is not None
-    ]
-    if len(given) > 1:
-        raise ValidationError(
-            f"give at most one schedule, got {' and '.join(given)}", field="schedule"
-        )
-    if tz is not None and cron is None:
-        raise ValidationError("a time zone applies only to a cron schedule", field="tz")
-    if anchor is not None and every is None:
-        raise ValidationError("an anchor applies only to an interval schedule", field="anchor")
-    if cron is not None:
-        return Cron(cron, tz or "UTC")
-    if every is not None:
-        return Interval(duration(every, "every"), instant(anchor, "anchor") if anchor else None)
-    if at is not None:
-        return Once(at=instant(at, "at"))
-    return Once(delay=duration(delay, "delay") if delay is not None else timedelta(0))
-
-
-def duration(value: Duration, field: str) -> timedelta:
-    """A timedelta from a timedelta, seconds or ``"10m"``; never negative."""
-    if isinstance(value, timedelta):
-        result = value
-    elif isinstance(value, bool):
-        raise ValidationError(f"{field} must be a duration, got {value!r}", field=field)
-    elif isinstance(value, int | float):
-        result = timedelta(seconds=value)
-    elif isinstance(value, str):
-        return parse_duration(value, field=field)
-    else:
-        raise ValidationError(
-            f"{field} must be a duration, got {type(value).__name__}", field=field
-        )
-    if result < timedelta(0):
-        raise ValidationError(f"{field} must not be negative", field=field)
-    return result
-
-
-def instant(value: Instant, field: str) -> datetime:
-    """An aware datetime or ISO-8601 text as UTC, within the range every input time keeps
-    (:func:`tickwork.schedule.check_instant`), or ValidationError."""
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise ValidationError(
-                f"{field} {value.isoformat()} has no time zone (pass an aware datetime)",
-                field=field,
-            )
-        return check_instant(value, field=field)
-    if not isinstance(value, str):
-        raise ValidationError(
-            f"{field} must be a datetime or ISO-8601 text, got {type(value).__name__}",
-            field=field,
-        )
-    return parse_instant(value, field=field)
-
-
-def retry_policy(max_attempts: int | None, backoff: Backoff | None) -> RetryPolicy:
-    if isinstance(backoff, RetryPolicy):
-        if max_attempts is None:
-            return backoff
-        base, cap = backoff.backoff_base, backoff.backoff_cap
-    elif backoff is not None:
-        try:
-            base, cap = (float(x) for x in backoff)
-        except (TypeError, ValueError):
-            raise ValidationError(
-                f"backoff must be (base, cap) in seconds or a RetryPolicy, got {backoff!r}",
-                field="backoff",
-            ) from None
-    else:
-        base, cap = DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP
-    attempts = max_attempts if max_attempts is not None else DEFAULT_MAX_ATTEMPTS
-    if isinstance(attempts, bool) or not isinstance(attempts, int):
-        raise ValidationError(
-            f"max_attempts must be an integer, got {attempts!r}", field="max_attempts"
-        )
-    return RetryPolicy(max_attempts=attempts, backoff_base=base, backoff_cap=cap)
-
-
-def _choice(kind: type[E], value: E | str | None, field: str, default: E) -> E:
-    if value is None:
-        return default
-    try:
-        return kind(value)
-    except ValueError:
-        allowed = ", ".join(str(m.value) for m in kind)
-        raise ValidationError(
-            f"{field} must be one of {allowed}, got {value!r}", field=field
-        ) from None
-
-
-def run_state(value: RunState | str | None) -> RunState | None:
-    """A run state from its name, or ValidationError naming the allowed ones."""
-    return None if value is None else _choice(RunState, value, "state", RunState.QUEUED)
-
-
-def job_state(value: JobState | str | None) -> JobState | None:
-    """A job state from its name, or ValidationError naming the allowed ones."""
-    return None if value is None else _choice(JobState, value, "state", JobState.ACTIVE)
-
-
-def check_id(value: int, what: str = "id") -> int:
-    """``value`` if it could name a row (a 64-bit integer), else ValidationError.
-
-    Zero and negative numbers pass: they name no row, which the store reports as NotFound
-    like any other unknown id.
-    """
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(f"{what} must be an integer, got {value!r}", field=what)
-    if not -MAX_ID <= value <= MAX_ID:
-        raise ValidationError(f"{what} {value} is out of range", field=what)
-    return value
-
-
-def check_page(after: int | None, limit: int) -> None:
-    """``after`` is an id (or None); ``limit`` is 1 to MAX_PAGE."""
-    if after is not None:
-        check_id(after, "after")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-        raise ValidationError(
-            f"limit must be an integer from 1 to {MAX_PAGE}, got {limit!r}", field="limit"
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class SignedIn:
-    """A new session (:meth:`Client.sign_in`): the token for the browser's cookie, shown
-    this once and stored only hashed, the session and the key it signed in with."""
-
-    token: str
-    session: Session
-    key: ApiKey
-
-
-@dataclass(frozen=True, slots=True)
-class Cluster:
-    """Who leads and which nodes are alive (``tickwork cluster``), by the store's clock."""
-
-    leader: Lease | None  # None: no scheduler holds an unexpired leader lease
-    nodes: list[Node]  # most recently seen first
-    now: datetime
 
 
 class Client:
@@ -325,9 +74,18 @@ class Client:
         self.registry = registry if registry is not None else Registry()
 
     @classmethod
-    def open(cls, db_url: str | None = None, registry: Registry | None = None) -> Client:
-        """A client on ``db_url``, else ``TICKWORK_DB``, else ``./tickwork.db``."""
-        return cls(open_store(resolve_db_url(db_url)), registry)
+    def open(
+        cls,
+        db_url: str | None = None,
+        registry: Registry | None = None,
+        *,
+        migrate: bool | None = None,
+    ) -> Client:
+        """A client on ``db_url``, else ``TICKWORK_DB``, else ``./tickwork.db``.
+
+        ``migrate``: as :func:`tickwork.store.open_store` (None: a new SQLite file is
+        migrated, PostgreSQL is left to ``tickwork db migrate``)."""
+        return cls(open_store(resolve_db_url(db_url), migrate=migrate), registry)
 
     def close(self) -> None:
         self.store.close()
@@ -339,12 +97,12 @@ class Client:
         self.close()
 
     def submit(self, task: str | Task[..., Any], **options: Any) -> Submitted:
-        """Validate (see :func:`make_spec` for the options) and submit a job."""
+        """Validate (see :func:`~tickwork.inputs.make_spec` for the options) and submit a job."""
         return self.submit_spec(make_spec(self.registry, task, **options))
 
     def submit_spec(self, spec: JobSpec) -> Submitted:
-        """Submit a job already validated by :func:`make_spec` (the CLI validates before it
-        opens a database, so bad input never creates a file)."""
+        """Submit a job already validated by :func:`~tickwork.inputs.make_spec` (the CLI
+        validates before it opens a database, so bad input never creates a file)."""
         return self.store.submit(spec)
 
     def schedule(
@@ -381,6 +139,25 @@ class Client:
         check_page(after, limit)
         return self.store.list_jobs(
             tenant=tenant, state=wanted, task=task, after=after, limit=limit
+        )
+
+    def list_runs(
+        self,
+        *,
+        job_id: int | None = None,
+        state: RunState | str | None = None,
+        tenant: str | None = None,
+        after: int | None = None,
+        limit: int = DEFAULT_PAGE,
+    ) -> Page[Run]:
+        """One page of runs matching the filters, newest first; pass ``next_cursor`` as
+        ``after`` for the next."""
+        if job_id is not None:
+            check_id(job_id, "job")
+        wanted = run_state(state)
+        check_page(after, limit)
+        return self.store.list_runs(
+            tenant=tenant, job_id=job_id, state=wanted, after=after, limit=limit
         )
 
     # -- commands ----------------------------------------------------------------------------
@@ -451,8 +228,9 @@ class Client:
 
     def explain(
         self, job_id: int, at: str | datetime | None = None, *, tenant: str | None = None
-    ) -> str:
-        """One paragraph on why the job did or did not run at the slot ``at``.
+    ) -> Explanation:
+        """Why the job did or did not run at the slot ``at``: the slot, its run or its
+        ledger entry, and one paragraph (``.text``) saying so.
 
         ``at`` is an aware datetime or ISO-8601 text; text without an offset is read in the
         job's cron time zone (UTC for other schedules). None: the job's latest slot at or
@@ -462,7 +240,7 @@ class Client:
         now = self.store.now()
         slot = self.slot_at(job, at, now=now)
         job, runs, skips = self.store.runs_for_slot(job.id, slot, tenant=tenant)
-        return explain_slot(job, slot, runs, skips, now=now, leader=self.store.leader())
+        return explain(job, slot, runs, skips, now=now, leader=self.store.leader())
 
     @staticmethod
     def slot_at(job: Job, at: str | datetime | None, *, now: datetime) -> datetime:
@@ -496,6 +274,15 @@ class Client:
     def schema_version(self) -> tuple[int, int]:
         """(applied, latest) schema version of the store: behind means migrations pending."""
         return self.store.schema_version()
+
+    def migrate(self) -> list[int]:
+        """Apply pending schema migrations; the versions applied (safe from several hosts
+        at once: they serialise on a lock)."""
+        return self.store.migrate()
+
+    def now(self) -> datetime:
+        """The store's clock: the time every due-ness and lease is judged by."""
+        return self.store.now()
 
     def run_stats(self, *, tenant: str | None = None) -> RunStats:
         """Runs by state, the due backlog and recent trigger lag."""
@@ -589,95 +376,3 @@ class Client:
         if not isinstance(token, str) or not auth.is_session_token(token):
             return False
         return self.store.sign_out(auth.hash_key(token))
-
-    def list_runs(
-        self,
-        *,
-        job_id: int | None = None,
-        state: RunState | str | None = None,
-        tenant: str | None = None,
-        after: int | None = None,
-        limit: int = DEFAULT_PAGE,
-    ) -> list[Run]:
-        """The newest ``limit`` runs matching the filters, newest first, ids below
-        ``after`` when given (the next page starts after the last id of this one).
-
-        ``limit`` may exceed one store page: pages are fetched until it is reached.
-        """
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValidationError(f"limit must be at least 1, got {limit!r}", field="limit")
-        if after is not None:
-            check_id(after, "after")
-        if job_id is not None:
-            check_id(job_id, "job")
-        wanted = run_state(state)
-        runs: list[Run] = []
-        while len(runs) < limit:
-            page = self.store.list_runs(
-                tenant=tenant,
-                job_id=job_id,
-                state=wanted,
-                after=after,
-                limit=min(limit - len(runs), 1000),
-            )
-            runs.extend(page.items)
-            if page.next_cursor is None:
-                break
-            after = page.next_cursor
-        return runs
-
-
-JsonValue = Job | Run | Node | ApiKey | SlotSkip | Lease | RunStats | Cluster
-
-
-def to_json(value: JsonValue) -> dict[str, Any]:
-    """A record as a JSON-ready dict: times in ISO-8601 UTC, durations in seconds.
-
-    Jobs, runs, nodes, API keys (their prefix, never a secret or hash: the record holds
-    neither), ledger entries, leases, run stats and the cluster view.
-
-    It cannot fail on what a row holds, and its output is what every JSON encoder can write:
-    the JSON a record carries (args, a result, a node's info) is passed through
-    :func:`~tickwork.job.shown_json`, so a row stored before the limits on args, or a
-    handler's odd result, is shown cut short rather than breaking a listing (args and a
-    result that are not objects are wrapped, ``{"value": ...}``).
-    """
-    if isinstance(value, Job):
-        raw = _fields(value)
-        raw["schedule"] = value.schedule.to_json()
-        raw["args"] = shown_object(value.args)
-    elif isinstance(value, Run):
-        raw = _fields(value)
-        raw["args"] = shown_object(value.args)
-        raw["result"] = shown_object(value.result) if value.result is not None else None
-    elif isinstance(value, Cluster):
-        raw = {
-            "leader": to_json(value.leader) if value.leader else None,
-            "nodes": [{**to_json(node), "silent": node.silent(value.now)} for node in value.nodes],
-            "now": value.now,
-        }
-    elif is_dataclass(value):
-        raw = _fields(value)
-    else:
-        raise TypeError(f"cannot encode {type(value).__name__}")
-    return {k: _jsonable(v) for k, v in raw.items()}
-
-
-def _fields(record: Any) -> dict[str, Any]:
-    """A record's fields, one level deep (``dataclasses.asdict`` would copy every nested
-    value by recursion, and overflow on args nested a few hundred deep)."""
-    return {f.name: getattr(record, f.name) for f in fields(record)}
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, Enum):
-        return value.value
-    if is_dataclass(value) and not isinstance(value, type):  # a policy inside a record
-        return {k: _jsonable(v) for k, v in _fields(value).items()}
-    if isinstance(value, dict | list | tuple | str | float):
-        return shown_json(value)
-    return value

@@ -4,16 +4,19 @@ The slot ledger is the runs table (a slot that got a run) plus ``tickwork_slot_s
 (a range of slots that did not, with the reason). :func:`explain_slot` reads both, with
 the job and the leader lease, and answers the most common support question in plain
 English. It is pure: the caller fetches the records (``Store.runs_for_slot``).
+:func:`explain` returns the answer as a record (:class:`Explanation`: the slot, its run or
+its ledger entry, and the paragraph); :func:`explain_slot` only the paragraph.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from tickwork import cron
 from tickwork.job import Job, JobState, Run, RunState
+from tickwork.records import Lease, SlotFate, SlotSkip
 from tickwork.schedule import Cron, Interval, Once, check_instant, read_time
-from tickwork.store.base import Lease, SlotFate, SlotSkip
 
 ONE_US = timedelta(microseconds=1)
 
@@ -84,6 +87,39 @@ def latest_slot(job: Job, now: datetime) -> datetime:
         return found
     # None only for a schedule with no slot left before the calendar's end.
     return schedule.next_after(job.created_at) or job.created_at
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """What happened to a job at one slot (:meth:`tickwork.client.Client.explain`)."""
+
+    job_id: int
+    slot: datetime  # the slot asked about, an aware instant
+    run: Run | None  # the slot's run, when it was triggered
+    skip: SlotSkip | None  # the ledger entry, when it was skipped (and not triggered)
+    text: str  # one paragraph, for people
+
+    @property
+    def fate(self) -> SlotFate | None:
+        """Why the slot got no run of its own, when the ledger says so."""
+        return self.skip.fate if self.skip is not None else None
+
+
+def explain(
+    job: Job,
+    slot: datetime,
+    runs: list[Run],
+    skips: list[SlotSkip],
+    *,
+    now: datetime,
+    leader: Lease | None,
+    retention: timedelta | None = None,
+) -> Explanation:
+    """The fate of ``job`` at ``slot`` as a record; its text is :func:`explain_slot`'s."""
+    text = explain_slot(job, slot, runs, skips, now=now, leader=leader, retention=retention)
+    run = runs[0] if runs else None
+    skip = skips[0] if skips and run is None and is_slot(job, slot)[0] else None
+    return Explanation(job.id, slot, run, skip, text)
 
 
 def explain_slot(

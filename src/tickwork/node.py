@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from tickwork.client import Client
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import Config
 from tickwork.scheduler import Scheduler
@@ -35,6 +36,7 @@ class Node:
         A scheduler-only node shows in the cluster view as a ``scheduler``; with a worker
         beside it, the worker's row stands for the process (one node id, one row)."""
         self.config = config
+        self.registry = registry
         self._owns_store = store is None
         role = "run" if scheduler and worker else "scheduler" if scheduler else "worker"
         self.store = (
@@ -71,3 +73,18 @@ class Node:
         """Cut a graceful stop's grace short (a second SIGTERM)."""
         if self.worker is not None:
             self.worker.hurry()
+
+    def close(self) -> None:
+        """Close the store this node opened; idempotent. For a start that failed, where
+        :meth:`stop` was never reached."""
+        if self._owns_store:
+            self.store.close()
+
+    def client(self) -> Client:
+        """A client on this node's store and tasks (the API that ``tickwork run`` serves)."""
+        return Client(self.store, self.registry)
+
+    def rescued(self) -> int:
+        """Runs whose lease expired that this node's reaper rescued (0 without a scheduler):
+        the ``tickwork_rescues_total`` metric of an API served beside it."""
+        return self.scheduler.reaper.rescued if self.scheduler is not None else 0

@@ -33,7 +33,6 @@ from chaos.checker import (
     check,
     first_slot,
     main,
-    nearest_rank,
 )
 
 T0 = 1_796_000_000.0  # the run's start, Unix seconds
@@ -659,16 +658,6 @@ def test_a_jobs_first_slot_is_the_first_whole_step_strictly_after_its_creation(
     created_at: float, every: float, slot: float
 ) -> None:
     assert first_slot(created_at, every) == slot
-
-
-def test_percentiles_are_nearest_rank() -> None:
-    assert nearest_rank([], 50) is None
-    assert nearest_rank([1.0, 2.0, 3.0, 4.0], 50) == 2.0
-    assert nearest_rank([1.0, 2.0, 3.0, 4.0], 99) == 4.0
-    hundred = [float(n) for n in range(1, 101)]
-    assert nearest_rank(hundred, 99) == 99.0
-    assert nearest_rank([float(n) for n in range(1, 151)], 99) == 149.0
-    assert nearest_rank([7.0], 50) == 7.0
 
 
 def test_the_report_renders_one_row_per_nemesis_and_the_outside_row(

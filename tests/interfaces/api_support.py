@@ -60,8 +60,13 @@ def dead_run(client: Client, *, tenant: str = "default", error: str = "boom") ->
 def counts(client: Client) -> tuple[int, int]:
     """(jobs, runs) in the store, every tenant: a rejected request must change neither."""
     jobs = client.list_jobs(limit=1000).items
-    runs = client.list_runs(limit=10_000)
-    return len(jobs), len(runs)
+    runs, after = 0, None
+    while True:
+        page = client.list_runs(after=after, limit=1000)
+        runs += len(page.items)
+        if page.next_cursor is None:
+            return len(jobs), runs
+        after = page.next_cursor
 
 
 def execute(store_url: str, statement: str, **params: Any) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from tickwork.client import make_spec
+from tickwork.inputs import make_spec
 from tickwork.job import Job, JobSpec, Run
 from tickwork.store import Store
 from tickwork.worker.registry import Registry

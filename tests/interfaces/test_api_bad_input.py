@@ -12,7 +12,8 @@ import pytest
 from api_support import bearer, dead_run, error_of
 from fastapi.testclient import TestClient
 
-from tickwork.client import Client, to_json
+from tickwork.client import Client
+from tickwork.records import to_json
 from tickwork.store import Store
 from tickwork.web.app import create_app
 from tickwork.web.errors import MAX_BODY_BYTES
@@ -32,7 +33,7 @@ class World:
     def snapshot(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Every job and run, whole: a rejected request must leave both as they were."""
         jobs = [to_json(job) for job in self.client.list_jobs(limit=1000).items]
-        runs = [to_json(run) for run in self.client.list_runs(limit=1000)]
+        runs = [to_json(run) for run in self.client.list_runs(limit=1000).items]
         return jobs, runs
 
 

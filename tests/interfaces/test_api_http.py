@@ -252,6 +252,8 @@ def test_explain_answers_in_one_paragraph(admin: TestClient) -> None:
     body = answer.json()
     assert body["job_id"] == job["id"]
     assert body["at"] == "2099-12-01T09:00"
+    assert body["slot"] == "2099-12-01T08:00:00+00:00"
+    assert (body["run_id"], body["fate"]) == (None, None)
     assert "has not reached" in body["explanation"]
     assert "\n" not in body["explanation"]
 

@@ -65,7 +65,7 @@ def test_one_tenants_key_cannot_read_or_act_on_another_tenants_jobs_and_runs(
     assert own.status_code == 200
     assert client.get_job(job_b.id).state is JobState.ACTIVE
     assert client.get_run(run_b).state is RunState.DEAD
-    assert client.list_runs(job_id=job_b.id) == []
+    assert client.list_runs(job_id=job_b.id).items == []
 
 
 def test_keys_are_checked_and_tenant_keys_are_limited(store_url: str, client: Client) -> None:

@@ -48,6 +48,23 @@ def test_a_triggered_slot_names_its_run(store: Store, hour: datetime) -> None:
     assert f"run {run.id} is queued (attempt 1 of 3)" in text
 
 
+def test_json_names_the_slots_run_or_its_fate(store: Store, hour: datetime) -> None:
+    job_id = job(store, hour, misfire="skip")
+    (run,) = trigger_at(store, hour + 40 * MIN + S)  # 10, 20, 30 misfired; 40 ran
+
+    def answer(slot: datetime) -> dict[str, Any]:
+        at = slot.isoformat()
+        found: dict[str, Any] = ok(
+            "explain", str(job_id), "--at", at, "--db", store.url, "--json"
+        ).json()
+        return found
+
+    skipped, ran = answer(hour + 20 * MIN), answer(hour + 40 * MIN)
+
+    assert (skipped["run_id"], skipped["fate"]) == (None, "misfire")
+    assert (ran["run_id"], ran["fate"]) == (run.id, None)
+
+
 def test_a_slot_skipped_by_misfire_skip(store: Store, hour: datetime) -> None:
     job_id = job(store, hour, misfire="skip")
     trigger_at(store, hour + 40 * MIN + S)  # the scheduler was down: 10, 20, 30 misfired
@@ -156,7 +173,7 @@ def test_without_at_the_latest_slot_is_explained(store: Store, hour: datetime) -
     result = ok("explain", str(job_id), "--db", store.url, "--json").json()
 
     slot = datetime.fromisoformat(result["slot"])
-    assert set(result) == {"job_id", "slot", "explanation"}
+    assert set(result) == {"job_id", "slot", "run_id", "fate", "explanation"}
     assert result["job_id"] == job_id
     assert store.now() - timedelta(minutes=10) < slot <= store.now()
     assert slot.minute % 10 == 0

@@ -10,7 +10,7 @@ import pytest
 from cli_support import dead_run, submit, trigger_at
 
 from tickwork import auth
-from tickwork.client import Client, Cluster, to_json
+from tickwork.client import Client
 from tickwork.errors import (
     ApiKeyNotFound,
     InvalidTransition,
@@ -19,6 +19,7 @@ from tickwork.errors import (
     ValidationError,
 )
 from tickwork.job import JobState, RunState
+from tickwork.records import Cluster, to_json
 from tickwork.store import Store
 
 
@@ -147,9 +148,15 @@ def test_slot_ledger_and_explain(client: Client, store: Store) -> None:
     (skip,) = client.slot_ledger(job.id)
 
     assert (skip.fate, skip.count, skip.first_slot) == ("misfire", 2, hour + timedelta(minutes=10))
-    assert "misfire policy is 'skip'" in client.explain(job.id, hour + timedelta(minutes=20))
-    text = (hour + timedelta(minutes=30)).isoformat()
-    assert "was triggered for" in client.explain(job.id, text)
+    skipped = client.explain(job.id, hour + timedelta(minutes=20))
+    assert "misfire policy is 'skip'" in skipped.text
+    assert skipped.slot == hour + timedelta(minutes=20)
+    assert (skipped.fate, skipped.run) == ("misfire", None)
+    ran = client.explain(job.id, (hour + timedelta(minutes=30)).isoformat())
+    assert "was triggered for" in ran.text
+    assert ran.run is not None
+    assert ran.slot == ran.run.scheduled_for == hour + timedelta(minutes=30)
+    assert ran.fate is None
     with pytest.raises(ValidationError):
         client.explain(job.id, "half past nine")
     with pytest.raises(ValidationError):

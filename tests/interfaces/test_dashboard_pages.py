@@ -378,7 +378,7 @@ def test_the_overview_says_when_no_scheduler_leads(web: TestClient, admin_key: s
 def test_jobs_are_filtered_by_state_and_task_and_paged_by_cursor(
     web: TestClient, client: Client, admin_key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("tickwork.web.dashboard.JOBS_PER_PAGE", 2)
+    monkeypatch.setattr("tickwork.web.dashboard.pages.JOBS_PER_PAGE", 2)
     ids = [
         client.schedule("http", name=f"poll-{i}", every=60, args={"url": "https://e.x/"}).job.id
         for i in range(3)
@@ -699,7 +699,7 @@ def test_job_commands_act_and_return_to_the_job(
     act("resume")
     assert client.get_job(job_id).state is JobState.ACTIVE
     act("trigger")
-    assert len(client.list_runs(job_id=job_id)) == 1
+    assert len(client.list_runs(job_id=job_id).items) == 1
     act("cancel")
     assert client.get_job(job_id).state is JobState.CANCELLED
     assert web.post(f"/jobs/{job_id}/pause", headers=ORIGIN).status_code == 409
@@ -813,7 +813,7 @@ def test_a_completed_or_cancelled_job_offers_no_run_now_or_cancel_and_refuses_bo
 
     for job_id, state in ((completed, "completed"), (cancelled.job.id, "cancelled")):
         page = web.get(f"/jobs/{job_id}").text
-        runs_before = client.list_runs(job_id=job_id)
+        runs_before = client.list_runs(job_id=job_id).items
         assert f'action="/jobs/{job_id}/trigger"' not in page
         assert f'action="/jobs/{job_id}/cancel"' not in page
         for action in ("trigger", "cancel"):
@@ -822,7 +822,7 @@ def test_a_completed_or_cancelled_job_offers_no_run_now_or_cancel_and_refuses_bo
             assert answer.headers["content-type"].startswith("text/html")
             assert f"Job {job_id} is {state}: it has no slot left" in text_of(answer.text)
         assert client.get_job(job_id).state.value == state
-        assert client.list_runs(job_id=job_id) == runs_before
+        assert client.list_runs(job_id=job_id).items == runs_before
 
 
 def test_an_unfinished_run_of_a_completed_job_is_cancelled_from_its_page(

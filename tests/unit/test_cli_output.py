@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import typer
 
-from tickwork.cli.output import EXIT_FAILURE, EXIT_USAGE, DbOption, error, exit_code, fail, run
+from tickwork.cli.app import exit_code, run
+from tickwork.cli.options import DbOption
+from tickwork.cli.output import EXIT_FAILURE, EXIT_USAGE, error, fail
 from tickwork.config import DB_ENV, DEFAULT_DB_URL
 from tickwork.errors import (
     InvalidCron,

@@ -2,13 +2,17 @@
 
 How the package is laid out:
 
-- :mod:`tickwork.cli.output` holds what every command shares: the typer ``app``, the
-  mapping of errors to exit codes and the one-line error message, the ``--db`` option
-  (``DbOption``) and printing helpers. It imports no command module.
+- :mod:`tickwork.cli.app` holds the typer ``app`` and :func:`~tickwork.cli.app.run`, the
+  mapping of errors to exit codes; :mod:`tickwork.cli.output` what a command prints (plain
+  lines, JSON, the one-line error message); :mod:`tickwork.cli.options` the options
+  several commands share (``DbOption``, ``JsonOption`` ...); :mod:`tickwork.cli.serve` what
+  the long-running commands share. None of them imports a command module.
 - One module per command or command group (``next.py``, ``db.py``, ``run.py`` ...). Each
   registers itself on the shared app when imported::
 
-      from tickwork.cli.output import DbOption, app, echo
+      from tickwork.cli.app import app
+      from tickwork.cli.options import DbOption
+      from tickwork.cli.output import echo
 
       @app.command("jobs")
       def jobs(db: DbOption = "") -> None:
@@ -18,7 +22,7 @@ How the package is laid out:
   ``main`` is the console script (``tickwork = "tickwork.cli:main"``) and the body of
   ``python -m tickwork``.
 
-Errors are mapped in one place, :func:`tickwork.cli.output.run`: a ValidationError or a
+Errors are mapped in one place, :func:`tickwork.cli.app.run`: a ValidationError or a
 usage error exits 2, any other TickworkError exits 1, each with one line on stderr
 (``tickwork: error: <message>``) and no traceback.
 """
@@ -44,7 +48,7 @@ from tickwork.cli import (  # noqa: F401
     submit,
     worker,
 )
-from tickwork.cli.output import app, run
+from tickwork.cli.app import app, run
 
 
 def main(argv: Sequence[str] | None = None) -> int:

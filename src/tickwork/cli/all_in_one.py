@@ -24,26 +24,27 @@ from tickwork.cli.api import (
     DEFAULT_HOST,
     DEFAULT_PORT,
     ApiServer,
-    ForwardedAllowIpsOption,
-    HostOption,
-    OpenOption,
-    PortOption,
     check_access,
     trusted_proxies,
 )
-from tickwork.cli.output import (
+from tickwork.cli.app import app
+from tickwork.cli.options import (
+    AllowShellOption,
+    AppOption,
+    ConcurrencyOption,
     DbOption,
+    ForwardedAllowIpsOption,
+    HostOption,
+    HttpAllowOption,
     LogFormatOption,
     LogLevelOption,
-    app,
-    configure_logging,
-    echo,
-    redact,
-    serve_until_signal,
+    OpenOption,
+    PortOption,
 )
-from tickwork.cli.worker import AppOption, HttpAllowOption, app_and_db, http_allow_flag
-from tickwork.client import Client
-from tickwork.config import WORKER_CONCURRENCY, Config
+from tickwork.cli.output import echo, redact
+from tickwork.cli.serve import configure_logging, serve_until_signal
+from tickwork.cli.worker import app_and_db, http_allow_flag
+from tickwork.config import Config
 from tickwork.node import Node
 from tickwork.worker.registry import Registry
 
@@ -55,24 +56,9 @@ def run(
     *,
     db: DbOption = "",
     app_module: AppOption = None,
-    allow_shell: Annotated[
-        bool,
-        typer.Option(
-            "--allow-shell",
-            help="Run shell tasks (commands from the database). Env TICKWORK_ALLOW_SHELL.",
-        ),
-    ] = False,
+    allow_shell: AllowShellOption = False,
     http_allow: HttpAllowOption = None,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(
-            "--concurrency",
-            "-c",
-            min=1,
-            show_default=False,
-            help=f"Runs executed at once. Default {WORKER_CONCURRENCY}; env TICKWORK_CONCURRENCY.",
-        ),
-    ] = None,
+    concurrency: ConcurrencyOption = None,
     host: HostOption = DEFAULT_HOST,
     port: PortOption = DEFAULT_PORT,
     no_api: Annotated[
@@ -99,15 +85,14 @@ def run(
     server: ApiServer | None = None
     try:
         if not no_api:
-            client = Client(node.store, registry)
-            reaper = node.scheduler.reaper if node.scheduler is not None else None
+            client = node.client()
             server = ApiServer(
                 client,
                 host,
                 port,
                 access=check_access(client, host, force_open=force_open),
                 trusted_proxies=proxies,
-                rescues=(lambda: reaper.rescued) if reaper is not None else None,
+                rescues=node.rescued if node.scheduler is not None else None,
             )
 
         def start() -> None:
@@ -137,7 +122,7 @@ def run(
     finally:
         if server is not None:
             server.stop()  # idempotent; closes the socket even if it never served
-        node.store.close()  # idempotent; also when start failed
+        node.close()  # idempotent; also when start failed
         if loaded is not None:
             loaded.close()
     log.info("tickwork run stopped")

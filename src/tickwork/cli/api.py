@@ -30,21 +30,21 @@ import threading
 import time
 from collections.abc import Callable
 from enum import Enum
-from typing import Annotated
 
-import typer
-
-from tickwork.cli.output import (
+from tickwork.cli.app import app
+from tickwork.cli.options import (
+    AppOption,
     DbOption,
+    ForwardedAllowIpsOption,
+    HostOption,
     LogFormatOption,
     LogLevelOption,
-    app,
-    configure_logging,
-    echo,
-    redact,
-    serve_until_signal,
+    OpenOption,
+    PortOption,
 )
-from tickwork.cli.worker import AppOption, app_and_db
+from tickwork.cli.output import echo, redact
+from tickwork.cli.serve import configure_logging, serve_until_signal
+from tickwork.cli.worker import app_and_db
 from tickwork.client import Client
 from tickwork.errors import TickworkError, ValidationError
 from tickwork.worker.registry import Registry
@@ -60,41 +60,6 @@ SHUTDOWN_TIMEOUT = 10
 DEFAULT_FORWARDED_ALLOW_IPS = "127.0.0.1,::1"
 """Peers whose ``X-Forwarded-Proto`` and ``X-Forwarded-For`` are believed: a proxy on
 this host (uvicorn's own default)."""
-FORWARDED_ALLOW_IPS_ENV = "TICKWORK_FORWARDED_ALLOW_IPS"
-
-HostOption = Annotated[
-    str,
-    typer.Option(
-        "--host",
-        metavar="ADDRESS",
-        help="Address to listen on. A non-loopback address requires API keys.",
-    ),
-]
-PortOption = Annotated[
-    int,
-    typer.Option(
-        "--port", metavar="PORT", min=0, max=65535, help="Port to listen on (0: any free port)."
-    ),
-]
-ForwardedAllowIpsOption = Annotated[
-    str,
-    typer.Option(
-        "--forwarded-allow-ips",
-        metavar="IPS",
-        envvar=FORWARDED_ALLOW_IPS_ENV,
-        help="Proxies (addresses or CIDR networks, comma-separated, or * for any) whose "
-        "X-Forwarded-Proto and X-Forwarded-For are believed: put your TLS proxy's here, so "
-        f"that the sign-in cookie is Secure. Env {FORWARDED_ALLOW_IPS_ENV}.",
-    ),
-]
-OpenOption = Annotated[
-    bool,
-    typer.Option(
-        "--open",
-        help="Let callers without a key act as an admin even though keys exist (loopback "
-        "addresses only). Without it the API is open only while no key was ever created.",
-    ),
-]
 
 
 class Access(Enum):

@@ -24,8 +24,10 @@ from tickwork.bench import (
     BenchResult,
     run_bench,
 )
-from tickwork.cli.listing import JsonOption, print_table
-from tickwork.cli.output import app, echo, echo_json, redact, stderr
+from tickwork.cli.app import app
+from tickwork.cli.listing import print_table
+from tickwork.cli.options import JsonOption
+from tickwork.cli.output import echo, echo_json, redact, stderr
 from tickwork.config import WORKER_CONCURRENCY
 
 

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from tickwork.cli.listing import JsonOption, print_table, when
-from tickwork.cli.output import DbOption, app, echo, echo_json
-from tickwork.client import Client, to_json
+from tickwork.cli.app import app
+from tickwork.cli.listing import print_table, when
+from tickwork.cli.options import DbOption, JsonOption
+from tickwork.cli.output import echo, echo_json
+from tickwork.client import Client
+from tickwork.records import to_json
 
 
 @app.command("cluster")

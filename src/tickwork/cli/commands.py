@@ -22,22 +22,24 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli.jobs import JobIdArgument
-from tickwork.cli.listing import (
+from tickwork.cli.app import app
+from tickwork.cli.listing import collect, print_page
+from tickwork.cli.options import (
     DEFAULT_LIMIT,
     AfterOption,
+    DbOption,
+    JobIdArgument,
     JsonOption,
     LimitOption,
+    RunIdArgument,
     TenantOption,
-    collect,
-    print_page,
 )
-from tickwork.cli.output import DbOption, app, echo, echo_json
+from tickwork.cli.output import echo, echo_json
 from tickwork.cli.runs import RUN_HEADER, run_rows
-from tickwork.client import Client, check_id, to_json
+from tickwork.client import Client
+from tickwork.inputs import check_id
 from tickwork.job import Job, Run
-
-RunIdArgument = Annotated[int, typer.Argument(metavar="RUN_ID", show_default=False)]
+from tickwork.records import to_json
 
 
 @app.command("cancel")
@@ -81,7 +83,7 @@ def resume(job_id: JobIdArgument, *, db: DbOption = "", as_json: JsonOption = Fa
 
 
 @app.command("trigger")
-def trigger(job_id: JobIdArgument, *, db: DbOption = "", as_json: JsonOption = False) -> None:
+def trigger_job(job_id: JobIdArgument, *, db: DbOption = "", as_json: JsonOption = False) -> None:
     """Run a job now, once, besides its schedule; print the run id on the last line."""
     check_id(job_id, "job")
     with Client.open(db) as client:

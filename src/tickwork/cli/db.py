@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from tickwork.cli.output import DbOption, app, echo
-from tickwork.store import open_store
+from tickwork.cli.app import app
+from tickwork.cli.options import DbOption
+from tickwork.cli.output import echo
+from tickwork.client import Client
 
 db_app = typer.Typer(no_args_is_help=True, help="Database schema: migrate, status.")
 app.add_typer(db_app, name="db")
@@ -14,12 +16,9 @@ app.add_typer(db_app, name="db")
 @db_app.command("migrate")
 def migrate(db: DbOption = "") -> None:
     """Apply pending schema migrations (safe to run from several hosts at once)."""
-    store = open_store(db, migrate=False)
-    try:
-        applied = store.migrate()
-        current, latest = store.schema_version()
-    finally:
-        store.close()
+    with Client.open(db, migrate=False) as client:
+        applied = client.migrate()
+        current, latest = client.schema_version()
     if applied:
         echo(f"applied migrations {', '.join(map(str, applied))}; schema at version {current}")
     else:
@@ -29,11 +28,8 @@ def migrate(db: DbOption = "") -> None:
 @db_app.command("status")
 def status(db: DbOption = "") -> None:
     """Print the applied and the latest schema version; exit 1 when behind."""
-    store = open_store(db, migrate=False)
-    try:
-        current, latest = store.schema_version()
-    finally:
-        store.close()
+    with Client.open(db, migrate=False) as client:
+        current, latest = client.schema_version()
     echo(f"schema version {current} of {latest}")
     if current < latest:
         raise typer.Exit(1)

@@ -9,7 +9,8 @@
 
 ``--at`` without an offset is read in the job's cron time zone (UTC for other schedules);
 without ``--at`` the slot is the job's latest one at or before now. The answer comes from
-the slot ledger (:mod:`tickwork.explain`). ``--json``: ``{"job_id", "slot", "explanation"}``.
+the slot ledger (:mod:`tickwork.explain`). ``--json``: ``{"job_id", "slot", "run_id", "fate",
+"explanation"}`` (``run_id`` when the slot was triggered, ``fate`` when it was skipped).
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli.jobs import JobIdArgument
-from tickwork.cli.listing import JsonOption
-from tickwork.cli.output import DbOption, app, echo, echo_json
-from tickwork.client import Client, check_id
+from tickwork.cli.app import app
+from tickwork.cli.options import DbOption, JobIdArgument, JsonOption
+from tickwork.cli.output import echo, echo_json
+from tickwork.client import Client
+from tickwork.inputs import check_id
 from tickwork.schedule import check_instant, read_time
 
 
@@ -47,13 +49,19 @@ def explain(
     if at is not None:
         _check_time(at)
     with Client.open(db) as client:
-        job = client.get_job(job_id)
-        slot = client.slot_at(job, at, now=client.store.now())
-        text = client.explain(job_id, slot)
+        found = client.explain(job_id, at)
     if as_json:
-        echo_json({"job_id": job_id, "slot": slot.isoformat(), "explanation": text})
+        echo_json(
+            {
+                "job_id": job_id,
+                "slot": found.slot.isoformat(),
+                "run_id": found.run.id if found.run is not None else None,
+                "fate": found.fate,
+                "explanation": found.text,
+            }
+        )
         return
-    echo(text)
+    echo(found.text)
 
 
 def _check_time(text: str) -> None:

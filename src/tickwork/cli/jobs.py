@@ -13,31 +13,30 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli.listing import (
+from tickwork.cli.app import app
+from tickwork.cli.listing import collect, print_page, print_table, when
+from tickwork.cli.options import (
     DEFAULT_LIMIT,
     AfterOption,
+    DbOption,
+    JobIdArgument,
     JsonOption,
     LimitOption,
     TenantOption,
-    collect,
-    print_page,
-    print_table,
-    when,
 )
-from tickwork.cli.output import DbOption, app, echo, echo_json
+from tickwork.cli.output import echo, echo_json
 from tickwork.cli.runs import RUN_HEADER, run_rows
-from tickwork.client import Client, check_id, job_state, to_json
+from tickwork.client import Client
+from tickwork.inputs import check_id, job_state
 from tickwork.job import Job, JobState, shown_json
+from tickwork.records import SlotSkip, to_json
 from tickwork.schedule import Cron, Interval, Once, Schedule, format_seconds
-from tickwork.store.base import SlotSkip
 
 SHOW_RUNS = 10
 """Runs ``show`` lists: the newest."""
 SHOW_LEDGER = 10
 """Slot ledger entries ``show`` lists: the newest."""
 FIRE_TIMES = 5
-
-JobIdArgument = Annotated[int, typer.Argument(metavar="JOB_ID", show_default=False)]
 
 
 @app.command("jobs")
@@ -100,7 +99,7 @@ def show(job_id: JobIdArgument, *, db: DbOption = "", as_json: JsonOption = Fals
     with Client.open(db) as client:
         job = client.get_job(job_id)
         fire_times = client.next_fire_times(job, FIRE_TIMES)
-        recent = client.list_runs(job_id=job.id, limit=SHOW_RUNS)
+        recent = client.list_runs(job_id=job.id, limit=SHOW_RUNS).items
         ledger = client.slot_ledger(job.id, limit=SHOW_LEDGER)
     if as_json:
         echo_json(

@@ -18,10 +18,13 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli.listing import JsonOption, print_table, when
-from tickwork.cli.output import DbOption, app, echo, echo_json, stderr
-from tickwork.client import Client, to_json
+from tickwork.cli.app import app
+from tickwork.cli.listing import print_table, when
+from tickwork.cli.options import DbOption, JsonOption
+from tickwork.cli.output import echo, echo_json, stderr
+from tickwork.client import Client
 from tickwork.job import check_label
+from tickwork.records import to_json
 
 keys_app = typer.Typer(no_args_is_help=True, help="API keys: create, list, revoke.")
 app.add_typer(keys_app, name="keys")

@@ -11,19 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Annotated, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
-import typer
 from rich.console import Console
 from rich.table import Table
 
 from tickwork.cli.output import echo, stdout
 from tickwork.job import show_controls
-from tickwork.store.base import MAX_PAGE, Page
-
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 10_000
-"""Rows one listing command prints at most (several store pages)."""
+from tickwork.records import MAX_PAGE, Page
 
 
 class HasId(Protocol):
@@ -32,24 +27,6 @@ class HasId(Protocol):
 
 
 T = TypeVar("T", bound=HasId)
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document, nothing else.")]
-TenantOption = Annotated[
-    str | None,
-    typer.Option("--tenant", metavar="NAME", show_default=False, help="Only this tenant's."),
-]
-LimitOption = Annotated[
-    int, typer.Option("--limit", "-n", min=1, max=MAX_LIMIT, help="At most this many.")
-]
-AfterOption = Annotated[
-    int | None,
-    typer.Option(
-        "--after",
-        metavar="ID",
-        show_default=False,
-        help="Only ids below this one: the next page after a listing that ended at ID.",
-    ),
-]
 
 
 def collect(fetch: Callable[[int | None, int], Page[T]], limit: int, after: int | None) -> list[T]:

@@ -12,7 +12,8 @@ from typing import Annotated
 import typer
 
 from tickwork import cron
-from tickwork.cli.output import app, echo, echo_json
+from tickwork.cli.app import app
+from tickwork.cli.output import echo, echo_json
 from tickwork.clock import SYSTEM_CLOCK
 from tickwork.schedule import Cron, parse_instant
 

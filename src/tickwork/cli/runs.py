@@ -7,19 +7,21 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli.listing import (
+from tickwork.cli.app import app
+from tickwork.cli.listing import collect, first_line, print_page, when
+from tickwork.cli.options import (
     DEFAULT_LIMIT,
     AfterOption,
+    DbOption,
     JsonOption,
     LimitOption,
     TenantOption,
-    first_line,
-    print_page,
-    when,
 )
-from tickwork.cli.output import DbOption, app, echo_json
-from tickwork.client import Client, check_id, run_state, to_json
+from tickwork.cli.output import echo_json
+from tickwork.client import Client
+from tickwork.inputs import check_id, run_state
 from tickwork.job import Run, RunState
+from tickwork.records import to_json
 
 RUN_HEADER = ("RUN", "JOB", "TASK", "STATE", "TRY", "SCHEDULED", "FINISHED", "WORKER", "ERROR")
 
@@ -54,7 +56,13 @@ def runs(
     if after is not None:
         check_id(after, "after")
     with Client.open(db) as client:
-        found = client.list_runs(job_id=job, state=wanted, tenant=tenant, after=after, limit=limit)
+        found = collect(
+            lambda cursor, size: client.list_runs(
+                job_id=job, state=wanted, tenant=tenant, after=cursor, limit=size
+            ),
+            limit,
+            after,
+        )
     if as_json:
         echo_json([to_json(run) for run in found])
         return

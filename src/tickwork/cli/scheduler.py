@@ -17,17 +17,16 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli.output import (
+from tickwork.cli.app import app
+from tickwork.cli.options import (
     DbOption,
     LogFormatOption,
     LogLevelOption,
-    app,
-    configure_logging,
     duration_flag,
     duration_option,
-    redact,
-    serve_until_signal,
 )
+from tickwork.cli.output import redact
+from tickwork.cli.serve import configure_logging, serve_until_signal
 from tickwork.config import TRIGGER_BATCH, Config
 from tickwork.node import Node
 from tickwork.worker.registry import Registry
@@ -125,4 +124,4 @@ def scheduler(
         serve_until_signal(start, node.stop)
         log.info("scheduler node=%s stopped", config.node_id)
     finally:
-        node.store.close()  # idempotent; also when start failed
+        node.close()  # idempotent; also when start failed

@@ -24,10 +24,13 @@ from typing import Annotated, Any
 
 import typer
 
-from tickwork.cli.output import DbOption, app, echo
-from tickwork.cli.worker import AppOption, app_and_db
-from tickwork.client import Client, make_spec
+from tickwork.cli.app import app
+from tickwork.cli.options import AppOption, DbOption
+from tickwork.cli.output import echo
+from tickwork.cli.worker import app_and_db
+from tickwork.client import Client
 from tickwork.errors import UnknownTask, ValidationError
+from tickwork.inputs import make_spec
 from tickwork.job import parse_args
 from tickwork.worker.builtins import HTTP, SHELL
 from tickwork.worker.registry import Registry

@@ -17,27 +17,28 @@ exits 0. A second signal cuts the grace short.
 from __future__ import annotations
 
 import logging
-import signal
 from typing import Annotated
 
 import typer
 
 from tickwork.app import App, load_app
-from tickwork.cli.output import (
+from tickwork.cli.app import app
+from tickwork.cli.options import (
+    AllowShellOption,
+    AppOption,
+    ConcurrencyOption,
     DbOption,
+    HttpAllowOption,
     LogFormatOption,
     LogLevelOption,
-    app,
-    configure_logging,
     duration_flag,
     duration_option,
-    redact,
-    serve_until_signal,
 )
+from tickwork.cli.output import redact
+from tickwork.cli.serve import configure_logging, serve_until_signal
 from tickwork.config import (
     CLAIM_BATCH,
     HTTP_ALLOW_FLAG,
-    WORKER_CONCURRENCY,
     Config,
     resolve_db_url,
     split_http_allow,
@@ -47,29 +48,6 @@ from tickwork.node import Node
 from tickwork.worker.registry import Registry
 
 log = logging.getLogger("tickwork.worker")
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-AppOption = Annotated[
-    str | None,
-    typer.Option(
-        "--app",
-        metavar="MODULE",
-        show_default=False,
-        help="Module (or module:attribute) whose App registers the tasks; env TICKWORK_APP_MODULE.",
-    ),
-]
-
-HttpAllowOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        HTTP_ALLOW_FLAG,
-        metavar="CIDR|HOST",
-        show_default=False,
-        help="Let http runs reach this network or host name too (default: public addresses "
-        "only). Repeatable or comma-separated; env TICKWORK_HTTP_ALLOW.",
-    ),
-]
 
 
 def http_allow_flag(values: list[str] | None) -> tuple[str, ...] | None:
@@ -98,16 +76,7 @@ def worker(
     *,
     db: DbOption = "",
     app_module: AppOption = None,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(
-            "--concurrency",
-            "-c",
-            min=1,
-            show_default=False,
-            help=f"Runs executed at once. Default {WORKER_CONCURRENCY}; env TICKWORK_CONCURRENCY.",
-        ),
-    ] = None,
+    concurrency: ConcurrencyOption = None,
     queues: Annotated[
         str | None,
         typer.Option(
@@ -118,13 +87,7 @@ def worker(
             help="Claim only from these queues (comma-separated). Default: every queue.",
         ),
     ] = None,
-    allow_shell: Annotated[
-        bool,
-        typer.Option(
-            "--allow-shell",
-            help="Run shell tasks (commands from the database). Env TICKWORK_ALLOW_SHELL.",
-        ),
-    ] = False,
+    allow_shell: AllowShellOption = False,
     run_lease: Annotated[
         str | None, duration_option("--run-lease", "A claimed run's lease")
     ] = None,
@@ -198,7 +161,7 @@ def worker(
 
         serve_until_signal(start, node.stop, hurry=node.hurry)
     finally:
-        node.store.close()  # idempotent; also when start failed
+        node.close()  # idempotent; also when start failed
         if loaded is not None:
             loaded.close()
 

@@ -37,35 +37,80 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import StrEnum
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any
 
 from tickwork.config import RUN_LEASE, TRIGGER_BATCH
-from tickwork.errors import ValidationError
 from tickwork.job import ClaimedRun, Job, JobSpec, JobState, Run, RunState
+from tickwork.records import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    NODE_DEFAULT_BEAT,
+    NODE_SILENT_BEATS,
+    NODE_SILENT_FLOOR,
+    ApiKey,
+    Completion,
+    Heartbeat,
+    Lease,
+    LeaseStatus,
+    Node,
+    Page,
+    RescueResult,
+    RunStats,
+    Session,
+    SlotFate,
+    SlotSkip,
+    Submitted,
+    TriggerResult,
+    page_limit,
+)
 from tickwork.store.health import StoreHealth
+
+# The records (tickwork.records) are re-exported: store code names them from here.
+__all__ = [
+    "CHANNEL_JOBS",
+    "CHANNEL_RUNS",
+    "DEFAULT_PAGE",
+    "DEFAULT_PRUNE_BATCH",
+    "DEFAULT_RESCUE_BATCH",
+    "LISTEN_NOTIFY",
+    "MAX_PAGE",
+    "MULTI_HOST",
+    "NODE_DEFAULT_BEAT",
+    "NODE_FORGET_AFTER",
+    "NODE_SILENT_BEATS",
+    "NODE_SILENT_FLOOR",
+    "SESSION_FORGET_AFTER",
+    "SESSION_SEEN_EVERY",
+    "SKIP_LOCKED",
+    "ApiKey",
+    "Completion",
+    "Heartbeat",
+    "Lease",
+    "LeaseStatus",
+    "Listener",
+    "Node",
+    "Page",
+    "RescueResult",
+    "RunStats",
+    "Session",
+    "SlotFate",
+    "SlotSkip",
+    "Store",
+    "Submitted",
+    "TriggerResult",
+    "page_limit",
+]
 
 DEFAULT_RESCUE_BATCH = 1000
 DEFAULT_PRUNE_BATCH = 10_000
-DEFAULT_PAGE = 100
-MAX_PAGE = 1000
 NODE_FORGET_AFTER = timedelta(days=1)
 """A node row unseen for this long is deleted (a crashed node never deregisters)."""
-NODE_SILENT_BEATS = 3
-"""A node unseen for this many of its own heartbeat intervals is *silent*: its heartbeats
-stopped (it died, stalled, or lost the database)."""
-NODE_SILENT_FLOOR = timedelta(seconds=5)
-"""... but never sooner than this, so a busy host's late beat is not called silence."""
-NODE_DEFAULT_BEAT = timedelta(seconds=3)
-"""The heartbeat interval assumed for a node that did not say its own (``info["beat"]``)."""
 SESSION_SEEN_EVERY = timedelta(minutes=1)
 """A session's ``last_seen_at`` is written at most this often: a dashboard page polls every
 few seconds, and a write per poll would buy nothing (the idle timeout is hours)."""
 SESSION_FORGET_AFTER = timedelta(days=1)
 """A session row is deleted this long after it ended (signed out, revoked or expired)."""
-T = TypeVar("T")
 
 # Capabilities a store may declare (named differences, never isinstance checks).
 LISTEN_NOTIFY = "listen_notify"  # notifications wake sleepers across processes and hosts
@@ -75,167 +120,6 @@ MULTI_HOST = "multi_host"  # processes on several hosts may share the store
 # Notification channels.
 CHANNEL_JOBS = "tickwork_jobs"  # a job was submitted or changed: the trigger loop re-plans
 CHANNEL_RUNS = "tickwork_runs"  # runs became claimable: idle workers claim
-
-
-@dataclass(frozen=True, slots=True)
-class Submitted:
-    job: Job
-    created: bool  # False: an idempotency key or schedule name matched an existing job
-    run: Run | None = None  # the run enqueued at submit, when the first slot was already due
-
-
-class SlotFate(StrEnum):
-    """Why a slot of a recurring job did not get a run of its own (the slot ledger)."""
-
-    MISFIRE = "misfire"  # older than the misfire grace; policy skip (or beyond the 'all' limit)
-    COALESCED = "coalesced"  # folded into one run by misfire policy 'once'
-    OVERLAP = "overlap"  # overlap 'forbid': the previous run was unfinished
-    REPLACED = "replaced"  # overlap 'replace': a later slot of the same batch superseded it
-    PAUSED = "paused"  # fell while the job was paused
-    CANCELLED = "cancelled"  # fell after the job was cancelled (recorded by explain only)
-
-
-@dataclass(frozen=True, slots=True)
-class SlotSkip:
-    """A run of consecutive slots of one job that share a fate."""
-
-    job_id: int
-    first_slot: datetime
-    last_slot: datetime
-    count: int  # slots in [first_slot, last_slot]; at least this many when `more` is set
-    fate: SlotFate
-    run_id: int | None = None  # the run it was coalesced into, when there is one
-    more: bool = False  # more slots than were counted (a very long outage)
-    recorded_at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TriggerResult:
-    runs: list[Run] = field(default_factory=list)  # runs created by this call
-    skipped: list[SlotSkip] = field(default_factory=list)
-    cancelled_run_ids: list[int] = field(default_factory=list)  # overlap 'replace'
-    jobs_advanced: int = 0
-    batch_full: bool = False  # there may be more due jobs: call again without sleeping
-    next_due_at: datetime | None = None  # earliest next_run_at after this call
-    now: datetime | None = None  # the store's clock for this call (callers plan sleeps by it)
-
-
-class LeaseStatus(StrEnum):
-    HELD = "held"  # the lease was extended
-    CANCELLED = "cancelled"  # the run was cancelled: stop the handler, report nothing
-    LOST = "lost"  # the run was rescued, re-claimed or finished: stop, report nothing
-
-
-@dataclass(frozen=True, slots=True)
-class Heartbeat:
-    status: LeaseStatus
-    lease_expires_at: datetime | None
-
-
-class Completion(NamedTuple):
-    """A success to write: the run, the fencing token it was claimed under, its result."""
-
-    run_id: int
-    fencing_token: int
-    result: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RescueResult:
-    requeued: list[int] = field(default_factory=list)
-    dead: list[int] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """The scheduler leadership: who holds it, at which epoch, until when (store clock)."""
-
-    holder: str
-    epoch: int
-    expires_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    """A scheduler, worker or API process that registered itself (``tickwork cluster``)."""
-
-    id: str
-    kind: str  # scheduler | worker | api | run
-    host: str
-    pid: int
-    started_at: datetime
-    last_seen_at: datetime
-    running: int  # runs the node executes now (workers)
-    info: dict[str, Any]
-
-    def silent_after(self) -> timedelta:
-        """How long unseen before this node counts as silent (see NODE_SILENT_BEATS)."""
-        beat = self.info.get("beat") if isinstance(self.info, dict) else None
-        interval = (
-            timedelta(seconds=float(beat))
-            if isinstance(beat, int | float) and beat > 0
-            else NODE_DEFAULT_BEAT
-        )
-        return max(interval * NODE_SILENT_BEATS, NODE_SILENT_FLOOR)
-
-    def silent(self, now: datetime) -> bool:
-        """Whether this node's heartbeats stopped, by the store's clock ``now``."""
-        return now - self.last_seen_at > self.silent_after()
-
-
-@dataclass(frozen=True, slots=True)
-class ApiKey:
-    """An HTTP API key. Only a hash of the secret is stored; ``prefix`` identifies it."""
-
-    id: int
-    prefix: str
-    tenant: str
-    admin: bool
-    label: str | None
-    created_at: datetime
-    revoked_at: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
-class Session:
-    """A dashboard sign-in with an API key. Only a hash of its token is stored.
-
-    It is live until the first of: ``expires_at`` (a lifetime from its start, however
-    busy), ``last_seen_at + idle_timeout`` (unused that long), sign-out, or the key's
-    revocation (``revoked_at`` for the last two).
-    """
-
-    id: int
-    key_id: int
-    created_at: datetime
-    last_seen_at: datetime
-    idle_timeout: timedelta
-    expires_at: datetime
-    revoked_at: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
-class RunStats:
-    """A snapshot for dashboards and metrics (store clock)."""
-
-    by_state: dict[str, int]  # every RunState value, 0 when none
-    due_backlog: int  # queued or failed runs whose run_at has come
-    oldest_due_at: datetime | None  # run_at of the oldest of those
-    recent_lag_ms: list[float]  # start minus slot, first attempts of the most recent runs
-    now: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class Page(Generic[T]):
-    items: list[T]
-    next_cursor: int | None  # pass as `after` for the next page; None: this was the last
-
-
-def page_limit(limit: int) -> int:
-    """``limit`` for a listing, or ValidationError outside 1..MAX_PAGE."""
-    if not 1 <= limit <= MAX_PAGE:
-        raise ValidationError(f"limit must be between 1 and {MAX_PAGE}, got {limit}", field="limit")
-    return limit
 
 
 class Store(abc.ABC):

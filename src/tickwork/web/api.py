@@ -2,7 +2,7 @@
 
 Every endpoint authenticates the caller (:mod:`tickwork.web.auth`), passes its tenant to
 every client call (``None`` for an admin), and shapes records with
-:func:`tickwork.client.to_json` (times ISO-8601 UTC, durations in seconds), as the CLI's
+:func:`tickwork.records.to_json` (times ISO-8601 UTC, durations in seconds), as the CLI's
 ``--json`` does. Errors are the envelope of :mod:`tickwork.web.errors`; a 4xx writes
 nothing. The OpenAPI document is at ``/api/v1/openapi.json``, its browsable form at
 ``/api/v1/docs``.
@@ -26,9 +26,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
-from tickwork.client import Client, to_json
-from tickwork.job import MAX_NAME_LENGTH, JobState, MisfirePolicy, OverlapPolicy, Run, RunState
-from tickwork.store.base import DEFAULT_PAGE, MAX_PAGE, Page
+from tickwork.client import Client
+from tickwork.job import MAX_NAME_LENGTH, JobState, MisfirePolicy, OverlapPolicy, RunState
+from tickwork.records import DEFAULT_PAGE, MAX_PAGE, Page, SlotFate, to_json
 from tickwork.web.auth import Principal, get_admin, get_client, get_principal
 from tickwork.web.errors import Forbidden, error_body
 
@@ -245,6 +245,11 @@ class LedgerOut(BaseModel):
 class ExplainOut(BaseModel):
     job_id: int
     at: str | None = Field(description="The slot asked about (null: the latest).")
+    slot: str = Field(description="The slot explained, ISO-8601 UTC.")
+    run_id: int | None = Field(description="The slot's run, when it was triggered.")
+    fate: SlotFate | None = Field(
+        description="Why the slot got no run of its own, when the slot ledger says so."
+    )
     explanation: str
 
 
@@ -436,8 +441,15 @@ def explain_job(
         ),
     ] = None,
 ) -> dict[str, Any]:
-    text = client.explain(job_id, at, tenant=principal.tenant)
-    return {"job_id": job_id, "at": at, "explanation": text}
+    found = client.explain(job_id, at, tenant=principal.tenant)
+    return {
+        "job_id": job_id,
+        "at": at,
+        "slot": found.slot.isoformat(),
+        "run_id": found.run.id if found.run is not None else None,
+        "fate": found.fate,
+        "explanation": found.text,
+    }
 
 
 @router.get(
@@ -466,11 +478,9 @@ def list_runs(
     after: After = None,
     limit: Limit = DEFAULT_PAGE,
 ) -> dict[str, Any]:
-    # One more than asked for tells whether another page exists, so the last page says so.
-    runs = client.list_runs(
-        job_id=job, state=state, tenant=principal.tenant, after=after, limit=limit + 1
+    return _page(
+        client.list_runs(job_id=job, state=state, tenant=principal.tenant, after=after, limit=limit)
     )
-    return _runs_page(runs, limit)
 
 
 @router.get("/runs/{run_id}", response_model=RunOut, summary="A run", responses=ID_ERRORS)
@@ -541,12 +551,3 @@ def _scope(principal: Principal, tenant: str | None) -> str | None:
 
 def _page(page: Page[Any]) -> dict[str, Any]:
     return {"items": [to_json(item) for item in page.items], "next_cursor": page.next_cursor}
-
-
-def _runs_page(runs: list[Run], limit: int) -> dict[str, Any]:
-    more = len(runs) > limit
-    items = runs[:limit]
-    return {
-        "items": [to_json(run) for run in items],
-        "next_cursor": items[-1].id if more and items else None,
-    }

@@ -59,7 +59,7 @@ from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBea
 
 from tickwork.client import Client
 from tickwork.job import DEFAULT_TENANT
-from tickwork.store.base import ApiKey
+from tickwork.records import ApiKey
 from tickwork.web.errors import Forbidden, Unauthorized
 
 log = logging.getLogger("tickwork.web")
@@ -104,13 +104,6 @@ class Gate:
         attacks of the module docstring. Unauthorized or Forbidden otherwise."""
         principal = self.principal_of(request)
         if request.method not in SAFE_METHODS and not command_allowed(request, require_page=False):
-            log.warning(
-                "refused a cross-site %s %s (Origin %r, Referer %r)",
-                request.method,
-                request.url.path,
-                request.headers.get("origin"),
-                request.headers.get("referer"),
-            )
             raise Forbidden(
                 "a command sent from another site's page is refused; "
                 "send the key in an Authorization header"
@@ -297,11 +290,24 @@ def command_allowed(request: Request, *, require_page: bool) -> bool:
     """The cross-site rule, for the JSON API and the dashboard alike: a command carrying a
     bearer header (which a browser never adds on its own) is allowed; otherwise it must
     come from a page of this site, or (unless ``require_page``, as for the dashboard's
-    forms, which browsers always post with a page named) from no page at all."""
+    forms, which browsers always post with a page named) from no page at all. A refusal is
+    logged here, once for both.
+
+    The JSON API does not require a page: ``curl`` and scripts name none, and on the open
+    API (no key) they carry no bearer header either."""
     if request.headers.get("authorization") is not None:
         return True
     source = request_source(request)
-    return source is Source.THIS_SITE or (source is Source.UNNAMED and not require_page)
+    if source is Source.THIS_SITE or (source is Source.UNNAMED and not require_page):
+        return True
+    log.warning(
+        "refused a cross-site %s %s (Origin %r, Referer %r)",
+        request.method,
+        request.url.path,
+        request.headers.get("origin"),
+        request.headers.get("referer"),
+    )
+    return False
 
 
 def get_client(request: Request) -> Client:

@@ -29,7 +29,7 @@ Every error response, whatever raised it, has the body::
 
 Nothing is written by a request that gets a 4xx: every check happens before the store is
 called (see :mod:`tickwork.client`). And a request that wrote never gets a 5xx for its
-answer: the answer is built by :func:`tickwork.client.to_json`, which cannot fail on what
+answer: the answer is built by :func:`tickwork.records.to_json`, which cannot fail on what
 a row holds.
 """
 

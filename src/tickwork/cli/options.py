@@ -1,0 +1,195 @@
+"""The options several commands share, declared once as ``Annotated`` aliases: a command
+writes ``db: DbOption = ""`` or ``as_json: JsonOption = False`` rather than its own
+``typer.Option(...)``, so a flag reads and behaves the same in every command.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated, Any
+
+import typer
+
+# typer >= 0.29 vendors click privately; this is the one click exception it does not
+# re-export that we must tell apart (it carries the help text, not an error message).
+from tickwork.config import (
+    DB_ENV,
+    DEFAULT_DB_URL,
+    HTTP_ALLOW_FLAG,
+    WORKER_CONCURRENCY,
+    Config,
+    resolve_db_url,
+)
+from tickwork.schedule import format_seconds, parse_duration
+
+
+def _resolve_db(value: str) -> str:
+    return resolve_db_url(value or None)
+
+
+DbOption = Annotated[
+    str,
+    typer.Option(
+        "--db",
+        metavar="URL",
+        callback=_resolve_db,
+        show_default=False,
+        help=f"Database URL (sqlite:///PATH or postgresql://...); else ${DB_ENV}, "
+        f"else {DEFAULT_DB_URL}.",
+    ),
+]
+"""The ``--db`` option; the command receives the resolved URL. Declare it as
+``db: DbOption = ""`` (the empty default means: not given)."""
+
+
+LogLevelOption = Annotated[
+    str, typer.Option("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING, ERROR.")
+]
+
+
+LogFormatOption = Annotated[
+    str, typer.Option("--log-format", metavar="FORMAT", help="text or json (one object a line).")
+]
+
+
+def duration_option(flag: str, what: str) -> Any:
+    """A duration flag (``500ms``, ``2s``, ``5m``) for a Config field, whose help names its
+    default and its environment variable (``--run-lease`` and ``TICKWORK_RUN_LEASE``)."""
+    name = flag[2:].replace("-", "_")
+    default = getattr(Config(), name)
+    return typer.Option(
+        flag,
+        metavar="DURATION",
+        show_default=False,
+        help=f"{what}. Default {format_seconds(default.total_seconds())}; "
+        f"env TICKWORK_{name.upper()}.",
+    )
+
+
+def duration_flag(name: str, raw: str | None) -> timedelta | None:
+    """A duration flag's value, or None when it was not given."""
+    return None if raw is None else parse_duration(raw, field=name)
+
+
+DEFAULT_LIMIT = 50
+
+
+MAX_LIMIT = 10_000
+"""Rows one listing command prints at most (several store pages)."""
+
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document, nothing else.")]
+
+
+TenantOption = Annotated[
+    str | None,
+    typer.Option("--tenant", metavar="NAME", show_default=False, help="Only this tenant's."),
+]
+
+
+LimitOption = Annotated[
+    int, typer.Option("--limit", "-n", min=1, max=MAX_LIMIT, help="At most this many.")
+]
+
+
+AfterOption = Annotated[
+    int | None,
+    typer.Option(
+        "--after",
+        metavar="ID",
+        show_default=False,
+        help="Only ids below this one: the next page after a listing that ended at ID.",
+    ),
+]
+
+
+JobIdArgument = Annotated[int, typer.Argument(metavar="JOB_ID", show_default=False)]
+
+
+RunIdArgument = Annotated[int, typer.Argument(metavar="RUN_ID", show_default=False)]
+
+
+AppOption = Annotated[
+    str | None,
+    typer.Option(
+        "--app",
+        metavar="MODULE",
+        show_default=False,
+        help="Module (or module:attribute) whose App registers the tasks; env TICKWORK_APP_MODULE.",
+    ),
+]
+
+
+HttpAllowOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        HTTP_ALLOW_FLAG,
+        metavar="CIDR|HOST",
+        show_default=False,
+        help="Let http runs reach this network or host name too (default: public addresses "
+        "only). Repeatable or comma-separated; env TICKWORK_HTTP_ALLOW.",
+    ),
+]
+
+
+FORWARDED_ALLOW_IPS_ENV = "TICKWORK_FORWARDED_ALLOW_IPS"
+
+
+HostOption = Annotated[
+    str,
+    typer.Option(
+        "--host",
+        metavar="ADDRESS",
+        help="Address to listen on. A non-loopback address requires API keys.",
+    ),
+]
+
+
+PortOption = Annotated[
+    int,
+    typer.Option(
+        "--port", metavar="PORT", min=0, max=65535, help="Port to listen on (0: any free port)."
+    ),
+]
+
+
+ForwardedAllowIpsOption = Annotated[
+    str,
+    typer.Option(
+        "--forwarded-allow-ips",
+        metavar="IPS",
+        envvar=FORWARDED_ALLOW_IPS_ENV,
+        help="Proxies (addresses or CIDR networks, comma-separated, or * for any) whose "
+        "X-Forwarded-Proto and X-Forwarded-For are believed: put your TLS proxy's here, so "
+        f"that the sign-in cookie is Secure. Env {FORWARDED_ALLOW_IPS_ENV}.",
+    ),
+]
+
+
+OpenOption = Annotated[
+    bool,
+    typer.Option(
+        "--open",
+        help="Let callers without a key act as an admin even though keys exist (loopback "
+        "addresses only). Without it the API is open only while no key was ever created.",
+    ),
+]
+
+ConcurrencyOption = Annotated[
+    int | None,
+    typer.Option(
+        "--concurrency",
+        "-c",
+        min=1,
+        show_default=False,
+        help=f"Runs executed at once. Default {WORKER_CONCURRENCY}; env TICKWORK_CONCURRENCY.",
+    ),
+]
+"""A worker's concurrency (``tickwork worker`` and ``tickwork run``); None: the config's."""
+AllowShellOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-shell",
+        help="Run shell tasks (commands from the database). Env TICKWORK_ALLOW_SHELL.",
+    ),
+]

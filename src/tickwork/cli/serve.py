@@ -1,0 +1,99 @@
+"""What the long-running commands (``run``, ``scheduler``, ``worker``, ``api``) share: log
+lines as text or JSON, and running until SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from types import FrameType
+
+# typer >= 0.29 vendors click privately; this is the one click exception it does not
+# re-export that we must tell apart (it carries the help text, not an error message).
+from tickwork.errors import ValidationError
+
+LOG_FORMATS = ("text", "json")
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: ``ts``, ``level``, ``logger``, ``msg`` (and ``exc``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def configure_logging(level: str, fmt: str) -> None:
+    """Log lines to stderr: plain text (``ts level logger: message``) or JSON."""
+    if fmt not in LOG_FORMATS:
+        raise ValidationError(
+            f"--log-format must be one of {', '.join(LOG_FORMATS)}, got {fmt!r}",
+            field="log_format",
+        )
+    numeric = logging.getLevelName(level.upper())
+    if not isinstance(numeric, int):
+        raise ValidationError(f"unknown log level {level!r}", field="log_level")
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        text = logging.Formatter(
+            "%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s: %(message)s",
+            datefmt="%Y-%m-%dT%H:%M:%S",
+        )
+        text.converter = time.gmtime
+        handler.setFormatter(text)
+    root = logging.getLogger("tickwork")
+    root.handlers[:] = [handler]
+    root.setLevel(numeric)
+    root.propagate = False
+
+
+def serve_until_signal(
+    start: Callable[[], None],
+    stop: Callable[[], None],
+    *,
+    hurry: Callable[[], None] | None = None,
+) -> None:
+    """Run a long-lived command: ``start()``, wait for SIGTERM or SIGINT, then ``stop()``.
+
+    A second signal during ``stop()`` calls ``hurry()`` (cut a grace period short). Signal
+    handlers are restored on the way out, so tests can call commands in-process.
+    """
+    stopping = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        if stopping.is_set() and hurry is not None:
+            hurry()
+        stopping.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    try:
+        start()
+        try:
+            while not stopping.wait(1.0):
+                pass
+            logging.getLogger("tickwork").info("stopping on %s", signal.Signals(received[0]).name)
+        finally:
+            stop()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

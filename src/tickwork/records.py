@@ -1,0 +1,266 @@
+"""The records the store returns and every layer above it reads: pure values, no I/O.
+
+The Store contract (:mod:`tickwork.store.base`) speaks in these types, and so do the
+client, the CLI and the HTTP API; keeping them here, beside :mod:`tickwork.job` in the
+domain, lets the faces show a page, a ledger entry or a node without importing the store.
+:mod:`tickwork.store.base` re-exports them, so store code names them either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, is_dataclass
+from datetime import datetime, timedelta
+from enum import Enum, StrEnum
+from typing import Any, Generic, NamedTuple, TypeVar
+
+from tickwork.errors import ValidationError
+from tickwork.job import Job, Run, shown_json, shown_object
+
+DEFAULT_PAGE = 100
+"""Rows in one page of a listing when the caller names no limit."""
+MAX_PAGE = 1000
+"""The most rows one page of a listing may hold."""
+NODE_SILENT_BEATS = 3
+"""A node unseen for this many of its own heartbeat intervals is *silent*: its heartbeats
+stopped (it died, stalled, or lost the database)."""
+NODE_SILENT_FLOOR = timedelta(seconds=5)
+"""... but never sooner than this, so a busy host's late beat is not called silence."""
+NODE_DEFAULT_BEAT = timedelta(seconds=3)
+"""The heartbeat interval assumed for a node that did not say its own (``info["beat"]``)."""
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    job: Job
+    created: bool  # False: an idempotency key or schedule name matched an existing job
+    run: Run | None = None  # the run enqueued at submit, when the first slot was already due
+
+
+class SlotFate(StrEnum):
+    """Why a slot of a recurring job did not get a run of its own (the slot ledger)."""
+
+    MISFIRE = "misfire"  # older than the misfire grace; policy skip (or beyond the 'all' limit)
+    COALESCED = "coalesced"  # folded into one run by misfire policy 'once'
+    OVERLAP = "overlap"  # overlap 'forbid': the previous run was unfinished
+    REPLACED = "replaced"  # overlap 'replace': a later slot of the same batch superseded it
+    PAUSED = "paused"  # fell while the job was paused
+    CANCELLED = "cancelled"  # fell after the job was cancelled (recorded by explain only)
+
+
+@dataclass(frozen=True, slots=True)
+class SlotSkip:
+    """A run of consecutive slots of one job that share a fate."""
+
+    job_id: int
+    first_slot: datetime
+    last_slot: datetime
+    count: int  # slots in [first_slot, last_slot]; at least this many when `more` is set
+    fate: SlotFate
+    run_id: int | None = None  # the run it was coalesced into, when there is one
+    more: bool = False  # more slots than were counted (a very long outage)
+    recorded_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerResult:
+    runs: list[Run] = field(default_factory=list)  # runs created by this call
+    skipped: list[SlotSkip] = field(default_factory=list)
+    cancelled_run_ids: list[int] = field(default_factory=list)  # overlap 'replace'
+    jobs_advanced: int = 0
+    batch_full: bool = False  # there may be more due jobs: call again without sleeping
+    next_due_at: datetime | None = None  # earliest next_run_at after this call
+    now: datetime | None = None  # the store's clock for this call (callers plan sleeps by it)
+
+
+class LeaseStatus(StrEnum):
+    HELD = "held"  # the lease was extended
+    CANCELLED = "cancelled"  # the run was cancelled: stop the handler, report nothing
+    LOST = "lost"  # the run was rescued, re-claimed or finished: stop, report nothing
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    status: LeaseStatus
+    lease_expires_at: datetime | None
+
+
+class Completion(NamedTuple):
+    """A success to write: the run, the fencing token it was claimed under, its result."""
+
+    run_id: int
+    fencing_token: int
+    result: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RescueResult:
+    requeued: list[int] = field(default_factory=list)
+    dead: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """The scheduler leadership: who holds it, at which epoch, until when (store clock)."""
+
+    holder: str
+    epoch: int
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A scheduler, worker or API process that registered itself (``tickwork cluster``)."""
+
+    id: str
+    kind: str  # scheduler | worker | api | run
+    host: str
+    pid: int
+    started_at: datetime
+    last_seen_at: datetime
+    running: int  # runs the node executes now (workers)
+    info: dict[str, Any]
+
+    def silent_after(self) -> timedelta:
+        """How long unseen before this node counts as silent (see NODE_SILENT_BEATS)."""
+        beat = self.info.get("beat") if isinstance(self.info, dict) else None
+        interval = (
+            timedelta(seconds=float(beat))
+            if isinstance(beat, int | float) and beat > 0
+            else NODE_DEFAULT_BEAT
+        )
+        return max(interval * NODE_SILENT_BEATS, NODE_SILENT_FLOOR)
+
+    def silent(self, now: datetime) -> bool:
+        """Whether this node's heartbeats stopped, by the store's clock ``now``."""
+        return now - self.last_seen_at > self.silent_after()
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    """An HTTP API key. Only a hash of the secret is stored; ``prefix`` identifies it."""
+
+    id: int
+    prefix: str
+    tenant: str
+    admin: bool
+    label: str | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A dashboard sign-in with an API key. Only a hash of its token is stored.
+
+    It is live until the first of: ``expires_at`` (a lifetime from its start, however
+    busy), ``last_seen_at + idle_timeout`` (unused that long), sign-out, or the key's
+    revocation (``revoked_at`` for the last two).
+    """
+
+    id: int
+    key_id: int
+    created_at: datetime
+    last_seen_at: datetime
+    idle_timeout: timedelta
+    expires_at: datetime
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunStats:
+    """A snapshot for dashboards and metrics (store clock)."""
+
+    by_state: dict[str, int]  # every RunState value, 0 when none
+    due_backlog: int  # queued or failed runs whose run_at has come
+    oldest_due_at: datetime | None  # run_at of the oldest of those
+    recent_lag_ms: list[float]  # start minus slot, first attempts of the most recent runs
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: int | None  # pass as `after` for the next page; None: this was the last
+
+
+def page_limit(limit: int) -> int:
+    """``limit`` for a listing, or ValidationError outside 1..MAX_PAGE."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValidationError(f"limit must be between 1 and {MAX_PAGE}, got {limit}", field="limit")
+    return limit
+
+
+@dataclass(frozen=True, slots=True)
+class SignedIn:
+    """A new session (:meth:`Client.sign_in`): the token for the browser's cookie, shown
+    this once and stored only hashed, the session and the key it signed in with."""
+
+    token: str
+    session: Session
+    key: ApiKey
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """Who leads and which nodes are alive (``tickwork cluster``), by the store's clock."""
+
+    leader: Lease | None  # None: no scheduler holds an unexpired leader lease
+    nodes: list[Node]  # most recently seen first
+    now: datetime
+
+
+JsonValue = Job | Run | Node | ApiKey | SlotSkip | Lease | RunStats | Cluster
+
+
+def to_json(value: JsonValue) -> dict[str, Any]:
+    """A record as a JSON-ready dict: times in ISO-8601 UTC, durations in seconds.
+
+    Jobs, runs, nodes, API keys (their prefix, never a secret or hash: the record holds
+    neither), ledger entries, leases, run stats and the cluster view.
+
+    It cannot fail on what a row holds, and its output is what every JSON encoder can write:
+    the JSON a record carries (args, a result, a node's info) is passed through
+    :func:`~tickwork.job.shown_json`, so a row stored before the limits on args, or a
+    handler's odd result, is shown cut short rather than breaking a listing (args and a
+    result that are not objects are wrapped, ``{"value": ...}``).
+    """
+    if isinstance(value, Job):
+        raw = _fields(value)
+        raw["schedule"] = value.schedule.to_json()
+        raw["args"] = shown_object(value.args)
+    elif isinstance(value, Run):
+        raw = _fields(value)
+        raw["args"] = shown_object(value.args)
+        raw["result"] = shown_object(value.result) if value.result is not None else None
+    elif isinstance(value, Cluster):
+        raw = {
+            "leader": to_json(value.leader) if value.leader else None,
+            "nodes": [{**to_json(node), "silent": node.silent(value.now)} for node in value.nodes],
+            "now": value.now,
+        }
+    elif is_dataclass(value):
+        raw = _fields(value)
+    else:
+        raise TypeError(f"cannot encode {type(value).__name__}")
+    return {k: _jsonable(v) for k, v in raw.items()}
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    """A record's fields, one level deep (``dataclasses.asdict`` would copy every nested
+    value by recursion, and overflow on args nested a few hundred deep)."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, Enum):
+        return value.value
+    if is_dataclass(value) and not isinstance(value, type):  # a policy inside a record
+        return {k: _jsonable(v) for k, v in _fields(value).items()}
+    if isinstance(value, dict | list | tuple | str | float):
+        return shown_json(value)
+    return value

@@ -1,0 +1,388 @@
+"""The dashboard's pages, their live fragments and the commands they post: the overview,
+the jobs and a job, the dead-letter list and the cluster (see :mod:`tickwork.web.dashboard`
+for the list of pages).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import Form, Request
+from fastapi.responses import RedirectResponse, Response
+
+from tickwork.client import Client
+from tickwork.errors import NotFound, TickworkError, ValidationError
+from tickwork.inputs import job_state
+from tickwork.job import (
+    Job,
+    JobState,
+    RunState,
+)
+from tickwork.records import SlotFate
+from tickwork.schedule import Cron
+from tickwork.stats import percentile
+from tickwork.web.auth import (
+    Principal,
+)
+from tickwork.web.dashboard.render import capitalize_first, error_page, failure, render, router
+from tickwork.web.dashboard.session import (
+    client_of,
+    cross_site,
+    is_htmx,
+    local_path,
+    return_page,
+    same_origin,
+    sign_in_first,
+    viewer_of,
+)
+from tickwork.web.errors import status_of
+
+log = logging.getLogger("tickwork.web")
+
+JOBS_PER_PAGE = 50
+DEAD_PER_PAGE = 50
+RUNS_PER_JOB = 50
+"""Runs shown on a job's page, newest first."""
+LEDGER_ROWS = 50
+FIRE_TIMES = 5
+LATEST_RUNS = 10
+"""Runs the overview lists, newest first."""
+FATE_HELP = {
+    SlotFate.MISFIRE: "missed by more than the misfire grace; the misfire policy skipped it",
+    SlotFate.COALESCED: "missed, and folded into one run by misfire policy 'once'",
+    SlotFate.OVERLAP: "the previous run was unfinished and the overlap policy is 'forbid'",
+    SlotFate.REPLACED: "a later slot of the same trigger replaced it (overlap 'replace')",
+    SlotFate.PAUSED: "fell while the job was paused",
+    SlotFate.CANCELLED: "fell after the job was cancelled",
+}
+
+
+def _parse_id(text: str) -> int | None:
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 19 else None
+
+
+# -- overview ------------------------------------------------------------------------------
+
+
+def _overview_context(client: Client, viewer: Principal) -> dict[str, Any]:
+    stats = client.run_stats(tenant=viewer.tenant)
+    lag = {
+        "p50": percentile(stats.recent_lag_ms, 50),
+        "p99": percentile(stats.recent_lag_ms, 99),
+        "samples": len(stats.recent_lag_ms),
+    }
+    return {
+        "stats": stats,
+        "lag": lag,
+        "leader": client.leader(),
+        "latest": client.list_runs(tenant=viewer.tenant, limit=LATEST_RUNS).items,
+        "scope": viewer.tenant,
+    }
+
+
+@router.get("/", response_model=None)
+def overview(request: Request) -> Response:
+    return _page(request, "overview.html", _overview_context)
+
+
+@router.get("/fragments/overview", response_model=None)
+def overview_fragment(request: Request) -> Response:
+    return _page(request, "_overview.html", _overview_context)
+
+
+def _page(
+    request: Request,
+    template: str,
+    context: Callable[..., dict[str, Any]],
+    *args: Any,
+    admin: bool = False,
+) -> Response:
+    """Render ``template`` with ``context(client, viewer, *args)`` for a signed-in viewer:
+    the sign-in form for nobody, a 403 page for a tenant key on an ``admin`` page, and the
+    error page for a failed client call."""
+    viewer = viewer_of(request)
+    if viewer is None:
+        return sign_in_first(request)
+    if admin and not viewer.admin:
+        return error_page(request, viewer, 403, "This page needs an admin key.")
+    try:
+        values = context(client_of(request), viewer, *args)
+        return render(request, template, viewer, **values)
+    except TickworkError as exc:
+        return failure(request, viewer, exc)
+    except Exception:
+        # A bug: the page still answers as a page, not with the JSON API's envelope; the
+        # traceback goes to the log.
+        log.exception("%s %s: unexpected error", request.method, request.url.path)
+        return error_page(request, viewer, 500, "Internal error; see the server log.")
+
+
+# -- jobs ----------------------------------------------------------------------------------
+
+
+def _jobs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -> dict[str, Any]:
+    state = query.get("state") or None
+    task = (query.get("task") or "").strip() or None
+    after_text = query.get("after") or None
+    after = _parse_id(after_text) if after_text else None
+    if after_text and after is None:
+        raise ValidationError(f"after must be a job id, got {after_text!r}", field="after")
+    page = client.list_jobs(
+        tenant=viewer.tenant, state=job_state(state), task=task, after=after, limit=JOBS_PER_PAGE
+    )
+    kept = {k: v for k, v in (("state", state), ("task", task)) if v}
+    return {
+        "page": page,
+        "outcomes": _outcomes(client, viewer, page.items),
+        "filters": {"state": state, "task": task, "after": after},
+        "job_states": [s.value for s in JobState],
+        "fragment_url": "/fragments/jobs?" + urlencode({**kept, **_after(after)}),
+        "first_url": "/jobs?" + urlencode(kept),
+        "next_url": (
+            "/jobs?" + urlencode({**kept, "after": page.next_cursor})
+            if page.next_cursor is not None
+            else None
+        ),
+    }
+
+
+def _outcomes(client: Client, viewer: Principal, jobs: list[Job]) -> dict[int, RunState]:
+    """The state of the latest run of each completed job: "completed" says only that no
+    slot is left, not how the job's work ended (its one run may be dead). One read per
+    completed job on the page, at most JOBS_PER_PAGE."""
+    outcomes = {}
+    for job in jobs:
+        if job.state is JobState.COMPLETED:
+            latest = client.list_runs(job_id=job.id, tenant=viewer.tenant, limit=1).items
+            if latest:
+                outcomes[job.id] = latest[0].state
+    return outcomes
+
+
+def _after(after: int | None) -> dict[str, int]:
+    return {"after": after} if after is not None else {}
+
+
+@router.get("/jobs", response_model=None)
+def jobs(request: Request) -> Response:
+    return _page(request, "jobs.html", _jobs_context, request.query_params)
+
+
+@router.get("/fragments/jobs", response_model=None)
+def jobs_fragment(request: Request) -> Response:
+    return _page(request, "_jobs.html", _jobs_context, request.query_params)
+
+
+class _Missing(NotFound):
+    """A path that names no row (``/jobs/abc``): the same 404 as an unknown id."""
+
+
+def _job_id(text: str) -> int:
+    ident = _parse_id(text)
+    if ident is None:
+        raise _Missing(f"job {text} not found")
+    return ident
+
+
+def _job_live_context(client: Client, viewer: Principal, job_id: str) -> dict[str, Any]:
+    job = client.get_job(_job_id(job_id), tenant=viewer.tenant)
+    runs = client.list_runs(job_id=job.id, tenant=viewer.tenant, limit=RUNS_PER_JOB).items
+    return {
+        "job": job,
+        "runs": runs,
+        # The job's badge says how its latest run ended once no slot is left (_outcomes).
+        "outcome": runs[0].state if job.state is JobState.COMPLETED and runs else None,
+        "runs_truncated": len(runs) == RUNS_PER_JOB,
+        "ledger": client.slot_ledger(job.id, tenant=viewer.tenant, limit=LEDGER_ROWS),
+        "fate_help": FATE_HELP,
+    }
+
+
+def _job_context(client: Client, viewer: Principal, job_id: str, at: str | None) -> dict[str, Any]:
+    values = _job_live_context(client, viewer, job_id)
+    job: Job = values["job"]
+    explanation = explain_error = None
+    if at:
+        try:
+            explanation = client.explain(job.id, at, tenant=viewer.tenant).text
+        except ValidationError as exc:
+            explain_error = capitalize_first(exc.message) + "."
+    zone = job.schedule.tz if isinstance(job.schedule, Cron) and job.schedule.tz != "UTC" else None
+    return {
+        **values,
+        "fire_times": client.next_fire_times(job, FIRE_TIMES),
+        "local_zone": zone,
+        "explain_at": at,
+        "explanation": explanation,
+        "explain_error": explain_error,
+    }
+
+
+@router.get("/jobs/{job_id}", response_model=None)
+def job_page(request: Request, job_id: str, at: str | None = None) -> Response:
+    # `at` goes to explain whole: its parser refuses what is no time (a NUL, a control
+    # character, text past the offset) rather than have it trimmed here first.
+    return _page(request, "job.html", _job_context, job_id, at if at and at.strip(" ") else None)
+
+
+@router.get("/fragments/jobs/{job_id}", response_model=None)
+def job_fragment(request: Request, job_id: str) -> Response:
+    return _page(request, "_job_live.html", _job_live_context, job_id)
+
+
+FINISHED_JOB_STATES = frozenset({JobState.COMPLETED, JobState.CANCELLED})
+FINISHED_JOB_REFUSALS = {
+    "trigger": "Job {job} is {state}: it has no slot left, so it is not run again.",
+    "cancel": (
+        "Job {job} is {state}: it has no slot left to cancel. To stop a run of it that has "
+        "not finished, cancel that run."
+    ),
+}
+"""What the dashboard answers (409) to Run now and Cancel job on a job with no slot left,
+whose page offers neither. (The JSON API and ``tickwork trigger`` keep the store's rule: a
+completed job may get an extra run.)"""
+
+
+@router.post("/jobs/{job_id}/{action}", response_model=None)
+def job_action(request: Request, job_id: str, action: str) -> Response:
+    """Pause, resume, trigger (run now) or cancel a job, then show its page again."""
+    viewer = viewer_of(request)
+    if viewer is None:
+        return sign_in_first(request)
+    if not same_origin(request):
+        return cross_site(request, viewer)
+    back = f"/jobs/{job_id}"
+    client = client_of(request)
+    commands = {
+        "pause": client.pause_job,
+        "resume": client.resume_job,
+        "trigger": client.trigger_job,
+        "cancel": client.cancel_job,
+    }
+    command = commands.get(action)
+    try:
+        if command is None:
+            raise _Missing(f"there is no job action {action!r}")
+        ident = _job_id(job_id)
+        if action in FINISHED_JOB_REFUSALS:
+            job = client.get_job(ident, tenant=viewer.tenant)
+            if job.state in FINISHED_JOB_STATES:
+                message = FINISHED_JOB_REFUSALS[action].format(job=job.id, state=job.state)
+                return error_page(request, viewer, 409, message, back)
+        command(ident, tenant=viewer.tenant)
+    except TickworkError as exc:
+        return failure(request, viewer, exc, back)
+    log.info("dashboard: %s job %s (key %s)", action, job_id, viewer.key or "open")
+    return RedirectResponse(back, status_code=303)
+
+
+# -- dead letter ---------------------------------------------------------------------------
+
+
+def _dead_context(client: Client, viewer: Principal, after_text: str | None) -> dict[str, Any]:
+    after = _parse_id(after_text) if after_text else None
+    if after_text and after is None:
+        raise ValidationError(f"after must be a run id, got {after_text!r}", field="after")
+    page = client.dead_runs(tenant=viewer.tenant, after=after, limit=DEAD_PER_PAGE)
+    return {
+        "page": page,
+        "after": after,
+        "notice": None,
+        "fragment_url": "/fragments/dead?" + urlencode(_after(after)),
+    }
+
+
+@router.get("/dead", response_model=None)
+def dead(request: Request, after: str | None = None) -> Response:
+    return _page(request, "dead.html", _dead_context, after)
+
+
+@router.get("/fragments/dead", response_model=None)
+def dead_fragment(request: Request, after: str | None = None) -> Response:
+    return _page(request, "_dead.html", _dead_context, after)
+
+
+@router.post("/runs/{run_id}/retry", response_model=None)
+def retry_run(request: Request, run_id: str, next: Annotated[str, Form()] = "/dead") -> Response:
+    """Put a dead or failed run back in the queue.
+
+    A plain form post is answered 303 to the page it came from (``next``). From htmx
+    (``HX-Request``) the answer is the run's dead-letter row, re-rendered in its new state,
+    which htmx swaps in place; a run that cannot be retried (another operator was first:
+    409, or it is gone: 404) gets its row back with the reason.
+    """
+    viewer = viewer_of(request)
+    if viewer is None:
+        return sign_in_first(request)
+    if not same_origin(request):
+        return cross_site(request, viewer)
+    back = return_page(next, "/dead")
+    client = client_of(request)
+    ident = _parse_id(run_id)
+    try:
+        if ident is None:
+            raise _Missing(f"run {run_id} not found")
+        run = client.retry_run(ident, tenant=viewer.tenant)
+    except TickworkError as exc:
+        if not is_htmx(request) or ident is None or status_of(exc) >= 500:
+            return failure(request, viewer, exc, back)
+        return _retry_refused(request, viewer, client, ident, exc)
+    log.info("dashboard: retry run %d (key %s)", run.id, viewer.key or "open")
+    if is_htmx(request):
+        return render(request, "_dead_row.html", viewer, run=run, notice="Retried:")
+    return RedirectResponse(back, status_code=303)
+
+
+@router.post("/runs/{run_id}/cancel", response_model=None)
+def cancel_run(request: Request, run_id: str, next: Annotated[str, Form()] = "/") -> Response:
+    """Cancel a queued, failed or running run (a running one stops at its next heartbeat),
+    then return to the page the form came from (``next``)."""
+    viewer = viewer_of(request)
+    if viewer is None:
+        return sign_in_first(request)
+    if not same_origin(request):
+        return cross_site(request, viewer)
+    back = local_path(next, "/")
+    ident = _parse_id(run_id)
+    try:
+        if ident is None:
+            raise _Missing(f"run {run_id} not found")
+        run = client_of(request).cancel_run(ident, tenant=viewer.tenant)
+    except TickworkError as exc:
+        return failure(request, viewer, exc, back)
+    log.info("dashboard: cancel run %d (key %s)", run.id, viewer.key or "open")
+    return RedirectResponse(back, status_code=303)
+
+
+def _retry_refused(
+    request: Request, viewer: Principal, client: Client, run_id: int, exc: TickworkError
+) -> Response:
+    status = status_of(exc)
+    if status == 404:
+        return render(request, "_gone_row.html", viewer, status, run_id=run_id, message=str(exc))
+    try:
+        run = client.get_run(run_id, tenant=viewer.tenant)
+    except NotFound as gone:
+        return render(request, "_gone_row.html", viewer, 404, run_id=run_id, message=str(gone))
+    notice = f"Not retried: it is {run.state}."
+    return render(request, "_dead_row.html", viewer, status, run=run, notice=notice)
+
+
+# -- cluster -------------------------------------------------------------------------------
+
+
+def _cluster_context(client: Client, viewer: Principal) -> dict[str, Any]:
+    return {"cluster": client.cluster()}
+
+
+@router.get("/cluster", response_model=None)
+def cluster(request: Request) -> Response:
+    return _page(request, "cluster.html", _cluster_context, admin=True)
+
+
+@router.get("/fragments/cluster", response_model=None)
+def cluster_fragment(request: Request) -> Response:
+    return _page(request, "_cluster.html", _cluster_context, admin=True)
