@@ -17,12 +17,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from worker_procs import Child, eventually
+from worker_procs import DEADLINE, Child
 
 from chaos.net import Proxy
 from tickwork.job import JobSpec
 from tickwork.schedule import Cron
 from tickwork.store import open_store
+from tickwork.testing import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -69,7 +70,7 @@ def test_a_standby_leads_within_the_bound_when_the_leader_is_cut_off_mid_trigger
         for n in range(3):
             store.submit(JobSpec(task="t", name=f"every-second-{n}", schedule=Cron("* * * * * *")))
         children.append(scheduler("leader", proxy.url, tmp_path))
-        eventually(lambda: holder(pg_database) == "leader")
+        wait_until(lambda: holder(pg_database) == "leader", DEADLINE)
         children.append(scheduler("standby", pg_database, tmp_path))
         time.sleep(1.0)
 
@@ -90,7 +91,7 @@ def test_a_standby_leads_within_the_bound_when_the_leader_is_cut_off_mid_trigger
         took = time.monotonic() - cut_at
         # The new leader triggers: the cron jobs' slots after the partition get runs.
         later = store.now() + timedelta(seconds=1)
-        eventually(
+        wait_until(
             lambda: any(
                 run.scheduled_for >= later
                 for job in store.list_jobs().items

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import psycopg
 import pytest
-from worker_support import FAST, eventually, in_state, running
+from worker_support import DEADLINE, FAST, in_state, running
 
 from tickwork.app import App
 from tickwork.config import Config
@@ -21,6 +21,7 @@ from tickwork.job import JobSpec, RunState
 from tickwork.schedule import Once
 from tickwork.store import open_store
 from tickwork.store.base import CHANNEL_RUNS
+from tickwork.testing import wait_until
 from tickwork.worker import Context, Worker
 
 pytestmark = pytest.mark.usefixtures("pg_database")
@@ -100,8 +101,8 @@ def test_a_worker_is_back_at_speed_after_its_sessions_are_ended(
             in_state(store, first, RunState.SUCCEEDED)
             caplog.clear()
             terminate_sessions(pg_database)
-            eventually(lambda: any("LISTEN" in r.getMessage() for r in caplog.records))
-            eventually(lambda: worker.listening)
+            wait_until(lambda: any("LISTEN" in r.getMessage() for r in caplog.records), DEADLINE)
+            wait_until(lambda: worker.listening, DEADLINE)
             time.sleep(0.3)  # the worker's idle sleep after its re-listening wake-up
             submitted = time.monotonic()
             job = app.submit(note)

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from worker_support import eventually, finished, in_state, make_app, running
+from worker_support import DEADLINE, finished, in_state, make_app, running
 
 from tickwork.app import App
 from tickwork.job import RunState
 from tickwork.store import Store
+from tickwork.testing import wait_until
 from tickwork.worker.builtins import OUTPUT_TAIL_BYTES
 
 
@@ -99,7 +100,9 @@ def test_a_cancelled_shell_run_kills_the_whole_process_group(
     with running(worker):
         run = in_state(store, job, RunState.RUNNING)
         store.cancel_run(run.id)
-        eventually(lambda: worker.executor.busy == 0)  # the handler saw the kill and returned
+        wait_until(
+            lambda: worker.executor.busy == 0, DEADLINE
+        )  # the handler saw the kill and returned
     time.sleep(1.5)  # past the moment either process would have written its file
 
     assert not marker.exists()
@@ -115,7 +118,7 @@ def test_a_shell_run_past_its_timeout_is_killed(app: App, store: Store, tmp_path
     worker = app.worker()
     with running(worker):
         run = finished(store, job)
-        eventually(lambda: worker.executor.busy == 0)
+        wait_until(lambda: worker.executor.busy == 0, DEADLINE)
     time.sleep(1.2)
 
     assert run.state is RunState.DEAD
