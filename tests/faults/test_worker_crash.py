@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from tests.processes import alive, group_alive
 from worker_procs import DEADLINE, Cluster
 
 from tickwork.job import JobSpec, Run, RunState
@@ -104,8 +104,9 @@ def test_a_shell_commands_process_tree_dies_with_its_sigkilled_worker(
         tmp_path / "child-done",
         tmp_path / "grandchild-done",
     )
+    # The shell leads its own process group: its pid is the group's id.
     script = (
-        f"echo $$ > {started}; (sleep 1.5; touch {grandchild_done}) & sleep 1.5; touch {child_done}"
+        f"echo $$ > {started}; (sleep 5; touch {grandchild_done}) & sleep 5; touch {child_done}"
     )
     submitted = store.submit(
         JobSpec(
@@ -120,17 +121,9 @@ def test_a_shell_commands_process_tree_dies_with_its_sigkilled_worker(
     worker.signal(signal.SIGKILL)
     worker.wait()
     wait_until(lambda: not alive(shell_pid), timeout=5)
-    time.sleep(2.0)  # past the moment either process would have written its file
+    # Nothing of the group is left to write a file later.
+    wait_until(lambda: not group_alive(shell_pid), timeout=5)
 
     assert not child_done.exists()
     assert not grandchild_done.exists()
     assert store.get_run(submitted.run.id).state is RunState.RUNNING  # until rescued
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie waiting to be reaped is not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -4,7 +4,6 @@ a standby does neither."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -95,7 +94,8 @@ def test_a_standby_rescues_nothing(store: Store, schedulers: list[Scheduler]) ->
     schedulers.append(node)
     node.start()
 
-    time.sleep(0.5)  # five rescue intervals: a standby that rescued would have done it
+    # Five passes of the reaper: a standby that rescued would have done it in the first.
+    node.reaper.wait_passes(node.reaper.passes + 5)
 
     assert not node.leading
     assert store.get_run(run.id).state is RunState.RUNNING

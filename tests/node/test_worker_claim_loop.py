@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -84,8 +83,11 @@ def test_unwritten_outcomes_hold_back_claims(store: Store) -> None:
     try:
         wait_until(lambda: len(worker.held) == 3 and worker.executor.busy == 0, DEADLINE)
         # The three handlers returned, but their outcomes are unwritten: nothing more is
-        # claimed until they are.
-        time.sleep(0.3)
+        # claimed until they are, however often the claim loop looks.
+        for _ in range(3):
+            done = worker.passes
+            worker.wake()
+            worker.wait_passes(done + 1)
         claimed = [r for r in store.list_runs(limit=50).items if r.state is not RunState.QUEUED]
         assert len(claimed) == 3
         slow.gate.set()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -48,10 +47,12 @@ def test_heartbeats_keep_a_run_longer_than_its_lease_from_being_rescued(
     worker = app.worker(run_lease=timedelta(milliseconds=600))
     with running(worker):
         run = in_state(store, job, RunState.RUNNING)
-        deadline = time.monotonic() + 1.5  # more than two leases
-        while time.monotonic() < deadline:
+        beats = worker.heartbeat.passes
+        # Fifteen heartbeats (every 100 ms): more than two leases of real time, which the
+        # store's clock must see pass for a lease to lapse.
+        while worker.heartbeat.passes < beats + 15:
             assert store.rescue().requeued == []  # what the leader's reaper does
-            time.sleep(0.05)
+            worker.heartbeat.wait_passes(worker.heartbeat.passes + 1)
         assert store.get_run(run.id).lease_expires_at is not None
         done.set()
         run = finished(store, job)
@@ -235,7 +236,11 @@ def test_claims_never_exceed_free_capacity(store: Store) -> None:
     try:
         with running(worker):
             wait_until(lambda: len(worker.held) == 2, DEADLINE)
-            time.sleep(0.2)  # give a wrong worker the chance to over-claim
+            # Three passes of the claim loop with no room: a wrong worker over-claims in one.
+            for _ in range(3):
+                done = worker.passes
+                worker.wake()
+                worker.wait_passes(done + 1)
             assert len(worker.held) == 2
             assert len(store.list_runs(state=RunState.RUNNING).items) == 2
             gate.set()
