@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
@@ -246,8 +245,8 @@ def run_with_outage(
     wait_until(lambda: len(runs_of(store, job_id)) >= 2 or store.slot_skips(job_id), START_DEADLINE)
     before.terminate()
     stopped_at = store.now()
-    while store.now() < stopped_at + OUTAGE:  # the outage itself; nothing is timed on it
-        time.sleep(0.05)
+    # The outage itself; nothing is timed on it.
+    wait_until(lambda: store.now() >= stopped_at + OUTAGE, START_DEADLINE, 0.05)
     restarted_at = store.now()
     after = nodes("after")
     wait_until(lambda: due_after(store, job_id, restarted_at + 2 * SECOND), START_DEADLINE)

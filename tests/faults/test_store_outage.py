@@ -67,7 +67,9 @@ def test_a_worker_rides_out_an_outage_quietly_and_is_back_at_speed(
         wait_until(lambda: nodes.events("start", pid=worker.pid), DEADLINE)
 
         proxy.refuse()
-        time.sleep(2.5)  # every loop retries meanwhile: claims, heartbeats, the listener
+        # A real condition: the outage lasts 2.5 s (shorter than the 6 s lease) while every
+        # loop of the worker process retries: claims, heartbeats, the listener.
+        time.sleep(2.5)
         proxy.accept()
         back = time.monotonic()
 

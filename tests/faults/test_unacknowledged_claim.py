@@ -43,7 +43,11 @@ def test_a_worker_starts_nothing_on_a_claim_whose_commit_was_not_acknowledged(
             # The claim is written and its commit waits for an acknowledgement (invisible to
             # everyone else meanwhile); the handler must wait too.
             wait_until(lambda: _waiting_commits(server) > 0, DEADLINE)
+            # A real condition: the claim stays unacknowledged for 2 s, as long as a stalled
+            # commit can last while a client gives up on it. The worker is another process
+            # with its claim blocked in that commit: it has no pass to count meanwhile.
             time.sleep(2.0)
+            assert _waiting_commits(server) > 0, "the claim was acknowledged meanwhile"
             assert nodes.executions() == [], "a handler started on an unacknowledged claim"
 
             # Commits are acknowledged again: the claim's answer arrives, or (had the worker
