@@ -11,13 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from tickwork.app import App
 from tickwork.config import Config
-from tickwork.job import JobSpec
-from tickwork.schedule import Cron
+from tickwork.job import JobSpec, RunState
+from tickwork.retry import RetryPolicy
+from tickwork.schedule import Cron, Once
 from tickwork.scheduler import Scheduler
 from tickwork.service import Service
 from tickwork.store import Store, open_store
 from tickwork.testing import FakeClock, wait_until
+from tickwork.worker import Context, Worker
 
 START = datetime(2030, 1, 7, 8, 58, 30, tzinfo=UTC)
 PROMPT = 2.0
@@ -145,3 +148,48 @@ def test_a_scheduler_on_a_fake_clock_triggers_a_cron_slot_once_advanced_past_it(
         assert store.get_job(job.id).next_run_at == slot + timedelta(days=1)
     finally:
         scheduler.stop()
+
+
+def test_a_worker_on_a_fake_clock_times_a_run_out_once_advanced_past_its_timeout(
+    store: Store,
+) -> None:
+    clock = FakeClock(START)
+    app = App(
+        config=Config(
+            db_url=store.url,
+            node_id="fake-time-worker",
+            run_lease=timedelta(minutes=10),
+            run_heartbeat=timedelta(minutes=1),
+        )
+    )
+    stopped = threading.Event()
+
+    @app.task
+    def stuck(ctx: Context) -> None:
+        ctx.cancelled.wait(PROMPT * 5)  # real seconds: only a timeout (or a bug) ends it
+        stopped.set()
+
+    spec = JobSpec(
+        task="stuck",
+        schedule=Once(delay=timedelta(0)),
+        timeout=timedelta(seconds=30),
+        retry=RetryPolicy(max_attempts=1),
+    )
+    run = store.submit(spec, now=clock.now()).run
+    assert run is not None
+    worker = Worker(store, app.registry, app.config, clock)
+    worker.start()
+    try:
+        wait_until(lambda: worker.held == [run.id])
+        clock.advance(29)
+        assert not stopped.wait(0.2)  # a second short of its timeout: still running
+
+        clock.advance(1)
+
+        assert stopped.wait(PROMPT)
+        dead = wait_until(lambda: (r := store.get_run(run.id)).state is RunState.DEAD and r)
+        assert dead.error == "timed out after 30 s"
+        assert dead.finished_at == START + timedelta(seconds=30)  # the clock's time
+    finally:
+        worker.stop()
+        app.close()
