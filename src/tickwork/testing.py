@@ -55,6 +55,7 @@ class FakeClock:
         self._now = utc(start) if start is not None else datetime.now(UTC).replace(microsecond=0)
         self._elapsed = 0.0
         self._moved = threading.Condition()
+        self._waits: list[float] = []  # the deadlines of the waits in progress
 
     def now(self) -> datetime:
         with self._moved:
@@ -70,11 +71,24 @@ class FakeClock:
     def wait(self, event: threading.Event, deadline: float | None) -> bool:
         """Until ``event`` is set or this clock is moved to ``deadline`` or past it."""
         with self._moved:
-            while not event.is_set():
-                if deadline is not None and self._elapsed >= deadline:
-                    return False
-                self._moved.wait(EVENT_POLL)
+            if deadline is not None:
+                self._waits.append(deadline)
+            try:
+                while not event.is_set():
+                    if deadline is not None and self._elapsed >= deadline:
+                        return False
+                    self._moved.wait(EVENT_POLL)
+            finally:
+                if deadline is not None:
+                    self._waits.remove(deadline)
         return True
+
+    def deadlines(self) -> list[float]:
+        """The deadlines (:meth:`monotonic` readings) of the waits in progress, earliest
+        first: what moving the clock would wake. A wait still listed after a move has not
+        ended."""
+        with self._moved:
+            return sorted(self._waits)
 
     def advance(self, seconds: float | timedelta) -> datetime:
         """Move time forward by ``seconds`` (not backwards) and wake every wait that is due

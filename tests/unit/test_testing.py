@@ -71,10 +71,12 @@ def test_the_clock_does_not_go_backwards() -> None:
 
 
 def test_advancing_past_a_deadline_wakes_a_waiting_service_promptly(ticker: Ticker) -> None:
-    ticker.wait_passes(1)  # waiting its hour
+    wait_until(lambda: ticker.clock.deadlines() == [3600.0], what="the ticker to wait its hour")
     ticker.clock.advance(3599)
-    ticker.wait_passes(1)
-    assert not ticker.woke.is_set()  # a second short of its deadline: still waiting
+    # A second short of its deadline: that wait has not ended.
+    assert ticker.clock.deadlines() == [3600.0]
+    assert ticker.passes == 1
+    assert not ticker.woke.is_set()
 
     began = time.monotonic()
     ticker.clock.advance(1)
@@ -181,8 +183,12 @@ def test_a_worker_on_a_fake_clock_times_a_run_out_once_advanced_past_its_timeout
     worker.start()
     try:
         wait_until(lambda: worker.held == [run.id])
+        wait_until(lambda: 30.0 in clock.deadlines(), what="the watchdog to wait for 30 s")
         clock.advance(29)
-        assert not stopped.wait(0.2)  # a second short of its timeout: still running
+        # A second short of its timeout: the watchdog's wait has not ended, the run runs.
+        assert 30.0 in clock.deadlines()
+        assert store.get_run(run.id).state is RunState.RUNNING
+        assert not stopped.is_set()
 
         clock.advance(1)
 
