@@ -1,13 +1,18 @@
 """Time as an input.
 
-Services take a :class:`Clock` so tests can move time instead of sleeping. The clock a node
-holds is only ever used for *local* decisions (how long to sleep, whether its own leader
-lease may have lapsed by its monotonic reading); due-ness, leases and expiry are judged by
-the store's clock.
+Services take a :class:`Clock` so tests can move time instead of sleeping: every wait of a
+service (:meth:`Clock.wait`) and every deadline it keeps is on its clock, and the
+``now=`` it gives the store is :meth:`Clock.store_now`. The system clock answers None
+there, so in production due-ness, leases and expiry are judged by the store's clock and
+the node's clock is only used for *local* decisions (how long to sleep, whether its own
+leader lease may have lapsed by its monotonic reading). A test clock
+(:class:`tickwork.testing.FakeClock`) answers its own time, so that the store, too, sees
+the time the test set.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -22,6 +27,16 @@ class Clock(Protocol):
         """Seconds from an arbitrary origin; never goes backwards."""
         ...
 
+    def wait(self, event: threading.Event, deadline: float | None) -> bool:
+        """Block until ``event`` is set or :meth:`monotonic` reaches ``deadline`` (None: no
+        limit); return whether ``event`` is set. Every service waits through this."""
+        ...
+
+    def store_now(self) -> datetime | None:
+        """The ``now=`` services pass to store calls: None (the store's own clock judges)
+        for the system clock, this clock's time for a test clock."""
+        ...
+
 
 class SystemClock:
     def now(self) -> datetime:
@@ -30,18 +45,13 @@ class SystemClock:
     def monotonic(self) -> float:
         return time.monotonic()
 
+    def wait(self, event: threading.Event, deadline: float | None) -> bool:
+        if deadline is None:
+            return event.wait()
+        return event.wait(max(0.0, deadline - time.monotonic()))
 
-class SkewedClock:
-    """The system clock shifted by ``offset``: a node whose local clock is wrong."""
-
-    def __init__(self, offset: timedelta) -> None:
-        self.offset = offset
-
-    def now(self) -> datetime:
-        return datetime.now(UTC) + self.offset
-
-    def monotonic(self) -> float:
-        return time.monotonic()
+    def store_now(self) -> datetime | None:
+        return None
 
 
 SYSTEM_CLOCK = SystemClock()

@@ -1,9 +1,15 @@
 """The one shape of every long-running loop: start, signal started, stop idempotently.
 
 A :class:`Service` runs :meth:`Service.run` in its own daemon thread. ``run`` loops until
-``self.stopping`` is set, sleeping with ``self.stopping.wait(timeout)`` (or a store
-listener) so that :meth:`stop` interrupts it at once. Each subclass's docstring header
-says what it does, how often, and whether it is leader-only.
+``self.stopping`` is set, ending each pass with :meth:`Service.pause`: a wait on the
+service's clock until a deadline or an event (``self.stopping``, or a wake-up event that
+:meth:`stop` also sets), so that :meth:`stop` interrupts it at once and a test's
+:class:`~tickwork.testing.FakeClock` moves it on. Each subclass's docstring header says
+what it does, how often, and whether it is leader-only.
+
+Passes are counted: :attr:`Service.passes` is how many passes have ended, and
+:meth:`Service.wait_passes` lets a test wait for "three rescue passes done" instead of
+sleeping and hoping the loop ran.
 
 A loop whose store call failed waits by a :class:`Backoff` before the next try: capped
 (so it is back at work within about a second of the database answering again) and
@@ -18,15 +24,21 @@ import logging
 import random
 import threading
 
+from tickwork.clock import SYSTEM_CLOCK, Clock
+
 log = logging.getLogger("tickwork")
 
 
 class Service:
     name = "service"
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
         self.stopping = threading.Event()
         self.started = threading.Event()
+        self.passes = 0
+        """Passes of the loop ended so far (see :meth:`pause`)."""
+        self._passed = threading.Condition()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
@@ -66,6 +78,32 @@ class Service:
 
     def wake(self) -> None:
         """Interrupt a sleep early (override when the loop sleeps on something else)."""
+
+    def pause(self, event: threading.Event, timeout: float | None) -> bool:
+        """End a pass: count it, then wait on the clock until ``event`` is set or ``timeout``
+        seconds (None: no limit) have passed. Returns whether ``event`` is set.
+
+        The deadline is fixed before the pass is counted, so a test that saw the count
+        and then moved a fake clock is sure to move this wait."""
+        deadline = None if timeout is None else self.clock.monotonic() + timeout
+        self.end_pass()
+        return self.clock.wait(event, deadline)
+
+    def end_pass(self) -> None:
+        """Count a pass that ends without a wait (the loop goes straight on)."""
+        with self._passed:
+            self.passes += 1
+            self._passed.notify_all()
+
+    def wait_passes(self, n: int, timeout: float = 10.0) -> int:
+        """Block until at least ``n`` passes have ended in all (not ``n`` more); return the
+        count. Raises TimeoutError after ``timeout`` real seconds."""
+        with self._passed:
+            if not self._passed.wait_for(lambda: self.passes >= n, timeout):
+                raise TimeoutError(
+                    f"{self.name}: {self.passes} passes ended within {timeout:g} s, not {n}"
+                )
+            return self.passes
 
     @property
     def running(self) -> bool:

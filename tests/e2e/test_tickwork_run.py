@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -17,8 +16,9 @@ from typing import Any
 import pytest
 
 from tickwork.client import Client
-from tickwork.job import Job, RunState
+from tickwork.job import FINISHED_RUN_STATES, Job, JobState, RunState
 from tickwork.store import Store, open_store
+from tickwork.testing import wait_until
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -57,9 +57,10 @@ def node(store_url: str, record: Path, tmp_path: Path) -> Iterator[subprocess.Po
         stderr=subprocess.STDOUT,
     )
     try:
-        wait_for(
+        wait_until(
             lambda: b"tickwork run: ready" in (tmp_path / "run.log").read_bytes(),
-            "tickwork run to come up",
+            DEADLINE,
+            what="tickwork run to come up",
         )
         yield proc
     finally:
@@ -85,15 +86,6 @@ def submit(store: Store, task: str, **options: Any) -> Job:
     return Client(store, run_app.registry).submit(task, **options).job
 
 
-def wait_for(condition: Any, what: str, deadline: float = DEADLINE) -> None:
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def executions(record: Path, task: str) -> list[dict[str, Any]]:
     if not record.exists():
         return []
@@ -106,14 +98,17 @@ def test_a_one_off_job_runs_once_on_time(
 ) -> None:
     at = db.now() + timedelta(seconds=1)
     job = submit(db, "tick", at=at)
-    wait_for(lambda: len(executions(record, "tick")) == 1, "the one-off run")
+    wait_until(lambda: len(executions(record, "tick")) == 1, DEADLINE, what="the one-off run")
     run = db.list_runs(job_id=job.id).items[0]
     assert run.scheduled_for == at
     assert run.started_at is not None
     # On time: started after its slot, not before (the store's clock decides).
     assert run.started_at >= at
-    wait_for(lambda: db.get_run(run.id).state is RunState.SUCCEEDED, "success")
-    time.sleep(0.5)
+    wait_until(lambda: db.get_run(run.id).state is RunState.SUCCEEDED, DEADLINE, what="success")
+    # Nothing can run it again: its one run is finished (no claim takes a succeeded run) and
+    # the job has no slot left. The record line was written before the run succeeded.
+    assert db.get_job(job.id).state is JobState.COMPLETED
+    assert [r.id for r in db.list_runs(job_id=job.id).items] == [run.id]
     assert len(executions(record, "tick")) == 1
 
 
@@ -121,9 +116,14 @@ def test_a_per_second_cron_job_runs_every_second_without_gaps_or_duplicates(
     node: subprocess.Popen[bytes], db: Store, record: Path
 ) -> None:
     job = submit(db, "tick", cron="* * * * * *")
-    wait_for(lambda: len(executions(record, "tick")) >= 5, "five ticks")
+    wait_until(lambda: len(executions(record, "tick")) >= 5, DEADLINE, what="five ticks")
     db.pause_job(job.id)
-    time.sleep(0.5)  # let a run triggered just before the pause finish
+    # A run triggered just before the pause finishes.
+    wait_until(
+        lambda: all(r.state in FINISHED_RUN_STATES for r in db.list_runs(job_id=job.id).items),
+        DEADLINE,
+        what="the last runs to finish",
+    )
     runs = sorted(db.list_runs(job_id=job.id, limit=1000).items, key=lambda r: r.scheduled_for)
     slots = [r.scheduled_for for r in runs]
     assert len(slots) == len(set(slots))
@@ -139,7 +139,11 @@ def test_a_job_failing_twice_succeeds_on_its_third_attempt_after_backoff(
     node: subprocess.Popen[bytes], db: Store, record: Path
 ) -> None:
     job = submit(db, "flaky")
-    wait_for(lambda: db.list_runs(job_id=job.id).items[0].state is RunState.SUCCEEDED, "success")
+    wait_until(
+        lambda: db.list_runs(job_id=job.id).items[0].state is RunState.SUCCEEDED,
+        DEADLINE,
+        what="success",
+    )
     attempts = executions(record, "flaky")
     assert [a["attempt"] for a in attempts] == [1, 2, 3]
     assert len({a["run"] for a in attempts}) == 1
@@ -155,7 +159,11 @@ def test_a_retry_after_is_waited_out_before_the_next_attempt(
     node: subprocess.Popen[bytes], db: Store, record: Path
 ) -> None:
     job = submit(db, "polite")
-    wait_for(lambda: db.list_runs(job_id=job.id).items[0].state is RunState.SUCCEEDED, "success")
+    wait_until(
+        lambda: db.list_runs(job_id=job.id).items[0].state is RunState.SUCCEEDED,
+        DEADLINE,
+        what="success",
+    )
     first, second = executions(record, "polite")
     assert second["at"] - first["at"] >= 0.6
 
@@ -164,7 +172,9 @@ def test_a_job_that_always_fails_ends_dead_with_its_error(
     node: subprocess.Popen[bytes], db: Store, record: Path
 ) -> None:
     job = submit(db, "hopeless")
-    wait_for(lambda: db.list_runs(job_id=job.id).items[0].state is RunState.DEAD, "dead")
+    wait_until(
+        lambda: db.list_runs(job_id=job.id).items[0].state is RunState.DEAD, DEADLINE, what="dead"
+    )
     run = db.list_runs(job_id=job.id).items[0]
     assert run.attempt == 2
     assert run.error is not None

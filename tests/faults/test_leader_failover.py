@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
@@ -30,6 +29,7 @@ from tickwork.job import JobSpec, MisfirePolicy, OverlapPolicy, Run, RunState
 from tickwork.schedule import Cron
 from tickwork.store import Store, open_store
 from tickwork.store.base import SlotFate, SlotSkip
+from tickwork.testing import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -41,15 +41,6 @@ SECOND = timedelta(seconds=1)
 START_DEADLINE = 30.0
 """Seconds a child may take to start and act; generous for a loaded CI box."""
 STOP_TIMEOUT = 15.0
-
-
-def eventually(condition: Callable[[], object], timeout: float = START_DEADLINE) -> None:
-    """Poll ``condition`` until it is truthy, or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout:g} s")
-        time.sleep(0.02)
 
 
 class Node:
@@ -162,8 +153,8 @@ def test_standby_takes_over_from_a_killed_leader_without_missing_or_doubling_a_s
 ) -> None:
     job = store.submit(per_second()).job
     pair = [nodes("a"), nodes("b")]
-    eventually(lambda: leader_of(store, pair) is not None)
-    eventually(lambda: len(runs_of(store, job.id)) >= 3)
+    wait_until(lambda: leader_of(store, pair) is not None, START_DEADLINE)
+    wait_until(lambda: len(runs_of(store, job.id)) >= 3, START_DEADLINE)
     leader = leader_of(store, pair)
     assert leader is not None
     standby = next(n for n in pair if n is not leader)
@@ -175,7 +166,7 @@ def test_standby_takes_over_from_a_killed_leader_without_missing_or_doubling_a_s
     def triggered_since_kill() -> list[Run]:
         return [r for r in runs_of(store, job.id) if r.created_at > killed_at]
 
-    eventually(triggered_since_kill, timeout=(LEASE + RENEW + SLACK).total_seconds() + 5)
+    wait_until(triggered_since_kill, timeout=(LEASE + RENEW + SLACK).total_seconds() + 5)
     first_new = min(triggered_since_kill(), key=lambda r: r.created_at)
     takeover = first_new.created_at - killed_at
     assert takeover <= LEASE + RENEW + SLACK, f"standby took {takeover} to trigger"
@@ -183,8 +174,9 @@ def test_standby_takes_over_from_a_killed_leader_without_missing_or_doubling_a_s
     assert lease is not None
     assert lease.holder == standby.node_id
     # A few slots led by the new leader, then a clean stop.
-    eventually(
-        lambda: runs_of(store, job.id)[-1].scheduled_for >= first_new.scheduled_for + 3 * SECOND
+    wait_until(
+        lambda: runs_of(store, job.id)[-1].scheduled_for >= first_new.scheduled_for + 3 * SECOND,
+        START_DEADLINE,
     )
     standby.terminate()
 
@@ -199,8 +191,8 @@ def test_a_paused_leader_resumed_after_losing_its_lease_triggers_nothing_twice(
 ) -> None:
     job = store.submit(per_second()).job
     pair = [nodes("a"), nodes("b")]
-    eventually(lambda: leader_of(store, pair) is not None)
-    eventually(lambda: len(runs_of(store, job.id)) >= 2)
+    wait_until(lambda: leader_of(store, pair) is not None, START_DEADLINE)
+    wait_until(lambda: len(runs_of(store, job.id)) >= 2, START_DEADLINE)
     zombie = leader_of(store, pair)
     assert zombie is not None
     standby = next(n for n in pair if n is not zombie)
@@ -209,13 +201,14 @@ def test_a_paused_leader_resumed_after_losing_its_lease_triggers_nothing_twice(
 
     zombie.proc.send_signal(signal.SIGSTOP)
     try:
-        eventually(lambda: leader_of(store, pair) is standby)
+        wait_until(lambda: leader_of(store, pair) is standby, START_DEADLINE)
         new = store.leader()
         assert new is not None
         assert new.epoch > old.epoch
         took_over_at = store.now()
-        eventually(
-            lambda: len([r for r in runs_of(store, job.id) if r.created_at > took_over_at]) >= 2
+        wait_until(
+            lambda: len([r for r in runs_of(store, job.id) if r.created_at > took_over_at]) >= 2,
+            START_DEADLINE,
         )
     finally:
         zombie.proc.send_signal(signal.SIGCONT)
@@ -223,7 +216,9 @@ def test_a_paused_leader_resumed_after_losing_its_lease_triggers_nothing_twice(
     # The resumed node finds its lease lapsed by its own clock, and the store refuses its
     # epoch: it becomes a standby. Let slots pass with both processes alive.
     resumed_at = store.now()
-    eventually(lambda: runs_of(store, job.id)[-1].scheduled_for >= resumed_at + 3 * SECOND)
+    wait_until(
+        lambda: runs_of(store, job.id)[-1].scheduled_for >= resumed_at + 3 * SECOND, START_DEADLINE
+    )
     assert leader_of(store, pair) is standby
     standby.terminate()
     zombie.terminate()
@@ -245,16 +240,16 @@ def run_with_outage(
     down for OUTAGE, then schedule again with another until a few slots passed, and stop
     it. Returns the job id and when the second scheduler started."""
     before = nodes("before")
-    eventually(lambda: store.leader() is not None)
+    wait_until(lambda: store.leader() is not None, START_DEADLINE)
     job_id = store.submit(spec).job.id
-    eventually(lambda: len(runs_of(store, job_id)) >= 2 or store.slot_skips(job_id))
+    wait_until(lambda: len(runs_of(store, job_id)) >= 2 or store.slot_skips(job_id), START_DEADLINE)
     before.terminate()
     stopped_at = store.now()
-    while store.now() < stopped_at + OUTAGE:  # the outage itself; nothing is timed on it
-        time.sleep(0.05)
+    # The outage itself; nothing is timed on it.
+    wait_until(lambda: store.now() >= stopped_at + OUTAGE, START_DEADLINE, 0.05)
     restarted_at = store.now()
     after = nodes("after")
-    eventually(lambda: due_after(store, job_id, restarted_at + 2 * SECOND))
+    wait_until(lambda: due_after(store, job_id, restarted_at + 2 * SECOND), START_DEADLINE)
     after.terminate()
     return job_id, restarted_at
 
@@ -317,7 +312,7 @@ def test_overlap_forbid_skips_slots_while_the_previous_run_is_unfinished_across_
     (claimed,) = store.claim("tests", limit=1)
     store.complete(claimed.id, claimed.fencing_token)
     again = nodes("again")
-    eventually(lambda: len(runs_of(store, job_id)) == 2)
+    wait_until(lambda: len(runs_of(store, job_id)) == 2, START_DEADLINE)
     again.terminate()
     runs = runs_of(store, job_id)
     assert_each_slot_once(accounted(runs, store.slot_skips(job_id)))

@@ -17,12 +17,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from worker_procs import Child, eventually
+from worker_procs import DEADLINE, Child
 
 from chaos.net import Proxy
 from tickwork.job import JobSpec
 from tickwork.schedule import Cron
 from tickwork.store import open_store
+from tickwork.testing import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -69,28 +70,34 @@ def test_a_standby_leads_within_the_bound_when_the_leader_is_cut_off_mid_trigger
         for n in range(3):
             store.submit(JobSpec(task="t", name=f"every-second-{n}", schedule=Cron("* * * * * *")))
         children.append(scheduler("leader", proxy.url, tmp_path))
-        eventually(lambda: holder(pg_database) == "leader")
+        wait_until(lambda: holder(pg_database) == "leader", DEADLINE)
         children.append(scheduler("standby", pg_database, tmp_path))
-        time.sleep(1.0)
+        # The standby is up: it shows in the cluster view, beating.
+        wait_until(lambda: "standby" in [n.id for n in store.list_nodes()], DEADLINE)
 
         proxy.set_latency(0.3)
+        # A real condition, not a wait for an event: the round trips already in flight end
+        # at the old latency, and the leader's triggers after them run slowed down.
         time.sleep(1.0)
         with psycopg.connect(pg_database, autocommit=True) as admin:
-            deadline = time.monotonic() + 10
-            while not admin.execute(LEASE_ROW_HELD).fetchone():
-                assert time.monotonic() < deadline, "the leader never held the lease row"
+            wait_until(
+                lambda: admin.execute(LEASE_ROW_HELD).fetchone(),
+                10,
+                0,  # no pause between looks: the row is held only while a trigger runs
+                what="the leader to hold the lease row",
+            )
         proxy.cut()  # mid-trigger: nothing more reaches either side
         cut_at = time.monotonic()
-        deadline = cut_at + 3 * FAILOVER_BOUND
-        while holder(pg_database) != "standby":
-            assert time.monotonic() < deadline, (
-                f"no failover within {3 * FAILOVER_BOUND:g} s of the partition"
-            )
-            time.sleep(0.05)
+        wait_until(
+            lambda: holder(pg_database) == "standby",
+            3 * FAILOVER_BOUND,
+            0.05,
+            what="a failover after the partition",
+        )
         took = time.monotonic() - cut_at
         # The new leader triggers: the cron jobs' slots after the partition get runs.
         later = store.now() + timedelta(seconds=1)
-        eventually(
+        wait_until(
             lambda: any(
                 run.scheduled_for >= later
                 for job in store.list_jobs().items

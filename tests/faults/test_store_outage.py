@@ -19,12 +19,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from worker_procs import Cluster, eventually
+from worker_procs import DEADLINE, Cluster
 
 from chaos.net import Proxy
 from tickwork.job import JobSpec, RunState
 from tickwork.schedule import Once
 from tickwork.store import Store, open_store
+from tickwork.testing import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -63,15 +64,17 @@ def test_a_worker_rides_out_an_outage_quietly_and_is_back_at_speed(
             JobSpec(task="work", args={"seconds": 3.0}, schedule=Once(delay=timedelta(0)))
         )
         assert long.run is not None
-        eventually(lambda: nodes.events("start", pid=worker.pid))
+        wait_until(lambda: nodes.events("start", pid=worker.pid), DEADLINE)
 
         proxy.refuse()
-        time.sleep(2.5)  # every loop retries meanwhile: claims, heartbeats, the listener
+        # A real condition: the outage lasts 2.5 s (shorter than the 6 s lease) while every
+        # loop of the worker process retries: claims, heartbeats, the listener.
+        time.sleep(2.5)
         proxy.accept()
         back = time.monotonic()
 
         # The long run finishes once, with its first claim's token: completed, not rescued.
-        done = eventually(lambda: _finished(direct, long.run.id), timeout=15)
+        done = wait_until(lambda: _finished(direct, long.run.id), timeout=15)
         assert done.state is RunState.SUCCEEDED
         assert done.attempt == 1
         assert done.result == {"pid": worker.pid, "token": long_token(nodes, long.run.id)}
@@ -79,12 +82,12 @@ def test_a_worker_rides_out_an_outage_quietly_and_is_back_at_speed(
         # answering, and the next one at the speed of before.
         quick = direct.submit(JobSpec(task="work", schedule=Once(delay=timedelta(0)))).run
         assert quick is not None
-        eventually(lambda: _finished(direct, quick.id), timeout=15)
+        wait_until(lambda: _finished(direct, quick.id), timeout=15)
         assert _started_at(nodes, quick.id) - back < BACK_AT_SPEED + 0.5
         again = direct.submit(JobSpec(task="work", schedule=Once(delay=timedelta(0)))).run
         assert again is not None
         submitted = time.monotonic()
-        eventually(lambda: _finished(direct, again.id), timeout=15)
+        wait_until(lambda: _finished(direct, again.id), timeout=15)
         assert _started_at(nodes, again.id) - submitted < 0.5
     finally:
         direct.close()

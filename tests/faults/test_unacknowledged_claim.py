@@ -14,12 +14,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from worker_procs import Cluster, eventually
+from worker_procs import DEADLINE, Cluster
 
 from chaos import pg
 from tickwork.job import JobSpec, RunState
 from tickwork.schedule import Once
 from tickwork.store import open_store
+from tickwork.testing import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -41,15 +42,19 @@ def test_a_worker_starts_nothing_on_a_claim_whose_commit_was_not_acknowledged(
             worker = nodes.worker("w1")
             # The claim is written and its commit waits for an acknowledgement (invisible to
             # everyone else meanwhile); the handler must wait too.
-            eventually(lambda: _waiting_commits(server) > 0)
+            wait_until(lambda: _waiting_commits(server) > 0, DEADLINE)
+            # A real condition: the claim stays unacknowledged for 2 s, as long as a stalled
+            # commit can last while a client gives up on it. The worker is another process
+            # with its claim blocked in that commit: it has no pass to count meanwhile.
             time.sleep(2.0)
+            assert _waiting_commits(server) > 0, "the claim was acknowledged meanwhile"
             assert nodes.executions() == [], "a handler started on an unacknowledged claim"
 
             # Commits are acknowledged again: the claim's answer arrives, or (had the worker
             # given up on it) the scheduler rescues the run when its lease expires.
             server.set_system("synchronous_standby_names", None)
             nodes.scheduler()
-            done = eventually(lambda: _finished(store, run.id), timeout=30)
+            done = wait_until(lambda: _finished(store, run.id), timeout=30)
         finally:
             nodes.kill_all()
     finally:

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from worker_procs import HERE, Cluster, eventually
+from worker_procs import DEADLINE, HERE, Cluster
+
+from tickwork.testing import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +63,7 @@ def test_submitted_jobs_run_on_a_worker_and_show_in_runs(
     work_job = int(work.stdout.strip().splitlines()[-1])
 
     worker = cluster.worker("w", "--allow-shell")
-    eventually(lambda: all(r["state"] == "succeeded" for r in runs_json(store_url)))
+    wait_until(lambda: all(r["state"] == "succeeded" for r in runs_json(store_url)), DEADLINE)
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
 

@@ -10,17 +10,18 @@
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from worker_procs import Cluster, eventually
+from tests.processes import alive, group_alive
+from worker_procs import DEADLINE, Cluster
 
 from tickwork.job import JobSpec, Run, RunState
 from tickwork.schedule import Once
 from tickwork.store import Store
+from tickwork.testing import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -52,13 +53,13 @@ def test_a_run_of_a_worker_killed_mid_run_is_rescued_and_succeeds_once_elsewhere
 ) -> None:
     run = submit_work(store, seconds=2.0)
     a = cluster.worker("a")
-    eventually(lambda: cluster.events("start", pid=a.pid))
+    wait_until(lambda: cluster.events("start", pid=a.pid), DEADLINE)
 
     a.signal(signal.SIGKILL)
     a.wait()
     b = cluster.worker("b")
     cluster.scheduler()
-    final = eventually(lambda: succeeded(store, run.id))
+    final = wait_until(lambda: succeeded(store, run.id), DEADLINE)
 
     assert final.attempt == 2  # the lost attempt counted
     assert final.worker == "b"
@@ -74,17 +75,17 @@ def test_a_zombie_workers_completion_is_rejected_after_its_run_was_completed_els
 ) -> None:
     run = submit_work(store, seconds=1.0)
     zombie = cluster.worker("zombie")
-    eventually(lambda: cluster.events("start", pid=zombie.pid))
+    wait_until(lambda: cluster.events("start", pid=zombie.pid), DEADLINE)
 
     zombie.signal(signal.SIGSTOP)  # past its lease: no heartbeat, no completion
     other = cluster.worker("other")
     cluster.scheduler()
-    final = eventually(lambda: succeeded(store, run.id))
+    final = wait_until(lambda: succeeded(store, run.id), DEADLINE)
     assert final.worker == "other"
 
     zombie.signal(signal.SIGCONT)  # its handler finishes; its write must be fenced out
-    eventually(lambda: "rejected" in zombie.log())
-    eventually(lambda: cluster.events("end", pid=zombie.pid))  # it did finish, locally
+    wait_until(lambda: "rejected" in zombie.log(), DEADLINE)
+    wait_until(lambda: cluster.events("end", pid=zombie.pid), DEADLINE)  # it did finish, locally
 
     after = store.get_run(run.id)
     assert after.state is RunState.SUCCEEDED
@@ -103,8 +104,9 @@ def test_a_shell_commands_process_tree_dies_with_its_sigkilled_worker(
         tmp_path / "child-done",
         tmp_path / "grandchild-done",
     )
+    # The shell leads its own process group: its pid is the group's id.
     script = (
-        f"echo $$ > {started}; (sleep 1.5; touch {grandchild_done}) & sleep 1.5; touch {child_done}"
+        f"echo $$ > {started}; (sleep 5; touch {grandchild_done}) & sleep 5; touch {child_done}"
     )
     submitted = store.submit(
         JobSpec(
@@ -113,23 +115,15 @@ def test_a_shell_commands_process_tree_dies_with_its_sigkilled_worker(
     )
     assert submitted.run is not None
     worker = cluster.worker("shell-worker", "--allow-shell")
-    eventually(lambda: started.exists() and started.read_text().strip())
+    wait_until(lambda: started.exists() and started.read_text().strip(), DEADLINE)
     shell_pid = int(started.read_text())
 
     worker.signal(signal.SIGKILL)
     worker.wait()
-    eventually(lambda: not alive(shell_pid), timeout=5)
-    time.sleep(2.0)  # past the moment either process would have written its file
+    wait_until(lambda: not alive(shell_pid), timeout=5)
+    # Nothing of the group is left to write a file later.
+    wait_until(lambda: not group_alive(shell_pid), timeout=5)
 
     assert not child_done.exists()
     assert not grandchild_done.exists()
     assert store.get_run(submitted.run.id).state is RunState.RUNNING  # until rescued
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie waiting to be reaped is not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"

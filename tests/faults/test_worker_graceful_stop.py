@@ -10,11 +10,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from worker_procs import Cluster, eventually
+from worker_procs import DEADLINE, Cluster
 
 from tickwork.job import JobSpec, Run, RunState
 from tickwork.schedule import Once
 from tickwork.store import Store
+from tickwork.testing import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +43,7 @@ def test_a_stop_signal_lets_the_running_handler_finish_within_the_grace(
 ) -> None:
     run = submit_work(store, seconds=1.5)
     worker = cluster.worker("w", "--shutdown-grace", "20s")
-    eventually(lambda: cluster.events("start", pid=worker.pid))
+    wait_until(lambda: cluster.events("start", pid=worker.pid), DEADLINE)
 
     worker.signal(sig)
     code = worker.wait()
@@ -59,7 +60,7 @@ def test_a_handler_outlasting_the_grace_is_released_and_run_once_by_another_work
 ) -> None:
     run = submit_work(store, seconds=3.0)
     first = cluster.worker("first", "--shutdown-grace", "0.3s")
-    eventually(lambda: cluster.events("start", pid=first.pid))
+    wait_until(lambda: cluster.events("start", pid=first.pid), DEADLINE)
 
     first.signal(signal.SIGTERM)
     code = first.wait()
@@ -71,7 +72,9 @@ def test_a_handler_outlasting_the_grace_is_released_and_run_once_by_another_work
     assert "released" in first.log()
 
     second = cluster.worker("second")
-    final = eventually(lambda: (r := store.get_run(run.id)).state is RunState.SUCCEEDED and r)
+    final = wait_until(
+        lambda: (r := store.get_run(run.id)).state is RunState.SUCCEEDED and r, DEADLINE
+    )
     assert final.attempt == 1
     assert final.worker == "second"
     ends = cluster.events("end")

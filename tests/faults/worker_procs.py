@@ -9,12 +9,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 HERE = Path(__file__).parent
 LEASE = "2s"
@@ -22,18 +18,6 @@ HEARTBEAT = "0.4s"
 DEADLINE = 30.0
 """Seconds a child may take to start and act; generous for a loaded CI box."""
 STOP_TIMEOUT = 20.0
-
-
-def eventually(condition: Callable[[], Any], timeout: float = DEADLINE) -> Any:
-    """Poll ``condition`` until it returns something truthy (returned), or fail."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout:g} s")
-        time.sleep(0.02)
 
 
 class Child:

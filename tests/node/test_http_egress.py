@@ -20,12 +20,13 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from worker_support import eventually, finished, make_app, running
+from worker_support import finished, make_app, running
 
 from tickwork.app import App
 from tickwork.errors import InvalidArgs
 from tickwork.job import Job, Run, RunState
 from tickwork.store import Store
+from tickwork.testing import wait_until
 from tickwork.worker import Worker
 from tickwork.worker.builtins import MAX_REDIRECTS
 from tickwork.worker.egress import EgressPolicy, VettedHTTPSConnection
@@ -448,7 +449,7 @@ def test_a_body_that_never_ends_is_cut_off_at_the_job_timeout(
         run = finished(store, job)
         # The handler's thread is free again: it stopped reading, it did not just get
         # abandoned while the stream goes on.
-        eventually(lambda: worker.executor.busy == 0, timeout=5)
+        wait_until(lambda: worker.executor.busy == 0, timeout=5)
 
     assert run.state is RunState.DEAD
     # The worker's watchdog ("timed out after 0.5 s") or the task's own deadline ("GET

@@ -7,26 +7,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tickwork.cli import main
 from tickwork.store import Store
+from tickwork.testing import wait_until
 
 DEADLINE = 30.0
 """Seconds a child may take to start and lead; generous for a loaded CI box."""
-
-
-def eventually(condition: Callable[[], object], timeout: float = DEADLINE) -> None:
-    """Poll ``condition`` until it is truthy, or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout:g} s")
-        time.sleep(0.02)
 
 
 def test_a_renew_interval_not_shorter_than_the_lease_is_rejected_with_exit_code_2(
@@ -62,7 +52,9 @@ def test_a_signal_stops_the_scheduler_which_resigns_and_exits_0(
     with log_path.open("w") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
-        eventually(lambda: (lease := store.leader()) is not None and lease.holder == "cli-node")
+        wait_until(
+            lambda: (lease := store.leader()) is not None and lease.holder == "cli-node", DEADLINE
+        )
         (node,) = store.list_nodes()
         assert (node.id, node.kind) == ("cli-node", "scheduler")
 

@@ -3,9 +3,8 @@ its own monotonic clock before the store would tell it."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -18,34 +17,10 @@ from tickwork.scheduler import Scheduler
 from tickwork.scheduler.election import Election
 from tickwork.scheduler.trigger import Trigger
 from tickwork.store import Store, open_store
+from tickwork.testing import FakeClock, wait_until
 
 DEADLINE = 10.0
 """Seconds a condition may take to become true; generous, so a slow box fails on behaviour."""
-
-
-def eventually(condition: Callable[[], object], timeout: float = DEADLINE) -> None:
-    """Poll ``condition`` until it is truthy, or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout:g} s")
-        time.sleep(0.01)
-
-
-class SteppedClock:
-    """Real wall time; a monotonic clock that tests can jump forward."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-    def monotonic(self) -> float:
-        return time.monotonic() + self.offset
-
-    def advance(self, seconds: float) -> None:
-        self.offset += seconds
 
 
 def fast(store: Store, node_id: str, **overrides: Any) -> Config:
@@ -76,7 +51,7 @@ def test_of_two_schedulers_exactly_one_leads(store: Store, schedulers: list[Sche
     a.start()
     b.start()
 
-    eventually(lambda: a.leading or b.leading)
+    wait_until(lambda: a.leading or b.leading, DEADLINE)
     leader, standby = (a, b) if a.leading else (b, a)
     assert not standby.leading
     assert standby.epoch is None
@@ -92,7 +67,7 @@ def test_stopping_the_leader_resigns_so_the_standby_leads_without_waiting_out_th
     a = Scheduler(store, fast(store, "a", **long_lease))
     schedulers.append(a)
     a.start()
-    eventually(lambda: a.leading)
+    wait_until(lambda: a.leading, DEADLINE)
     first_epoch = a.epoch
     assert first_epoch is not None
     b = Scheduler(store, fast(store, "b", **long_lease))
@@ -102,7 +77,7 @@ def test_stopping_the_leader_resigns_so_the_standby_leads_without_waiting_out_th
     a.stop()
 
     assert not a.leading
-    eventually(lambda: b.leading, timeout=5.0)  # far below the 60 s lease
+    wait_until(lambda: b.leading, timeout=5.0)  # far below the 60 s lease
     assert b.epoch is not None
     assert b.epoch > first_epoch
 
@@ -110,7 +85,7 @@ def test_stopping_the_leader_resigns_so_the_standby_leads_without_waiting_out_th
 def test_leader_stops_acting_when_its_lease_may_have_lapsed_by_its_monotonic_clock(
     store: Store,
 ) -> None:
-    clock = SteppedClock()
+    clock = FakeClock()
     config = fast(store, "a", leader_lease=timedelta(seconds=30))
     election = Election(store, config, clock)
 
@@ -130,23 +105,33 @@ def test_leader_stops_acting_when_its_lease_may_have_lapsed_by_its_monotonic_clo
 
 
 def test_a_lapsed_leader_triggers_nothing_until_it_renews(store: Store) -> None:
-    clock = SteppedClock()
+    clock = FakeClock()
     config = fast(store, "a", leader_lease=timedelta(seconds=30))
     election = Election(store, config, clock)
     trigger = Trigger(store, config, election, clock)
-    past = store.now() - timedelta(minutes=5)
+    past = clock.now() - timedelta(minutes=5)
     job = store.submit(JobSpec(task="tests.tick", schedule=Cron("* * * * *")), now=past).job
     election.beat()
-    clock.advance(30)  # lapsed locally; the renewal that would fix it is not sent
+    # Lapsed locally (lease 30 s less the 0.2 s margin), still held by the store's reading
+    # of this clock; the renewal that would fix it is not sent.
+    clock.advance(29.9)
+    lease = store.leader(now=clock.now())
+    assert lease is not None
     trigger.start()
     try:
-        # Several poll intervals: a trigger loop that ignored the lapse would have acted.
-        time.sleep(0.5)
+        # Three passes of the loop, each of which saw a job due: one that ignored the lapse
+        # would have acted in the first.
+        for _ in range(3):
+            done = trigger.passes
+            trigger.wake()
+            trigger.wait_passes(done + 1)
         assert store.list_runs(job_id=job.id).items == []
 
         election.beat()  # a renewal gets through: acting again, at the same epoch
+        assert election.epoch() == lease.epoch
+        trigger.wake()
 
-        eventually(lambda: store.list_runs(job_id=job.id).items)
+        wait_until(lambda: store.list_runs(job_id=job.id).items)
     finally:
         trigger.stop()
 
@@ -184,19 +169,22 @@ def test_a_store_error_stops_leading_at_once(store: Store) -> None:
 def test_a_healthy_leader_renews_and_keeps_its_epoch(
     store: Store, schedulers: list[Scheduler]
 ) -> None:
-    a = Scheduler(store, fast(store, "a"))
+    clock = FakeClock()
+    a = Scheduler(store, fast(store, "a"), clock)
     schedulers.append(a)
     a.start()
-    eventually(lambda: a.leading)
+    wait_until(lambda: a.leading)
     epoch = a.epoch
 
-    # Two lease lengths: without renewals the lease would have expired (and the epoch moved).
-    until = time.monotonic() + 4.0
-    while time.monotonic() < until:
-        lease = store.leader()
+    # Two lease lengths, a renewal interval at a time: without renewals the lease would
+    # have expired (and the epoch moved).
+    for _ in range(40):
+        done = a.election.passes
+        clock.advance(0.1)
+        a.election.wait_passes(done + 1)
+        lease = store.leader(now=clock.now())
         assert lease is not None
         assert (lease.holder, lease.epoch) == ("a", epoch)
-        time.sleep(0.05)
     assert a.epoch == epoch
 
 
@@ -204,11 +192,13 @@ def test_a_registered_scheduler_shows_in_the_cluster_view_until_it_stops(store: 
     node = Scheduler(store, fast(store, "a"), register=True)
     node.start()
     try:
-        eventually(lambda: [n.id for n in store.list_nodes()] == ["a"])
+        wait_until(lambda: [n.id for n in store.list_nodes()] == ["a"], DEADLINE)
         (row,) = store.list_nodes()
         assert row.kind == "scheduler"
         seen = row.last_seen_at
-        eventually(lambda: store.list_nodes()[0].last_seen_at > seen)  # marked seen each beat
+        wait_until(
+            lambda: store.list_nodes()[0].last_seen_at > seen, DEADLINE
+        )  # marked seen each beat
     finally:
         node.stop()
     assert store.list_nodes() == []

@@ -4,8 +4,7 @@ a standby does neither."""
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -18,18 +17,10 @@ from tickwork.retry import RetryPolicy
 from tickwork.schedule import Once
 from tickwork.scheduler import Scheduler
 from tickwork.store import Store
+from tickwork.testing import wait_until
 
 DEADLINE = 10.0
 """Seconds a condition may take to become true; generous, so a slow box fails on behaviour."""
-
-
-def eventually(condition: Callable[[], object], timeout: float = DEADLINE) -> None:
-    """Poll ``condition`` until it is truthy, or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout:g} s")
-        time.sleep(0.01)
 
 
 def config(store: Store, node_id: str = "test-node", **overrides: Any) -> Config:
@@ -75,10 +66,10 @@ def test_the_leader_rescues_a_run_whose_lease_expired(
 
     node.start()
 
-    eventually(lambda: store.get_run(run.id).state is RunState.QUEUED)
+    wait_until(lambda: store.get_run(run.id).state is RunState.QUEUED, DEADLINE)
     rescued = store.get_run(run.id)
     assert rescued.attempt == 2
-    eventually(lambda: f"rescue run={run.id} to=queued" in caplog.messages)
+    wait_until(lambda: f"rescue run={run.id} to=queued" in caplog.messages, DEADLINE)
 
 
 def test_a_run_on_its_last_attempt_is_rescued_to_dead(
@@ -91,8 +82,8 @@ def test_a_run_on_its_last_attempt_is_rescued_to_dead(
 
     node.start()
 
-    eventually(lambda: store.get_run(run.id).state is RunState.DEAD)
-    eventually(lambda: f"rescue run={run.id} to=dead" in caplog.messages)
+    wait_until(lambda: store.get_run(run.id).state is RunState.DEAD, DEADLINE)
+    wait_until(lambda: f"rescue run={run.id} to=dead" in caplog.messages, DEADLINE)
 
 
 def test_a_standby_rescues_nothing(store: Store, schedulers: list[Scheduler]) -> None:
@@ -103,7 +94,8 @@ def test_a_standby_rescues_nothing(store: Store, schedulers: list[Scheduler]) ->
     schedulers.append(node)
     node.start()
 
-    time.sleep(0.5)  # five rescue intervals: a standby that rescued would have done it
+    # Five passes of the reaper: a standby that rescued would have done it in the first.
+    node.reaper.wait_passes(node.reaper.passes + 5)
 
     assert not node.leading
     assert store.get_run(run.id).state is RunState.RUNNING
@@ -129,6 +121,6 @@ def test_the_leader_prunes_finished_runs_past_retention_as_it_takes_the_lead(
             return True
         return False
 
-    eventually(pruned)
+    wait_until(pruned, DEADLINE)
     assert store.get_run(recent.id).state is RunState.SUCCEEDED
-    eventually(lambda: any(m.startswith("prune runs=1 ") for m in caplog.messages))
+    wait_until(lambda: any(m.startswith("prune runs=1 ") for m in caplog.messages), DEADLINE)

@@ -4,7 +4,6 @@ batches back to back, skips logged with their fate."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -16,20 +15,12 @@ from tickwork.job import JobSpec, MisfirePolicy, OverlapPolicy
 from tickwork.schedule import Cron, Interval, Once
 from tickwork.scheduler import Scheduler
 from tickwork.store import Store
+from tickwork.testing import wait_until
 
 DEADLINE = 10.0
 """Seconds a condition may take to become true; generous, so a slow box fails on behaviour."""
 ON_TIME = timedelta(milliseconds=100)
 """Upper bound asserted on trigger lag (typically well under 5 ms; CI boxes are slow)."""
-
-
-def eventually(condition: Callable[[], object], timeout: float = DEADLINE) -> None:
-    """Poll ``condition`` until it is truthy, or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout:g} s")
-        time.sleep(0.01)
 
 
 def config(store: Store, **overrides: Any) -> Config:
@@ -51,7 +42,7 @@ def start(store: Store) -> Iterator[Callable[..., Scheduler]]:
         node = Scheduler(store, config(store, **overrides))
         started.append(node)
         node.start()
-        eventually(lambda: node.leading)
+        wait_until(lambda: node.leading, DEADLINE)
         return node
 
     yield run
@@ -65,7 +56,7 @@ def test_a_per_second_cron_job_is_queued_within_milliseconds_of_each_slot(
     job = store.submit(JobSpec(task="tests.tick", schedule=Cron("* * * * * *"))).job
     start()
 
-    eventually(lambda: len(store.list_runs(job_id=job.id).items) >= 3)
+    wait_until(lambda: len(store.list_runs(job_id=job.id).items) >= 3, DEADLINE)
 
     runs = sorted(store.list_runs(job_id=job.id).items, key=lambda r: r.scheduled_for)
     slots = [r.scheduled_for for r in runs]
@@ -83,7 +74,7 @@ def test_a_job_submitted_while_the_trigger_sleeps_wakes_it(
 
     job = store.submit(JobSpec(task="tests.once", schedule=Once(at=at))).job
 
-    eventually(lambda: store.list_runs(job_id=job.id).items)
+    wait_until(lambda: store.list_runs(job_id=job.id).items, DEADLINE)
     (run,) = store.list_runs(job_id=job.id).items
     assert run.scheduled_for == at
     assert timedelta(0) <= run.created_at - at < ON_TIME
@@ -103,7 +94,7 @@ def test_full_batches_are_triggered_back_to_back(
 
     start(trigger_batch=2, poll_interval=timedelta(seconds=30))
 
-    eventually(lambda: all(store.list_runs(job_id=j.id).items for j in jobs))
+    wait_until(lambda: all(store.list_runs(job_id=j.id).items for j in jobs), DEADLINE)
     for job in jobs:
         assert [r.scheduled_for for r in store.list_runs(job_id=job.id).items] == [past]
 
@@ -124,9 +115,11 @@ def test_each_skipped_range_is_logged_with_its_fate(
 
     start()
 
-    eventually(lambda: store.slot_skips(job.id))
+    wait_until(lambda: store.slot_skips(job.id), DEADLINE)
     (skip,) = store.slot_skips(job.id)
     assert skip.fate == "misfire"
-    eventually(lambda: any(f"skip job={job.id} fate=misfire" in m for m in caplog.messages))
+    wait_until(
+        lambda: any(f"skip job={job.id} fate=misfire" in m for m in caplog.messages), DEADLINE
+    )
     line = next(m for m in caplog.messages if f"skip job={job.id}" in m)
     assert f"slots={skip.count}" in line

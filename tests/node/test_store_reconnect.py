@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import psycopg
 import pytest
-from worker_support import FAST, eventually, in_state, running
+from worker_support import DEADLINE, FAST, in_state, running
 
 from tickwork.app import App
 from tickwork.config import Config
@@ -21,6 +21,7 @@ from tickwork.job import JobSpec, RunState
 from tickwork.schedule import Once
 from tickwork.store import open_store
 from tickwork.store.base import CHANNEL_RUNS
+from tickwork.testing import wait_until
 from tickwork.worker import Context, Worker
 
 pytestmark = pytest.mark.usefixtures("pg_database")
@@ -36,6 +37,17 @@ def terminate_sessions(url: str) -> int:
     return len(rows)
 
 
+def other_sessions(url: str) -> int:
+    """How many other sessions of ``url``'s database the server still has."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def test_pooled_connections_the_server_ended_are_replaced_without_an_error(
     pg_database: str,
 ) -> None:
@@ -45,7 +57,9 @@ def test_pooled_connections_the_server_ended_are_replaced_without_an_error(
         with store._pool.connection(), store._pool.connection(), store._pool.connection():  # type: ignore[attr-defined]
             pass
         assert terminate_sessions(pg_database) >= 3
-        time.sleep(0.1)  # the FATAL message and EOF reach the client sockets
+        # The ended sessions' backends exit, closing their sockets: the FATAL message and
+        # EOF are on their way to the pooled connections.
+        wait_until(lambda: other_sessions(pg_database) == 0, DEADLINE)
         for _ in range(6):  # every pooled connection is dead: each call would take one
             store.now()
         assert store.health.up
@@ -100,14 +114,22 @@ def test_a_worker_is_back_at_speed_after_its_sessions_are_ended(
             in_state(store, first, RunState.SUCCEEDED)
             caplog.clear()
             terminate_sessions(pg_database)
-            eventually(lambda: any("LISTEN" in r.getMessage() for r in caplog.records))
-            eventually(lambda: worker.listening)
-            time.sleep(0.3)  # the worker's idle sleep after its re-listening wake-up
+            wait_until(lambda: any("LISTEN" in r.getMessage() for r in caplog.records), DEADLINE)
+            wait_until(lambda: worker.listening, DEADLINE)
+            # The claim loop has taken its re-listening wake-up and sleeps again: from here
+            # on only a notification wakes it before its idle re-check.
+            relistened = worker.passes
+            wait_until(lambda: worker.passes > relistened and not worker._wakeup.is_set(), DEADLINE)
             submitted = time.monotonic()
             job = app.submit(note)
             in_state(store, job, RunState.SUCCEEDED)
             assert started[-1] - submitted < 1.0, "the run waited for a poll, not a NOTIFY"
-            time.sleep(1.0)  # any retry loop would log meanwhile
+            # Ten heartbeats (every 100 ms) and a claim loop pass: any loop left retrying
+            # would have logged meanwhile.
+            worker.heartbeat.wait_passes(worker.heartbeat.passes + 10)
+            passes = worker.passes
+            worker.wake()
+            worker.wait_passes(passes + 1)
     finally:
         app.close()
         store.close()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from worker_support import eventually, finished, in_state, make_app, running
+from tests.processes import group_alive
+from worker_support import DEADLINE, finished, in_state, make_app, running
 
 from tickwork.app import App
 from tickwork.job import RunState
 from tickwork.store import Store
+from tickwork.testing import wait_until
 from tickwork.worker.builtins import OUTPUT_TAIL_BYTES
 
 
@@ -93,14 +94,18 @@ def test_a_cancelled_shell_run_kills_the_whole_process_group(
 ) -> None:
     marker = tmp_path / "finished"
     background = tmp_path / "background"
-    script = f"(sleep 1; touch {background}) & sleep 1; touch {marker}"
+    group = tmp_path / "group"
+    # The shell leads its own process group: its pid is the group's id.
+    script = f"echo $$ > {group}; (sleep 5; touch {background}) & sleep 5; touch {marker}"
     job = app.submit("shell", {"argv": ["sh", "-c", script]})
     worker = app.worker()
     with running(worker):
         run = in_state(store, job, RunState.RUNNING)
+        pgid = int(wait_until(lambda: group.exists() and group.read_text().strip(), DEADLINE))
         store.cancel_run(run.id)
-        eventually(lambda: worker.executor.busy == 0)  # the handler saw the kill and returned
-    time.sleep(1.5)  # past the moment either process would have written its file
+        wait_until(lambda: worker.executor.busy == 0, DEADLINE)  # the handler saw the kill
+    # Nothing of the group is left to write a file later.
+    wait_until(lambda: not group_alive(pgid), DEADLINE, what=f"process group {pgid} to end")
 
     assert not marker.exists()
     assert not background.exists()
@@ -109,14 +114,16 @@ def test_a_cancelled_shell_run_kills_the_whole_process_group(
 
 def test_a_shell_run_past_its_timeout_is_killed(app: App, store: Store, tmp_path: Path) -> None:
     marker = tmp_path / "finished"
-    job = app.submit(
-        "shell", {"argv": ["sh", "-c", f"sleep 1; touch {marker}"]}, timeout=0.2, max_attempts=1
-    )
+    group = tmp_path / "group"
+    script = f"echo $$ > {group}; sleep 5; touch {marker}"
+    job = app.submit("shell", {"argv": ["sh", "-c", script]}, timeout=0.2, max_attempts=1)
     worker = app.worker()
     with running(worker):
         run = finished(store, job)
-        eventually(lambda: worker.executor.busy == 0)
-    time.sleep(1.2)
+        wait_until(lambda: worker.executor.busy == 0, DEADLINE)
+    if group.exists():  # else the shell was killed before its first command
+        pgid = int(group.read_text())
+        wait_until(lambda: not group_alive(pgid), DEADLINE, what=f"process group {pgid} to end")
 
     assert run.state is RunState.DEAD
     assert run.error == "timed out after 0.2 s"

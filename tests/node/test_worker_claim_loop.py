@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
-from worker_support import CountingStore, eventually, in_state, make_app
+from worker_support import DEADLINE, CountingStore, in_state, make_app
 
 from tickwork.errors import StoreUnavailable
 from tickwork.job import RunState
 from tickwork.store import Store
 from tickwork.store.base import Completion
+from tickwork.testing import wait_until
 from tickwork.worker import Context, Worker
 
 
@@ -81,10 +81,13 @@ def test_unwritten_outcomes_hold_back_claims(store: Store) -> None:
     worker = Worker(slow, app.registry, app.config)  # type: ignore[arg-type]
     worker.start()
     try:
-        eventually(lambda: len(worker.held) == 3 and worker.executor.busy == 0)
+        wait_until(lambda: len(worker.held) == 3 and worker.executor.busy == 0, DEADLINE)
         # The three handlers returned, but their outcomes are unwritten: nothing more is
-        # claimed until they are.
-        time.sleep(0.3)
+        # claimed until they are, however often the claim loop looks.
+        for _ in range(3):
+            done = worker.passes
+            worker.wake()
+            worker.wait_passes(done + 1)
         claimed = [r for r in store.list_runs(limit=50).items if r.state is not RunState.QUEUED]
         assert len(claimed) == 3
         slow.gate.set()

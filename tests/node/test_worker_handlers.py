@@ -11,12 +11,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from worker_support import eventually, finished, in_state, make_app, only_run, running
+from worker_support import DEADLINE, finished, in_state, make_app, only_run, running
 
 from tickwork.app import App, Context, Discard, Retry
 from tickwork.job import JobSpec, RunState
 from tickwork.schedule import Once
 from tickwork.store import Store
+from tickwork.testing import wait_until
 
 
 @pytest.fixture
@@ -90,7 +91,7 @@ def test_sync_and_async_handlers_run_concurrently_up_to_the_worker_capacity(
     jobs = [app.submit(blocker) for _ in range(3)] + [app.submit(async_blocker) for _ in range(3)]
     worker = app.worker(concurrency=4)
     with running(worker):
-        eventually(lambda: len(inside) == 4)
+        wait_until(lambda: len(inside) == 4, DEADLINE)
         assert len(worker.held) == 4  # the other two wait: no capacity, no claim
         gate.set()
         runs = [finished(store, job) for job in jobs]
@@ -345,10 +346,10 @@ def test_pool_threads_start_as_sync_runs_need_them_and_no_more_than_concurrency(
         assert worker.executor.pool_size == 0  # async tasks only: no thread was started
 
         hold_jobs = [app.submit(hold) for _ in range(2)]
-        eventually(lambda: len(holding) == 2)
+        wait_until(lambda: len(holding) == 2, DEADLINE)
         assert worker.executor.pool_size == 2  # one per sync run in hand
         hold_jobs += [app.submit(hold) for _ in range(3)]
-        eventually(lambda: len(holding) == 4)
+        wait_until(lambda: len(holding) == 4, DEADLINE)
         assert worker.executor.pool_size == 4  # the fifth waits: concurrency is 4
         assert len(set(holding)) == 4  # each on a thread of its own
         release.set()

@@ -6,26 +6,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from worker_support import (
-    CountingStore,
-    eventually,
-    finished,
-    in_state,
-    make_app,
-    only_run,
-    running,
-)
+from worker_support import DEADLINE, CountingStore, finished, in_state, make_app, only_run, running
 
 from tickwork.app import App, Context
 from tickwork.config import Config
 from tickwork.job import RunState
 from tickwork.store import Store
+from tickwork.testing import wait_until
 from tickwork.worker import Worker
 
 
@@ -55,10 +47,12 @@ def test_heartbeats_keep_a_run_longer_than_its_lease_from_being_rescued(
     worker = app.worker(run_lease=timedelta(milliseconds=600))
     with running(worker):
         run = in_state(store, job, RunState.RUNNING)
-        deadline = time.monotonic() + 1.5  # more than two leases
-        while time.monotonic() < deadline:
+        beats = worker.heartbeat.passes
+        # Fifteen heartbeats (every 100 ms): more than two leases of real time, which the
+        # store's clock must see pass for a lease to lapse.
+        while worker.heartbeat.passes < beats + 15:
             assert store.rescue().requeued == []  # what the leader's reaper does
-            time.sleep(0.05)
+            worker.heartbeat.wait_passes(worker.heartbeat.passes + 1)
         assert store.get_run(run.id).lease_expires_at is not None
         done.set()
         run = finished(store, job)
@@ -78,8 +72,10 @@ def test_one_heartbeat_call_extends_every_lease(app: App, store: Store) -> None:
     counting = CountingStore(app.store)
     worker = Worker(counting, app.registry, app.config)  # type: ignore[arg-type]
     with running(worker):
-        eventually(lambda: len(worker.held) == 5)
-        eventually(lambda: any(len(a[0]) == 5 for a in counting.args.get("heartbeat_many", [])))
+        wait_until(lambda: len(worker.held) == 5, DEADLINE)
+        wait_until(
+            lambda: any(len(a[0]) == 5 for a in counting.args.get("heartbeat_many", [])), DEADLINE
+        )
         gate.set()
         for job in jobs:
             finished(store, job)
@@ -104,8 +100,8 @@ def test_a_cancelled_run_stops_its_sync_handler_and_reports_nothing(
     with running(app.worker()):
         run = in_state(store, job, RunState.RUNNING)
         store.cancel_run(run.id)
-        eventually(noticed.is_set)
-        eventually(lambda: "cancelled; handler stopped" in caplog.text)
+        wait_until(noticed.is_set, DEADLINE)
+        wait_until(lambda: "cancelled; handler stopped" in caplog.text, DEADLINE)
 
     after = store.get_run(run.id)
     assert after.state is RunState.CANCELLED
@@ -128,8 +124,8 @@ def test_a_cancelled_run_cancels_its_async_handler(app: App, store: Store) -> No
     with running(worker):
         run = in_state(store, job, RunState.RUNNING)
         store.cancel_run(run.id)
-        eventually(cancelled.is_set)
-        eventually(lambda: worker.held == [])
+        wait_until(cancelled.is_set, DEADLINE)
+        wait_until(lambda: worker.held == [], DEADLINE)
 
     assert store.get_run(run.id).state is RunState.CANCELLED
 
@@ -154,9 +150,9 @@ def test_a_lease_lost_while_stalled_stops_the_handler_and_the_next_attempt_decid
         with running(worker):
             run = in_state(store, job, RunState.RUNNING)
             worker.heartbeat.stop()  # a stall: the lease runs out
-            eventually(lambda: store.rescue().requeued == [run.id])
+            wait_until(lambda: store.rescue().requeued == [run.id], DEADLINE)
             final = finished(store, job)  # attempt 2, claimed by this same worker
-            eventually(first_stopped.is_set)
+            wait_until(first_stopped.is_set, DEADLINE)
     finally:
         app.close()
 
@@ -182,8 +178,8 @@ def test_a_heartbeat_that_finds_the_lease_lost_stops_the_handler(
     with running(worker):
         run = in_state(store, job, RunState.RUNNING)
         assert store.rescue(now=far_future(store)).requeued == [run.id]
-        eventually(stopped.is_set)
-        eventually(lambda: worker.held == [])
+        wait_until(stopped.is_set, DEADLINE)
+        wait_until(lambda: worker.held == [], DEADLINE)
 
     after = store.get_run(run.id)
     assert after.state is RunState.QUEUED
@@ -214,7 +210,7 @@ def test_a_completion_after_the_lease_was_taken_over_is_rejected_and_logged(
             (taken,) = store.claim("other-worker", limit=1, lease=timedelta(hours=2), now=later)
             assert taken.id == run.id
             gate.set()
-            eventually(lambda: "completion rejected" in caplog.text)
+            wait_until(lambda: "completion rejected" in caplog.text, DEADLINE)
         store.complete(taken.id, taken.fencing_token, result={"by": "other-worker"})
     finally:
         app.close()
@@ -239,11 +235,15 @@ def test_claims_never_exceed_free_capacity(store: Store) -> None:
     worker = Worker(counting, app.registry, config)  # type: ignore[arg-type]
     try:
         with running(worker):
-            eventually(lambda: len(worker.held) == 2)
-            time.sleep(0.2)  # give a wrong worker the chance to over-claim
+            wait_until(lambda: len(worker.held) == 2, DEADLINE)
+            # Three passes of the claim loop with no room: a wrong worker over-claims in one.
+            for _ in range(3):
+                done = worker.passes
+                worker.wake()
+                worker.wait_passes(done + 1)
             assert len(worker.held) == 2
             assert len(store.list_runs(state=RunState.RUNNING).items) == 2
             gate.set()
-            eventually(lambda: len(store.list_runs(state=RunState.SUCCEEDED).items) == 5)
+            wait_until(lambda: len(store.list_runs(state=RunState.SUCCEEDED).items) == 5, DEADLINE)
     finally:
         app.close()

@@ -8,19 +8,12 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from worker_support import (
-    CountingStore,
-    eventually,
-    finished,
-    in_state,
-    make_app,
-    only_run,
-    running,
-)
+from worker_support import DEADLINE, CountingStore, finished, in_state, make_app, only_run, running
 
 from tickwork.app import App, Context
 from tickwork.job import RunState
 from tickwork.store import Store
+from tickwork.testing import wait_until
 from tickwork.worker import Worker
 
 
@@ -47,7 +40,7 @@ def test_a_graceful_stop_lets_a_running_handler_finish_within_the_grace(
     worker = app.worker()
     worker.start()
     try:
-        eventually(started.is_set)
+        wait_until(started.is_set, DEADLINE)
         threading.Timer(0.2, finish.set).start()
         worker.stop_gracefully(timedelta(seconds=10))
     finally:
@@ -74,7 +67,7 @@ def test_a_handler_still_running_when_the_grace_ends_is_released_without_spendin
     worker = app.worker()
     worker.start()
     try:
-        eventually(started.is_set)
+        wait_until(started.is_set, DEADLINE)
         worker.stop_gracefully(timedelta(milliseconds=100))
     finally:
         worker.stop()
@@ -98,7 +91,7 @@ def test_hurry_cuts_the_grace_short(app: App, store: Store) -> None:
     worker = app.worker()
     worker.start()
     try:
-        eventually(started.is_set)
+        wait_until(started.is_set, DEADLINE)
         threading.Timer(0.1, worker.hurry).start()
         worker.stop_gracefully(timedelta(seconds=60))  # returns long before the grace
     finally:
@@ -124,10 +117,10 @@ def test_a_stopping_worker_claims_nothing_new(app: App, store: Store) -> None:
     worker = app.worker()
     worker.start()
     try:
-        eventually(started.is_set)
+        wait_until(started.is_set, DEADLINE)
         stopper = threading.Thread(target=worker.stop_gracefully, args=(timedelta(seconds=10),))
         stopper.start()
-        eventually(lambda: not worker.running)  # the claim loop has ended
+        wait_until(lambda: not worker.running, DEADLINE)  # the claim loop has ended
         later = app.submit(second)
         finish.set()
         stopper.join(10)
@@ -159,7 +152,7 @@ def test_completions_are_written_in_batches(store: Store) -> None:
     worker = Worker(counting, app.registry, app.config)  # type: ignore[arg-type]
     worker.start()
     try:
-        eventually(lambda: len(worker.held) == 50)
+        wait_until(lambda: len(worker.held) == 50, DEADLINE)
         gate.set()  # fifty results at once
         for job in jobs:
             in_state(store, job, RunState.SUCCEEDED)
@@ -181,7 +174,7 @@ def test_completions_are_written_in_batches(store: Store) -> None:
 def test_a_running_worker_shows_in_the_cluster_view_until_it_stops(app: App, store: Store) -> None:
     worker = app.worker()
     with running(worker):
-        (node,) = eventually(store.list_nodes)
+        (node,) = wait_until(store.list_nodes, DEADLINE)
         assert (node.id, node.kind) == ("test-worker", "worker")
         assert node.info["concurrency"] == app.config.concurrency
 

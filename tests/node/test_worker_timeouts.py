@@ -9,11 +9,12 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from worker_support import eventually, finished, in_state, make_app, running
+from worker_support import DEADLINE, finished, in_state, make_app, running
 
 from tickwork.app import App, Context
 from tickwork.job import RunState
 from tickwork.store import Store
+from tickwork.testing import wait_until
 
 
 @pytest.fixture
@@ -42,8 +43,8 @@ def test_a_sync_handler_past_its_timeout_fails_and_its_late_result_is_dropped(
         assert run.state is RunState.DEAD
         assert run.error == "timed out after 0.2 s"
         release.set()
-        eventually(returned.is_set)
-        eventually(lambda: worker.executor.busy == 0)
+        wait_until(returned.is_set, DEADLINE)
+        wait_until(lambda: worker.executor.busy == 0, DEADLINE)
 
     after = store.get_run(run.id)
     assert after.state is RunState.DEAD
@@ -61,7 +62,7 @@ def test_a_timed_out_sync_handler_sees_ctx_cancelled(app: App, store: Store) -> 
     job = app.submit(polite)
     with running(app.worker()):
         assert finished(store, job).state is RunState.DEAD
-        eventually(noticed.is_set)
+        wait_until(noticed.is_set, DEADLINE)
 
 
 def test_a_timed_out_async_handler_is_cancelled(app: App, store: Store) -> None:
@@ -78,7 +79,7 @@ def test_a_timed_out_async_handler_is_cancelled(app: App, store: Store) -> None:
     job = app.submit(sleeper)
     with running(app.worker()):
         run = finished(store, job)
-        eventually(cancelled.is_set)
+        wait_until(cancelled.is_set, DEADLINE)
 
     assert run.state is RunState.DEAD
     assert run.error == "timed out after 0.2 s"

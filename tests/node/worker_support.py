@@ -4,19 +4,17 @@ the test's own store, and a store wrapper that counts the calls a worker makes."
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
-import pytest
-
 from tickwork.app import App
 from tickwork.config import Config
 from tickwork.job import FINISHED_RUN_STATES, Job, Run, RunState
 from tickwork.store import Store
+from tickwork.testing import wait_until
 from tickwork.worker import Worker
 
 DEADLINE = 15.0
@@ -30,18 +28,6 @@ FAST = {
 }
 
 
-def eventually(condition: Callable[[], Any], timeout: float = DEADLINE) -> Any:
-    """Poll ``condition`` until it returns something truthy (returned), or fail."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout:g} s")
-        time.sleep(0.01)
-
-
 def make_app(store: Store, **config: Any) -> App:
     return App(config=Config(db_url=store.url, node_id="test-worker", **{**FAST, **config}))
 
@@ -53,11 +39,11 @@ def only_run(store: Store, job: Job) -> Run:
 
 def finished(store: Store, job: Job) -> Run:
     """The job's run once it is finished (succeeded, dead or cancelled)."""
-    return eventually(lambda: _if_finished(only_run(store, job)))
+    return wait_until(lambda: _if_finished(only_run(store, job)), DEADLINE)
 
 
 def in_state(store: Store, job: Job, *states: RunState) -> Run:
-    return eventually(lambda: _if(only_run(store, job), lambda r: r.state in states))
+    return wait_until(lambda: _if(only_run(store, job), lambda r: r.state in states), DEADLINE)
 
 
 def _if_finished(run: Run) -> Run | None:

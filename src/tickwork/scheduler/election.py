@@ -93,10 +93,9 @@ class Election(Service):
         *,
         register: bool = False,
     ) -> None:
-        super().__init__()
+        super().__init__(clock)
         self.store = store
         self.config = config
-        self.clock = clock
         self.node_id = config.node_id
         self.on_change = on_change
         self.register = register
@@ -133,7 +132,7 @@ class Election(Service):
                 self.beat()
                 if registered:
                     self._seen()
-                self.stopping.wait(max(0.0, began + period - self.clock.monotonic()))
+                self.pause(self.stopping, max(0.0, began + period - self.clock.monotonic()))
         finally:
             self._resign()
             if registered:
@@ -146,11 +145,12 @@ class Election(Service):
             held = self._leadership
         ttl = self.config.leader_lease
         sent_at = self.clock.monotonic()  # before the request: see the protocol, step 3
+        now = self.clock.store_now()
         try:
             if held is None:
-                lease = self.store.acquire_leadership(self.node_id, ttl)
+                lease = self.store.acquire_leadership(self.node_id, ttl, now=now)
             else:
-                lease = self.store.renew_leadership(self.node_id, held.epoch, ttl)
+                lease = self.store.renew_leadership(self.node_id, held.epoch, ttl, now=now)
         except LeadershipLost:
             if held is not None:
                 self._drop(held.epoch, "lost")
@@ -231,7 +231,12 @@ class Election(Service):
     def _register(self) -> bool:
         try:
             self.store.register_node(
-                self.node_id, "scheduler", socket.gethostname(), os.getpid(), self._info()
+                self.node_id,
+                "scheduler",
+                socket.gethostname(),
+                os.getpid(),
+                self._info(),
+                now=self.clock.store_now(),
             )
         except Exception as exc:
             log.warning("could not register node %s: %s", self.node_id, exc)
@@ -240,7 +245,7 @@ class Election(Service):
 
     def _seen(self) -> None:
         try:
-            self.store.node_heartbeat(self.node_id, info=self._info())
+            self.store.node_heartbeat(self.node_id, info=self._info(), now=self.clock.store_now())
         except Exception as exc:
             log.debug("node heartbeat of %s failed: %s", self.node_id, exc)
 

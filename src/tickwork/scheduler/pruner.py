@@ -42,11 +42,10 @@ class Pruner(Service):
         election: Election,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        super().__init__()
+        super().__init__(clock)
         self.store = store
         self.config = config
         self.election = election
-        self.clock = clock
         self._wakeup = threading.Event()
         self._pruned_at_epoch: int | None = None
 
@@ -66,7 +65,7 @@ class Pruner(Service):
                 next_at = now + period
                 self.prune()
             # Woken by the election when this node starts leading.
-            self._wakeup.wait(max(0.0, next_at - self.clock.monotonic()) or period)
+            self.pause(self._wakeup, max(0.0, next_at - self.clock.monotonic()) or period)
 
     def prune(self) -> int:
         """Prune now, batch after batch; return how many runs were deleted."""
@@ -75,7 +74,9 @@ class Pruner(Service):
             for _ in range(MAX_BATCHES):
                 if self.stopping.is_set() or self.election.epoch() is None:
                     break
-                count = self.store.prune(self.config.retention, limit=DEFAULT_PRUNE_BATCH)
+                count = self.store.prune(
+                    self.config.retention, limit=DEFAULT_PRUNE_BATCH, now=self.clock.store_now()
+                )
                 deleted += count
                 if count < DEFAULT_PRUNE_BATCH:
                     break

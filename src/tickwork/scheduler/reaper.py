@@ -47,11 +47,10 @@ class Reaper(Service):
         election: Election,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        super().__init__()
+        super().__init__(clock)
         self.store = store
         self.config = config
         self.election = election
-        self.clock = clock
         self._wakeup = threading.Event()
         self.rescued = 0
         """Runs this reaper rescued since it was built (``tickwork_rescues_total`` when the
@@ -68,7 +67,7 @@ class Reaper(Service):
             began = self.clock.monotonic()
             if self.election.epoch() is not None:
                 self.rescue()
-            self._wakeup.wait(max(0.0, began + period - self.clock.monotonic()))
+            self.pause(self._wakeup, max(0.0, began + period - self.clock.monotonic()))
 
     def rescue(self) -> int:
         """Rescue expired leases now, batch after batch; return how many runs moved."""
@@ -77,7 +76,7 @@ class Reaper(Service):
             for _ in range(MAX_BATCHES):
                 if self.stopping.is_set() or self.election.epoch() is None:
                     break
-                result = self.store.rescue(limit=DEFAULT_RESCUE_BATCH)
+                result = self.store.rescue(limit=DEFAULT_RESCUE_BATCH, now=self.clock.store_now())
                 for run_id in result.requeued:
                     log.info("rescue run=%d to=queued", run_id)
                 for run_id in result.dead:

@@ -72,11 +72,10 @@ class Trigger(Service):
         election: Election,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        super().__init__()
+        super().__init__(clock)
         self.store = store
         self.config = config
         self.election = election
-        self.clock = clock
         self._wakeup = threading.Event()
         self._notified = LISTEN_NOTIFY in store.capabilities
         self._listener: Listener | None = None
@@ -98,7 +97,8 @@ class Trigger(Service):
                 # Cleared before the work, so a wake-up during it is not lost.
                 self._wakeup.clear()
                 timeout, until_due = self._cycle(on_time)
-                woken = self._wakeup.wait(timeout) if timeout > 0 else False
+                # A zero wait is no sleep: it cannot have been cut short.
+                woken = self.pause(self._wakeup, timeout) and timeout > 0
                 # The timer ran out at a due time we know of: trigger without re-reading.
                 on_time = until_due and not woken
         finally:
@@ -122,13 +122,13 @@ class Trigger(Service):
         try:
             if not on_time:
                 due = self.store.next_due_at()
-                now = self.store.now()
+                now = self.clock.store_now() or self.store.now()
                 if due is None or due > now:
                     return self._until(due, now)
             result = self._trigger(epoch)
             if result is None:
                 return 0.0, False  # the next cycle re-checks stop and leadership
-            now = result.now or self.store.now()
+            now = result.now or self.clock.store_now() or self.store.now()
             due = result.next_due_at
             if due is not None and due <= now and result.jobs_advanced == 0:
                 # Due, yet nothing was triggered: we woke a hair early, or a deposed
@@ -170,7 +170,9 @@ class Trigger(Service):
         for _ in range(MAX_BATCHES):
             if self.stopping.is_set() or self.election.epoch() != epoch:
                 return None
-            result = self.store.trigger(epoch, limit=self.config.trigger_batch)
+            result = self.store.trigger(
+                epoch, limit=self.config.trigger_batch, now=self.clock.store_now()
+            )
             self._log(epoch, result)
             if not result.batch_full:
                 return result
@@ -216,7 +218,10 @@ class Trigger(Service):
                         self._wakeup.set()
                 except Exception:
                     log.exception("trigger: listening failed; re-planning by polling")
-                    self.stopping.wait(self.config.poll_interval.total_seconds())
+                    self.clock.wait(
+                        self.stopping,
+                        self.clock.monotonic() + self.config.poll_interval.total_seconds(),
+                    )
         except Exception:
             log.exception("trigger: cannot listen; re-planning by polling")
         finally:

@@ -133,11 +133,10 @@ class Worker(Service):
     ) -> None:
         """``egress`` decides where ``http`` runs may connect; by default the policy of
         ``config.http_allow`` on the system's resolver."""
-        super().__init__()
+        super().__init__(clock)
         self.store = store
         self.registry = registry
         self.config = config or Config()
-        self.clock = clock
         self.node_id = self.config.node_id
         self.egress = egress or EgressPolicy.from_entries(self.config.http_allow)
         self._http = http_task(self.egress)
@@ -168,7 +167,7 @@ class Worker(Service):
             node_id=self.node_id,
             info=self._node_info,
         )
-        self.reporter = Reporter(store, on_reported=self._on_reported)
+        self.reporter = Reporter(store, on_reported=self._on_reported, clock=clock)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -221,7 +220,7 @@ class Worker(Service):
             left = deadline - self.clock.monotonic()
             if left <= 0:
                 break
-            self._hurry.wait(min(left, 0.05))
+            self.clock.wait(self._hurry, self.clock.monotonic() + min(left, 0.05))
             running = self._running()
         for attempt in self._running():
             if attempt.settle(AttemptState.RELEASED):
@@ -264,7 +263,12 @@ class Worker(Service):
         """Show this worker in the cluster view; a failure here stops nothing."""
         try:
             self.store.register_node(
-                self.node_id, "worker", socket.gethostname(), os.getpid(), self._node_info()
+                self.node_id,
+                "worker",
+                socket.gethostname(),
+                os.getpid(),
+                self._node_info(),
+                now=self.clock.store_now(),
             )
             self._registered = True
         except Exception as exc:
@@ -307,13 +311,17 @@ class Worker(Service):
             done = self._claim_once()
             if done.failed:
                 # Not woken by handlers finishing: only a stop ends this wait early.
-                self.stopping.wait(retry.next())
+                self.pause(self.stopping, retry.next())
                 continue
             retry.reset()
             if done.no_room:
-                self._wakeup.wait()  # set when a handler returns or an outcome is written
+                self.pause(
+                    self._wakeup, None
+                )  # set when a handler returns or an outcome is written
             elif done.claimed < done.wanted and not self._wakeup.is_set():
-                self._wakeup.wait(self._idle_seconds())
+                self.pause(self._wakeup, self._idle_seconds())
+            else:
+                self.end_pass()  # more to claim: straight on
 
     def _claim_once(self) -> _Pass:
         """Write the completions waiting and claim as many runs as there is room for, in
@@ -335,6 +343,7 @@ class Worker(Service):
                 limit=want,
                 lease=self.config.run_lease,
                 queues=self.config.queues,
+                now=self.clock.store_now(),
             )
         except StoreUnavailable as exc:
             self.reporter.completions_unwritten(taken)
@@ -347,7 +356,8 @@ class Worker(Service):
         self.reporter.completions_written(taken, rejected)
         if runs:
             # The event loop's thread turns the runs into attempts and starts them, so this
-            # thread's next round trip can begin meanwhile (+14% runs/s when busy).
+            # thread's next round trip can begin meanwhile (benchmarks/README.md, "Figures
+            # behind code comments").
             with self._arrival:
                 self._arriving += len(runs)
             self.executor.call_on_loop(self._start_runs, runs)
@@ -373,7 +383,7 @@ class Worker(Service):
         )
         cap = max(IDLE_RECHECK.total_seconds(), poll) if notified else poll
         try:
-            now = self.store.now()
+            now = self.clock.store_now() or self.store.now()
             next_run = self.store.next_claimable_at(queues=self.config.queues)
             # Without notifications, a job's next trigger is the best hint of when a run
             # will appear: be awake then rather than up to a poll interval later.
@@ -404,7 +414,10 @@ class Worker(Service):
                     self._wakeup.set()
             except Exception:
                 log.exception("listening for runs failed; polling until it listens again")
-                self.stopping.wait(self.config.poll_interval.total_seconds())
+                self.clock.wait(
+                    self.stopping,
+                    self.clock.monotonic() + self.config.poll_interval.total_seconds(),
+                )
 
     def _attempts(self, runs: list[ClaimedRun]) -> list[Attempt]:
         """Claimed runs as attempts to execute, now held; a run refused here (see

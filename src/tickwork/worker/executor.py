@@ -5,8 +5,8 @@
   event loop in its own thread. A thread per pool slot, not per run, and daemon threads,
   so a handler that never returns cannot keep the process alive at exit.
 - A watchdog thread sleeps until the earliest deadline of a run with a timeout (no fixed
-  tick) and times it out: the attempt fails with a timeout error, retried per the job's
-  policy.
+  tick), on the worker's clock, and times it out: the attempt fails with a timeout error,
+  retried per the job's policy.
 - Every attempt is *settled* exactly once, by whichever comes first: the handler's own
   outcome, its timeout, the worker abandoning it (lease lost or run cancelled) or releasing
   it (shutdown). Whatever comes later is dropped, never reported: that is how a late result
@@ -124,7 +124,8 @@ class Executor:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._deadlines: list[tuple[float, int, Attempt]] = []
-        self._deadline_cond = threading.Condition()
+        self._deadline_lock = threading.Lock()
+        self._deadlines_changed = threading.Event()  # the watchdog's wake-up
         self._seq = itertools.count()
         self._watchdog: threading.Thread | None = None
         self._stopping = False
@@ -145,9 +146,9 @@ class Executor:
 
     def stop(self, timeout: float = LOOP_SHUTDOWN_TIMEOUT) -> None:
         """Stop the threads. Handlers still running are not waited for (see the module doc)."""
-        with self._deadline_cond:
+        with self._deadline_lock:
             self._stopping = True
-            self._deadline_cond.notify_all()
+        self._deadlines_changed.set()
         with self._busy_lock:  # no pool thread starts after this
             for _ in self._pool:
                 self._jobs.put(None)
@@ -184,7 +185,7 @@ class Executor:
                 self._grow_pool()
         timed = [a for a in attempts if a.deadline is not None]
         if timed:
-            with self._deadline_cond:
+            with self._deadline_lock:
                 if len(self._deadlines) > 2 * self.concurrency + 64:
                     # Runs far quicker than their timeouts would pile up here until their
                     # deadlines pass; drop the settled ones.
@@ -195,7 +196,7 @@ class Executor:
                 for attempt in timed:
                     assert attempt.deadline is not None
                     heapq.heappush(self._deadlines, (attempt.deadline, next(self._seq), attempt))
-                self._deadline_cond.notify()
+            self._deadlines_changed.set()
         on_loop = []
         for attempt in attempts:
             if attempt.task.is_async:
@@ -327,16 +328,18 @@ class Executor:
     def _watchdog_main(self) -> None:
         while True:
             expired: list[Attempt] = []
-            with self._deadline_cond:
+            with self._deadline_lock:
                 if self._stopping:
                     return
+                # Cleared before the heap is read: a deadline pushed after it sets it again.
+                self._deadlines_changed.clear()
                 now = self._clock.monotonic()
                 while self._deadlines and self._deadlines[0][0] <= now:
                     expired.append(heapq.heappop(self._deadlines)[2])
-                if not expired:
-                    wait = self._deadlines[0][0] - now if self._deadlines else None
-                    self._deadline_cond.wait(wait)
-                    continue
+                earliest = self._deadlines[0][0] if self._deadlines else None
+            if not expired:
+                self._clock.wait(self._deadlines_changed, earliest)
+                continue
             for attempt in expired:
                 self._time_out(attempt)
 

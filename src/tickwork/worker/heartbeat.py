@@ -52,13 +52,12 @@ class Heartbeat(Service):
         node_id: str | None = None,
         info: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(clock)
         self.store = store
         self._leases = leases
         self._on_status = on_status
         self.interval = interval.total_seconds()
         self.lease = lease
-        self.clock = clock
         self.node_id = node_id  # also marks the node seen (``tickwork cluster``) each beat
         self._info = info
         self._failed = False
@@ -67,7 +66,7 @@ class Heartbeat(Service):
         self.started.set()
         retry = Backoff(RETRY[0], min(RETRY[1], self.interval))
         next_beat = self.clock.monotonic() + self.interval
-        while not self.stopping.wait(max(0.0, next_beat - self.clock.monotonic())):
+        while not self.pause(self.stopping, max(0.0, next_beat - self.clock.monotonic())):
             self.beat()
             if self._failed:
                 next_beat = self.clock.monotonic() + retry.next()
@@ -85,7 +84,9 @@ class Heartbeat(Service):
         self._failed = False
         if pairs:
             try:
-                statuses = self.store.heartbeat_many(pairs, lease=self.lease)
+                statuses = self.store.heartbeat_many(
+                    pairs, lease=self.lease, now=self.clock.store_now()
+                )
             except Exception as exc:
                 self._failed = True
                 # An outage is logged once by the store's health; anything else here.
@@ -100,7 +101,9 @@ class Heartbeat(Service):
         if self.node_id is not None:
             try:
                 info = self._info() if self._info is not None else None
-                self.store.node_heartbeat(self.node_id, running=len(pairs), info=info)
+                self.store.node_heartbeat(
+                    self.node_id, running=len(pairs), info=info, now=self.clock.store_now()
+                )
             except Exception as exc:
                 log.debug("node heartbeat failed: %s", exc)
         return answered

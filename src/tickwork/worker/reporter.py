@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.errors import FencingError, StoreError, StoreUnavailable
 from tickwork.service import Backoff, Service
 from tickwork.store.base import Completion, Store
@@ -59,8 +60,14 @@ class Taken:
 class Reporter(Service):
     name = "tickwork-reporter"
 
-    def __init__(self, store: Store, *, on_reported: Callable[[list[Attempt], bool], None]) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        store: Store,
+        *,
+        on_reported: Callable[[list[Attempt], bool], None],
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        super().__init__(clock)
         self.store = store
         self._on_reported = on_reported
         self._pending: list[_Report] = []  # failures and releases
@@ -153,7 +160,7 @@ class Reporter(Service):
                     (self._completions if r.kind == "complete" else self._pending).append(r)
                 self._cond.notify_all()
             if left:
-                if self.stopping.wait(retry.next()):
+                if self.pause(self.stopping, retry.next()):
                     log.error(
                         "stopping with %d outcomes unwritten (the store is unavailable); "
                         "their runs are rescued when their leases expire",
@@ -162,6 +169,7 @@ class Reporter(Service):
                     return
             else:
                 retry.reset()
+                self.end_pass()
 
     def _work(self) -> bool:
         return bool(self._pending or (self._completions and not self._claimer_active))
@@ -174,7 +182,11 @@ class Reporter(Service):
         for start in range(0, len(completions), COMPLETE_BATCH):
             chunk = completions[start : start + COMPLETE_BATCH]
             try:
-                rejected = set(self.store.complete_many([_completion(r) for r in chunk]))
+                rejected = set(
+                    self.store.complete_many(
+                        [_completion(r) for r in chunk], now=self.clock.store_now()
+                    )
+                )
             except StoreError as exc:
                 _retrying(exc, "completing %d runs failed, will retry: %s", len(chunk), exc)
                 left.extend(chunk)
@@ -204,7 +216,7 @@ class Reporter(Service):
         run = r.attempt.run
         try:
             if r.kind == "release":
-                self.store.release(run.id, run.fencing_token)
+                self.store.release(run.id, run.fencing_token, now=self.clock.store_now())
             else:
                 assert r.outcome is not None
                 self.store.fail(
@@ -214,6 +226,7 @@ class Reporter(Service):
                     retry_after=r.outcome.retry_after,
                     discard=r.outcome.discard,
                     result=r.outcome.result,
+                    now=self.clock.store_now(),
                 )
         except FencingError:
             log.warning(
