@@ -93,7 +93,7 @@ def dead_run(store: Store, job_id: int | None = None) -> Run:
         assert submitted.run is not None
         run_id = submitted.run.id
     else:
-        run_id = store.run_now(job_id).id
+        run_id = store.trigger_job(job_id).id
     (claimed,) = store.claim("test-worker", limit=1)
     assert claimed.id == run_id
     return store.fail(claimed.id, claimed.fencing_token, "boom\nTraceback ...", discard=True)

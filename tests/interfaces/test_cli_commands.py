@@ -24,7 +24,7 @@ def test_pause_and_resume_a_job(store: Store) -> None:
 
 def test_cancel_a_job_cancels_its_waiting_runs(store: Store) -> None:
     job = submit(store, every="1h")
-    waiting = store.run_now(job.id)
+    waiting = store.trigger_job(job.id)
 
     assert ok("cancel", str(job.id), "--db", store.url).out == f"job {job.id} is cancelled\n"
 
@@ -34,7 +34,7 @@ def test_cancel_a_job_cancels_its_waiting_runs(store: Store) -> None:
 
 def test_cancel_run_cancels_one_run_only(store: Store) -> None:
     job = submit(store, every="1h")
-    run = store.run_now(job.id)
+    run = store.trigger_job(job.id)
 
     cancelled = ok("cancel", "--run", str(run.id), "--db", store.url, "--json").json()
 
@@ -57,7 +57,7 @@ def test_trigger_queues_one_run_now_and_prints_its_id_last(store: Store) -> None
 def test_dead_lists_the_dead_letter_runs_and_retry_queues_one_again(store: Store) -> None:
     job = submit(store, every="1h")
     dead = dead_run(store, job.id)
-    store.run_now(job.id)  # queued: not dead
+    store.trigger_job(job.id)  # queued: not dead
 
     listed = ok("dead", "--db", store.url, "--json").json()
     assert [(r["id"], r["state"], r["error"]) for r in listed] == [
@@ -94,8 +94,8 @@ def test_refused_transitions_exit_1_and_change_nothing(store: Store) -> None:
     cancelled = submit(store, every="1h")
     store.cancel_job(cancelled.id)
     live = submit(store, every="1h")
-    queued = store.run_now(live.id)
-    finished = store.cancel_run(store.run_now(live.id).id)
+    queued = store.trigger_job(live.id)
+    finished = store.cancel_run(store.trigger_job(live.id).id)
     before = snapshot(store)
 
     refused = [

@@ -107,7 +107,7 @@ def test_show_a_one_off_job_fires_once_at_its_time(store: Store) -> None:
 
 def test_show_prints_the_job_in_plain_english(store: Store) -> None:
     job = submit(store, cron="0 9 * * MON-FRI", tz="Europe/Berlin", name="report")
-    store.run_now(job.id)
+    store.trigger_job(job.id)
 
     out = ok("show", str(job.id), "--db", store.url).out
 
@@ -122,8 +122,8 @@ def test_show_prints_the_job_in_plain_english(store: Store) -> None:
 def test_runs_filters_by_job_and_state_and_pages_like_jobs(store: Store) -> None:
     job = submit(store, every="1h")
     other = submit(store, every="1h")
-    made = [store.run_now(job.id, now=store.now() + timedelta(seconds=i)).id for i in range(4)]
-    store.run_now(other.id)
+    made = [store.trigger_job(job.id, now=store.now() + timedelta(seconds=i)).id for i in range(4)]
+    store.trigger_job(other.id)
     store.cancel_run(made[0])
 
     def ids(*argv: str) -> list[int]:

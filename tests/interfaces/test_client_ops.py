@@ -31,7 +31,7 @@ def client(store: Store) -> Client:
 def test_a_tenant_sees_and_acts_on_its_own_jobs_only(client: Client, store: Store) -> None:
     mine = submit(store, every="1h", tenant="acme")
     theirs = submit(store, every="1h", tenant="other")
-    their_run = store.run_now(theirs.id)
+    their_run = store.trigger_job(theirs.id)
 
     assert [job.id for job in client.list_jobs(tenant="acme").items] == [mine.id]
     assert [job.id for job in client.list_jobs().items] == [theirs.id, mine.id]
@@ -104,7 +104,7 @@ def test_ids_out_of_any_store_range_are_bad_input(client: Client) -> None:
 def test_dead_runs_pages_the_dead_letter_list(client: Client, store: Store) -> None:
     job = submit(store, every="1h")
     dead = [dead_run(store, job.id).id for _ in range(3)]
-    store.run_now(job.id)
+    store.trigger_job(job.id)
 
     page = client.dead_runs(limit=2)
 

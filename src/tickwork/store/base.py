@@ -446,13 +446,6 @@ class Store(abc.ABC):
         microsecond (then the existing run is returned). The job's schedule is untouched.
         A cancelled job raises InvalidTransition. Notifies CHANNEL_RUNS."""
 
-    def run_now(
-        self, job_id: int, *, tenant: str | None = None, now: datetime | None = None
-    ) -> Run:
-        """The old name of :meth:`trigger_job`, kept only until the tests outside the store
-        that still call it are renamed; new code says ``trigger_job``."""
-        return self.trigger_job(job_id, tenant=tenant, now=now)
-
     @abc.abstractmethod
     def runs_for_slot(
         self, job_id: int, slot: datetime, *, tenant: str | None = None
