@@ -51,19 +51,11 @@ from tickwork.worker.task import Task
 
 Duration = timedelta | float | int | str
 """A length of time: a timedelta, seconds, or text such as ``"90s"``, ``"10m"``, ``"1h30m"``."""
-
-
 Instant = datetime | str
 """A point in time: an aware datetime, or ISO-8601 text with an offset."""
-
-
 Backoff = RetryPolicy | tuple[float, float]
 """Exponential backoff: a RetryPolicy, or ``(base, cap)`` in seconds."""
-
-
 E = TypeVar("E", bound=Enum)
-
-
 MAX_ID = 2**63 - 1
 """Ids are 64-bit signed integers in every store; a larger number names no row."""
 

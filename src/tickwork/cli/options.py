@@ -10,8 +10,6 @@ from typing import Annotated, Any
 
 import typer
 
-# typer >= 0.29 vendors click privately; this is the one click exception it does not
-# re-export that we must tell apart (it carries the help text, not an error message).
 from tickwork.config import (
     DB_ENV,
     DEFAULT_DB_URL,
@@ -40,13 +38,9 @@ DbOption = Annotated[
 ]
 """The ``--db`` option; the command receives the resolved URL. Declare it as
 ``db: DbOption = ""`` (the empty default means: not given)."""
-
-
 LogLevelOption = Annotated[
     str, typer.Option("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING, ERROR.")
 ]
-
-
 LogFormatOption = Annotated[
     str, typer.Option("--log-format", metavar="FORMAT", help="text or json (one object a line).")
 ]
@@ -72,26 +66,16 @@ def duration_flag(name: str, raw: str | None) -> timedelta | None:
 
 
 DEFAULT_LIMIT = 50
-
-
 MAX_LIMIT = 10_000
 """Rows one listing command prints at most (several store pages)."""
-
-
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document, nothing else.")]
-
-
 TenantOption = Annotated[
     str | None,
     typer.Option("--tenant", metavar="NAME", show_default=False, help="Only this tenant's."),
 ]
-
-
 LimitOption = Annotated[
     int, typer.Option("--limit", "-n", min=1, max=MAX_LIMIT, help="At most this many.")
 ]
-
-
 AfterOption = Annotated[
     int | None,
     typer.Option(
@@ -101,14 +85,8 @@ AfterOption = Annotated[
         help="Only ids below this one: the next page after a listing that ended at ID.",
     ),
 ]
-
-
 JobIdArgument = Annotated[int, typer.Argument(metavar="JOB_ID", show_default=False)]
-
-
 RunIdArgument = Annotated[int, typer.Argument(metavar="RUN_ID", show_default=False)]
-
-
 AppOption = Annotated[
     str | None,
     typer.Option(
@@ -118,8 +96,6 @@ AppOption = Annotated[
         help="Module (or module:attribute) whose App registers the tasks; env TICKWORK_APP_MODULE.",
     ),
 ]
-
-
 HttpAllowOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -130,11 +106,7 @@ HttpAllowOption = Annotated[
         "only). Repeatable or comma-separated; env TICKWORK_HTTP_ALLOW.",
     ),
 ]
-
-
 FORWARDED_ALLOW_IPS_ENV = "TICKWORK_FORWARDED_ALLOW_IPS"
-
-
 HostOption = Annotated[
     str,
     typer.Option(
@@ -143,16 +115,12 @@ HostOption = Annotated[
         help="Address to listen on. A non-loopback address requires API keys.",
     ),
 ]
-
-
 PortOption = Annotated[
     int,
     typer.Option(
         "--port", metavar="PORT", min=0, max=65535, help="Port to listen on (0: any free port)."
     ),
 ]
-
-
 ForwardedAllowIpsOption = Annotated[
     str,
     typer.Option(
@@ -164,8 +132,6 @@ ForwardedAllowIpsOption = Annotated[
         f"that the sign-in cookie is Secure. Env {FORWARDED_ALLOW_IPS_ENV}.",
     ),
 ]
-
-
 OpenOption = Annotated[
     bool,
     typer.Option(

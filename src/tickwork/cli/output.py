@@ -23,8 +23,6 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-# typer >= 0.29 vendors click privately; this is the one click exception it does not
-# re-export that we must tell apart (it carries the help text, not an error message).
 from tickwork.job import show_controls
 
 PROG = "tickwork"

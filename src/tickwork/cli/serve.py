@@ -14,13 +14,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from types import FrameType
 
-# typer >= 0.29 vendors click privately; this is the one click exception it does not
-# re-export that we must tell apart (it carries the help text, not an error message).
 from tickwork.errors import ValidationError
 
 LOG_FORMATS = ("text", "json")
-
-
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 

@@ -67,40 +67,17 @@ from tickwork.records import (
 from tickwork.store.health import StoreHealth
 
 # The records (tickwork.records) are re-exported: store code names them from here.
+# fmt: off
 __all__ = [
-    "CHANNEL_JOBS",
-    "CHANNEL_RUNS",
-    "DEFAULT_PAGE",
-    "DEFAULT_PRUNE_BATCH",
-    "DEFAULT_RESCUE_BATCH",
-    "LISTEN_NOTIFY",
-    "MAX_PAGE",
-    "MULTI_HOST",
-    "NODE_DEFAULT_BEAT",
-    "NODE_FORGET_AFTER",
-    "NODE_SILENT_BEATS",
-    "NODE_SILENT_FLOOR",
-    "SESSION_FORGET_AFTER",
-    "SESSION_SEEN_EVERY",
-    "SKIP_LOCKED",
-    "ApiKey",
-    "Completion",
-    "Heartbeat",
-    "Lease",
-    "LeaseStatus",
-    "Listener",
-    "Node",
-    "Page",
-    "RescueResult",
-    "RunStats",
-    "Session",
-    "SlotFate",
-    "SlotSkip",
-    "Store",
-    "Submitted",
-    "TriggerResult",
-    "page_limit",
+    "CHANNEL_JOBS", "CHANNEL_RUNS", "DEFAULT_PAGE", "DEFAULT_PRUNE_BATCH",
+    "DEFAULT_RESCUE_BATCH", "LISTEN_NOTIFY",
+    "MAX_PAGE", "MULTI_HOST", "NODE_DEFAULT_BEAT", "NODE_FORGET_AFTER", "NODE_SILENT_BEATS",
+    "NODE_SILENT_FLOOR", "SESSION_FORGET_AFTER", "SESSION_SEEN_EVERY", "SKIP_LOCKED", "ApiKey",
+    "Completion", "Heartbeat", "Lease", "LeaseStatus", "Listener", "Node", "Page",
+    "RescueResult", "RunStats", "Session", "SlotFate", "SlotSkip", "Store", "Submitted",
+    "TriggerResult", "page_limit",
 ]
+# fmt: on
 
 DEFAULT_RESCUE_BATCH = 1000
 DEFAULT_PRUNE_BATCH = 10_000
