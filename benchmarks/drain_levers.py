@@ -46,8 +46,11 @@ from harness import PG_SERVER, fmt, fresh_database, machine, median, table
 from psycopg.rows import DictRow, dict_row
 
 from tickwork.job import Run
+from tickwork.store import rows as mapping
 from tickwork.store.base import Completion
-from tickwork.store.postgres import PostgresStore, Q, _run, for_queues
+from tickwork.store.postgres import PostgresStore, Q
+from tickwork.store.postgres.driver import PG_CODEC
+from tickwork.store.queries import for_queues
 
 BATCH = 100
 LEASE = timedelta(seconds=15)
@@ -82,7 +85,10 @@ Conn = psycopg.Connection[DictRow]
 
 def _claim(conn: Conn) -> list[Run]:
     params = {"worker": "bench", "now": None, "limit": BATCH, "lease": LEASE}
-    return [_run(r) for r in conn.execute(for_queues(Q["claim"], None), params).fetchall()]
+    return [
+        mapping.run(r, PG_CODEC)
+        for r in conn.execute(for_queues(Q["claim"], None), params).fetchall()
+    ]
 
 
 def _complete_ids(conn: Conn, runs: list[Run]) -> None:
@@ -133,7 +139,7 @@ def combined(url: str) -> int:
             }
             rows = conn.execute(COMPLETE_THEN_CLAIM, params).fetchall()
             done += len(previous)
-            previous = [_run(r) for r in rows]
+            previous = [mapping.run(r, PG_CODEC) for r in rows]
             if not previous:
                 return done
 
