@@ -315,9 +315,8 @@ class Worker(Service):
                 continue
             retry.reset()
             if done.no_room:
-                self.pause(
-                    self._wakeup, None
-                )  # set when a handler returns or an outcome is written
+                # Woken when a handler returns or an outcome is written.
+                self.pause(self._wakeup, None)
             elif done.claimed < done.wanted and not self._wakeup.is_set():
                 self.pause(self._wakeup, self._idle_seconds())
             else:
