@@ -11,6 +11,13 @@ from tickwork.retry import RetryPolicy
 from tickwork.store.base import ApiKey, Lease, Node, Session, SlotFate, SlotSkip
 from tickwork.store.driver import Codec, Row
 
+_JOB_STATE = {s.value: s for s in JobState}
+_RUN_STATE = {s.value: s for s in RunState}
+_MISFIRE = {p.value: p for p in MisfirePolicy}
+_OVERLAP = {p.value: p for p in OverlapPolicy}
+"""Enums by stored text: a dict lookup costs a fraction of the enum call (the call stays as
+the fallback, for its ValueError on a value no tickwork writes)."""
+
 
 def job_params(spec: JobSpec, resolved: schedules.Schedule, c: Codec) -> dict[str, Any]:
     """The columns a job row takes from its spec (``resolved``: its schedule, resolved)."""
@@ -34,6 +41,8 @@ def job_params(spec: JobSpec, resolved: schedules.Schedule, c: Codec) -> dict[st
 
 
 def job(r: Row, c: Codec) -> Job:
+    from_time = c.from_time
+    timeout = r["timeout"]
     return Job(
         id=r["id"],
         tenant=r["tenant"],
@@ -41,23 +50,24 @@ def job(r: Row, c: Codec) -> Job:
         task=r["task"],
         args=c.from_json(r["args"]),
         schedule=c.from_schedule(r["schedule"]),
-        state=JobState(r["state"]),
-        next_run_at=c.from_time(r["next_run_at"]),
+        state=_JOB_STATE.get(r["state"]) or JobState(r["state"]),
+        next_run_at=from_time(r["next_run_at"]),
         queue=r["queue"],
         priority=r["priority"],
         retry=RetryPolicy(r["max_attempts"], r["backoff_base"], r["backoff_cap"]),
-        timeout=seconds(r["timeout"]),
-        misfire=MisfirePolicy(r["misfire"]),
-        misfire_grace=seconds(r["misfire_grace"]),
-        overlap=OverlapPolicy(r["overlap"]),
+        timeout=timedelta(seconds=timeout) if timeout is not None else None,
+        misfire=_MISFIRE.get(r["misfire"]) or MisfirePolicy(r["misfire"]),
+        misfire_grace=timedelta(seconds=r["misfire_grace"]),
+        overlap=_OVERLAP.get(r["overlap"]) or OverlapPolicy(r["overlap"]),
         idempotency_key=r["idempotency_key"],
-        created_at=c.from_time(r["created_at"]),
-        updated_at=c.from_time(r["updated_at"]),
+        created_at=from_time(r["created_at"]),
+        updated_at=from_time(r["updated_at"]),
     )
 
 
 def run(r: Row, c: Codec) -> Run:
     from_time = c.from_time
+    timeout = r["timeout"]
     return Run(
         id=r["id"],
         job_id=r["job_id"],
@@ -68,7 +78,7 @@ def run(r: Row, c: Codec) -> Run:
         priority=r["priority"],
         scheduled_for=from_time(r["scheduled_for"]),
         run_at=from_time(r["run_at"]),
-        state=RunState(r["state"]),
+        state=_RUN_STATE.get(r["state"]) or RunState(r["state"]),
         attempt=r["attempt"],
         max_attempts=r["max_attempts"],
         fencing_token=r["fencing_token"],
@@ -78,7 +88,7 @@ def run(r: Row, c: Codec) -> Run:
         finished_at=from_time(r["finished_at"]),
         error=r["error"],
         result=c.from_json(r["result"]),
-        timeout=seconds(r["timeout"]),
+        timeout=timedelta(seconds=timeout) if timeout is not None else None,
         created_at=from_time(r["created_at"]),
     )
 
@@ -148,8 +158,3 @@ def node(r: Row, c: Codec) -> Node:
         r["running"],
         c.from_json(r["info"]),
     )
-
-
-def seconds(value: float | None) -> Any:
-    """A duration stored as seconds (timeout, grace); None stays None."""
-    return timedelta(seconds=value) if value is not None else None
