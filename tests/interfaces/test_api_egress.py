@@ -23,6 +23,7 @@ from api_support import child_env, counts, error_of, run_tickwork, serving
 
 from tickwork.client import Client
 from tickwork.store import open_store
+from tickwork.testing import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -79,16 +80,16 @@ def run_argv(store_url: str, *extra: str) -> list[str]:
 
 def finished_run(web: httpx.Client, job_id: int) -> dict[str, Any]:
     """The job's only run, read through ``GET /api/v1/runs/{id}`` once it is finished."""
-    deadline = time.monotonic() + RUN_DEADLINE
-    while time.monotonic() < deadline:
+
+    def finished() -> dict[str, Any] | None:
         (listed,) = web.get("/api/v1/runs", params={"job": job_id}).json()["items"]
-        if listed["state"] in FINISHED:
-            answer = web.get(f"/api/v1/runs/{listed['id']}")
-            assert answer.status_code == 200
-            run: dict[str, Any] = answer.json()
-            return run
-        time.sleep(0.05)
-    pytest.fail(f"job {job_id}'s run did not finish within {RUN_DEADLINE:g} s")
+        return listed if listed["state"] in FINISHED else None
+
+    listed = wait_until(finished, RUN_DEADLINE, what=f"job {job_id}'s run finished")
+    answer = web.get(f"/api/v1/runs/{listed['id']}")
+    assert answer.status_code == 200
+    run: dict[str, Any] = answer.json()
+    return run
 
 
 def test_a_tenant_cannot_read_a_loopback_service_through_an_http_run(

@@ -18,6 +18,7 @@ import pytest
 from api_support import serving
 
 from chaos.net import Proxy
+from tickwork.testing import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -29,11 +30,7 @@ def proxy(pg_database: str) -> Iterator[Proxy]:
 
 
 def eventually_ready(web: httpx.Client, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while web.get("/readyz").status_code != 200:
-        if time.monotonic() > deadline:
-            pytest.fail(f"/readyz did not answer 200 within {timeout:g} s")
-        time.sleep(0.05)
+    wait_until(lambda: web.get("/readyz").status_code == 200, timeout, what="/readyz 200")
 
 
 def test_readyz_answers_503_within_its_bound_while_the_database_is_black_holed(

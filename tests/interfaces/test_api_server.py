@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import socket
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -16,6 +15,7 @@ from api_support import dead_run, error_of, run_tickwork, serving
 from tickwork.client import Client
 from tickwork.job import JobState, RunState
 from tickwork.store import open_store
+from tickwork.testing import wait_until
 from tickwork.web.auth import COOKIE_NAME
 
 pytestmark = pytest.mark.slow
@@ -414,10 +414,9 @@ def test_tickwork_run_without_the_api_serves_nothing(store_url: str) -> None:
 
 
 def _wait_for_dead(web: httpx.Client, job_id: int) -> list[dict[str, object]]:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        dead = web.get("/api/v1/dead").json()["items"]
-        if dead:
-            return list(dead)
-        time.sleep(0.05)
-    pytest.fail(f"job {job_id}'s run never reached the dead letter")
+    dead = wait_until(
+        lambda: web.get("/api/v1/dead").json()["items"],
+        30,
+        what=f"job {job_id}'s run in the dead letter",
+    )
+    return list(dead)

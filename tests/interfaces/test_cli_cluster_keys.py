@@ -7,15 +7,17 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_support import assert_error, ok, snapshot, submit, tickwork
 
 from tickwork.client import Client
+from tickwork.job import Run
 from tickwork.store import Store
+from tickwork.testing import wait_until
 
 
 def test_cluster_shows_the_leader_and_the_nodes(store: Store) -> None:
@@ -179,15 +181,15 @@ def test_a_running_node_shows_in_cluster_and_its_runs_in_explain(
             env=env,
         )
         try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                view = ok("cluster", "--db", store.url, "--json").json()
+
+            def led_and_ran() -> tuple[dict[str, Any], list[Run]] | None:
+                view: dict[str, Any] = ok("cluster", "--db", store.url, "--json").json()
                 done = [r for r in store.list_runs(job_id=job.id).items if r.finished_at]
-                if view["leader"] and view["nodes"] and done:
-                    break
-                time.sleep(0.5)
-            else:
-                pytest.fail("tickwork run never led, registered and ran a slot")
+                return (view, done) if view["leader"] and view["nodes"] and done else None
+
+            view, done = wait_until(
+                led_and_ran, 60, 0.5, what="tickwork run led, registered and ran a slot"
+            )
         finally:
             node.send_signal(signal.SIGTERM)
             node.wait(timeout=60)
