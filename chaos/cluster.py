@@ -206,9 +206,10 @@ class Cluster:
     def __init__(
         self, run_dir: Path, timings: Timings | None = None, *, tickwork_src: Path | None = None
     ) -> None:
-        self.dir = run_dir
+        # Absolute: the nodes run with the run directory as their working directory.
+        self.dir = run_dir = run_dir.resolve()
         self.timings = timings or Timings()
-        self.tickwork_src = tickwork_src
+        self.tickwork_src = tickwork_src.resolve() if tickwork_src is not None else None
         self.faketime = libfaketime()
         for sub in ("logs", "clock"):
             (run_dir / sub).mkdir(parents=True, exist_ok=True)

@@ -457,3 +457,20 @@ def test_killed_harness_leftovers_are_removed_by_the_next_run(
     finally:
         cluster.destroy()
     assert postmaster_pids(port) == []
+
+
+def test_a_relative_run_directory_reaches_the_nodes_as_an_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The nodes run with the run directory as their working directory: a relative
+    # CHAOS_HISTORY or tickwork source would be resolved from there, not from here.
+    from chaos.cluster import Cluster
+
+    monkeypatch.chdir(tmp_path)
+    cluster = Cluster(Path("runs/one"), tickwork_src=Path("other/src"))
+    try:
+        assert cluster.dir == tmp_path / "runs" / "one"
+        assert cluster.tickwork_src == tmp_path / "other" / "src"
+    finally:
+        cluster.close()
+        cluster.remove_database_files()
