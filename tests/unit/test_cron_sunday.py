@@ -78,7 +78,7 @@ def test_the_expression_keeps_sunday_as_seven_and_says_so() -> None:
         (
             "3-0",
             "bad day-of-week field '3-0' (a range ending on Sunday ends in 7 or SUN, e.g. 3-7)",
-        ),  # noqa: E501
+        ),
         ("1-8", "bad day-of-week field '1-8'"),
         ("WED-SUN/0", "bad day-of-week field 'WED-SUN/0'"),
         ("WED-FUNDAY", "bad day-of-week field 'WED-FUNDAY'"),
