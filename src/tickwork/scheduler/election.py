@@ -56,6 +56,7 @@ from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import Config
 from tickwork.errors import LeadershipLost, StoreError, StoreUnavailable
 from tickwork.service import Service
+from tickwork.skew import SkewWatch
 from tickwork.store.base import Store
 
 log = logging.getLogger("tickwork.scheduler")
@@ -99,6 +100,7 @@ class Election(Service):
         self.node_id = config.node_id
         self.on_change = on_change
         self.register = register
+        self.skew = SkewWatch.on(self.node_id, clock, store.now)
         self._leadership: Leadership | None = None
         self._state_lock = threading.Lock()
 
@@ -226,6 +228,7 @@ class Election(Service):
             "leader_renew": self.config.leader_renew.total_seconds(),
             "beat": self.config.leader_renew.total_seconds(),
             "store": self.store.health.snapshot(),
+            **self.skew.info(),
         }
 
     def _register(self) -> bool:
