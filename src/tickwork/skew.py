@@ -102,6 +102,16 @@ class SkewWatch:
         except Exception as exc:  # an outage is logged once by the store's health
             log.debug("clock skew of %s not measured: %s", self.node_id, exc)
             return None
+        return self.record(t0, db, t1)
+
+    def wall(self) -> datetime:
+        """This node's wall time, as :meth:`record` wants it around a store call."""
+        return self._wall()
+
+    def record(self, t0: datetime, db: datetime, t1: datetime) -> Skew:
+        """A reading from a store call the node made anyway: ``db``, the store's ``now()``
+        in that call, read between the wall times ``t0`` and ``t1`` (a leader's renewal:
+        its lease expires at the store's now plus the lease, so it costs no round trip)."""
         half = (t1 - t0) / 2
         skew = Skew(offset=(t0 + half - db).total_seconds(), bound=half.total_seconds())
         self.last = skew
@@ -118,8 +128,9 @@ class SkewWatch:
         self._off = skew.off
         return skew
 
-    def info(self) -> dict[str, dict[str, float]]:
-        """``{"clock": ...}`` to merge into a heartbeat's info, measured now (empty when
-        there is no reading at all)."""
-        skew = self.measure() or self.last
+    def info(self, *, measure: bool = True) -> dict[str, dict[str, float]]:
+        """``{"clock": ...}`` to merge into a heartbeat's info, measured now unless
+        ``measure`` is false (the caller just recorded a reading); empty when there is no
+        reading at all."""
+        skew = (self.measure() if measure else None) or self.last
         return {} if skew is None else {"clock": skew.to_info()}

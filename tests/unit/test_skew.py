@@ -120,3 +120,14 @@ def test_a_test_clock_sets_the_stores_time_so_its_skew_is_zero() -> None:
     watch = SkewWatch.on("s1", clock, never)
     assert watch.measure() == Skew(0.0, 0.0)
     assert watch.store_now() == T0
+
+
+def test_a_reading_from_a_call_made_anyway_counts_like_a_measurement() -> None:
+    watch = Host(ahead=0.0).watch()
+    before, after = T0 + timedelta(seconds=5), T0 + timedelta(seconds=5.004)
+
+    skew = watch.record(before, T0, after)
+
+    assert skew == watch.last
+    assert skew.offset == pytest.approx(5.002)
+    assert watch.info(measure=False) == {"clock": skew.to_info()}
