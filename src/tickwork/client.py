@@ -44,6 +44,7 @@ from tickwork.job import (
     RunState,
     check_label,
 )
+from tickwork.presence import Presence
 from tickwork.records import (
     DEFAULT_PAGE,
     ApiKey,
@@ -265,6 +266,11 @@ class Client:
         :meth:`cluster`, whose node listing also forgets stale nodes (a write): for views
         polled every few seconds, such as the dashboard's overview."""
         return self.store.leader()
+
+    def presence(self, kind: str, node_id: str) -> Presence:
+        """A service that shows this process in the cluster view as ``kind`` (``api``),
+        with its clock offset, while it runs: ``start()`` it, ``stop()`` it."""
+        return Presence(self.store, kind, node_id)
 
     def store_health(self) -> dict[str, Any]:
         """This process's view of the database: ``{"up", "outages", "reconnects"}`` (see

@@ -69,13 +69,19 @@ def normalize(expr: str) -> str:
             f"seconds first, got {len(parts)}",
         )
     names = FIVE_FIELDS if len(parts) == 5 else SIX_FIELDS
+    written = parts
+    parts = [*parts[:-1], _sunday_ends_at_seven(parts[-1])]
     first_field = Field.MINUTE if len(parts) == 5 else Field.SECOND
-    for offset, (name, value) in enumerate(zip(names, parts, strict=True)):
+    for offset, (name, value) in enumerate(zip(names, written, strict=True)):
         try:
-            Field(first_field + offset).parse(value.upper())
+            Field(first_field + offset).parse(parts[offset].upper())
         except (CronSimError, ValueError, IndexError):
-            raise InvalidCron(expr, f"bad {name} field {value!r}") from None
-    parts = [_one_value_ranges_without_step(value) for value in parts]
+            hint = _BACKWARDS_TO_SUNDAY_HINT if _ends_a_range_on_zero(name, value) else ""
+            raise InvalidCron(expr, f"bad {name} field {value!r}{hint}") from None
+    parts = [
+        _one_value_ranges_without_step(value, Field(first_field + offset))
+        for offset, value in enumerate(parts)
+    ]
     text = " ".join(parts)
     try:
         CronSim(text, datetime(2000, 1, 1, tzinfo=UTC))
@@ -85,14 +91,43 @@ def normalize(expr: str) -> str:
     return text
 
 
-def _one_value_ranges_without_step(value: str) -> str:
+_BACKWARDS_TO_SUNDAY_HINT = " (a range ending on Sunday ends in 7 or SUN, e.g. 3-7)"
+
+
+def _ends_a_range_on_zero(name: str, value: str) -> bool:
+    return name == "day-of-week" and any(
+        term.partition("/")[0].partition("-")[2] == "0" for term in value.split(",")
+    )
+
+
+def _sunday_ends_at_seven(value: str) -> str:
+    """A day-of-week field whose ranges end in Sunday, as Vixie (and Debian) cron read it:
+    ``WED-SUN`` is ``WED-7``, Wednesday to Saturday plus Sunday (``wed-sun/2`` is
+    ``wed-7/2``: Wednesday, Friday, Sunday).
+
+    Sunday is both 0 and 7 in cron; cronsim spells ``SUN`` as 0 only, so a range ending in
+    it would run backwards and be refused. ``SUN-...`` still starts at 0. A numeric range
+    ending in 0 (``3-0``) runs backwards in cron too, and stays refused, with a hint.
+    """
+    terms = []
+    for term in value.split(","):
+        span, slash, step = term.partition("/")
+        first, dash, last = span.partition("-")
+        to_sunday = dash and last.upper() == "SUN" and first.upper() not in ("SUN", "0")
+        terms.append(f"{first}-7{slash}{step}" if to_sunday else term)
+    return ",".join(terms)
+
+
+def _one_value_ranges_without_step(value: str, field: Field) -> str:
     """``5-5/10`` as ``5``, as cron reads it: cronsim takes a stepped range that holds one
-    value for ``5/10``, that is ``5-59/10``."""
+    value for ``5/10``, that is ``5-59/10``. ``3-WED/2`` is one value too. ``value`` has
+    passed ``field``'s parse."""
     terms = []
     for term in value.split(","):
         span, slash, _step = term.partition("/")
         first, dash, last = span.partition("-")
-        terms.append(first if slash and dash and first.upper() == last.upper() else term)
+        one_value = slash and dash and field.int(first.upper()) == field.int(last.upper())
+        terms.append(first if one_value else term)
     return ",".join(terms)
 
 

@@ -15,6 +15,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from tickwork.errors import ValidationError
 from tickwork.job import Job, Run, shown_json, shown_object
+from tickwork.skew import Skew
 
 DEFAULT_PAGE = 100
 """Rows in one page of a listing when the caller names no limit."""
@@ -120,6 +121,12 @@ class Node:
     last_seen_at: datetime
     running: int  # runs the node executes now (workers)
     info: dict[str, Any]
+
+    @property
+    def clock(self) -> Skew | None:
+        """How far the node's wall clock was from the store's at its last heartbeat
+        (:mod:`tickwork.skew`); None for a node that sent no reading."""
+        return Skew.from_info(self.info)
 
     def silent_after(self) -> timedelta:
         """How long unseen before this node counts as silent (see NODE_SILENT_BEATS)."""

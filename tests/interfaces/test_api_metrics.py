@@ -123,6 +123,20 @@ def test_leader_and_node_heartbeats(web: TestClient, store: Store) -> None:
     assert value(samples, "tickwork_node_running", node="worker-1", kind="worker") == 0
 
 
+def test_each_nodes_clock_offset_is_a_gauge(web: TestClient, store: Store) -> None:
+    store.register_node("fast", "worker", "host-a", 1, {"clock": {"offset": 5.01, "bound": 0.002}})
+    store.register_node("old", "worker", "host-b", 2, {})
+
+    samples = scrape(web)
+
+    labels = {"node": "fast", "kind": "worker"}
+    assert value(samples, "tickwork_node_clock_offset_seconds", **labels) == 5.01
+    assert value(samples, "tickwork_node_clock_offset_bound_seconds", **labels) == 0.002
+    assert ("tickwork_node_clock_offset_seconds", (("kind", "worker"), ("node", "old"))) not in (
+        samples
+    )
+
+
 def test_rescues_come_from_the_reaper_in_this_process(web: TestClient) -> None:
     first = value(scrape(web), "tickwork_rescues_total")
     second = value(scrape(web), "tickwork_rescues_total")

@@ -14,6 +14,7 @@ from api_support import dead_run, error_of, run_tickwork, serving
 
 from tickwork.client import Client
 from tickwork.job import JobState, RunState
+from tickwork.records import Node
 from tickwork.store import open_store
 from tickwork.testing import wait_until
 from tickwork.web.auth import COOKIE_NAME
@@ -115,6 +116,23 @@ def test_on_loopback_without_keys_the_api_runs_open_with_a_warning(store_url: st
     assert cluster.status_code == 200
     assert "open access" in "".join(server.out)
     assert "WARNING" in "".join(server.err)
+
+
+def test_the_api_shows_in_the_cluster_with_its_clock_until_it_stops(
+    store_url: str, client: Client
+) -> None:
+    def present() -> list[Node] | None:
+        nodes = client.cluster().nodes
+        return nodes if nodes and nodes[0].clock is not None else None
+
+    with serving(api_argv(store_url, "--node-id", "api-1")):
+        (node,) = wait_until(present, 30.0)
+
+    assert (node.id, node.kind) == ("api-1", "api")
+    assert node.clock is not None
+    assert abs(node.clock.offset) < 0.5  # the host's clock: the test's own
+    assert node.info["beat"] == 3.0
+    assert client.cluster().nodes == []  # a clean stop leaves the cluster view
 
 
 def test_revoking_every_key_does_not_reopen_a_loopback_api_after_a_restart(

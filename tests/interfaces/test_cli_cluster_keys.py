@@ -45,11 +45,12 @@ def test_cluster_shows_the_leader_and_the_nodes(store: Store) -> None:
     lines = ok("cluster", "--db", store.url).out.strip().splitlines()
     assert lines[0].startswith(f"leader: sched-a, epoch {lease.epoch}, lease expires ")
     assert lines[1].split() == [
-        "NODE", "KIND", "HOST", "PID", "STARTED", "LAST", "SEEN", "STATUS", "RUNNING", "STORE"
+        "NODE", "KIND", "HOST", "PID", "STARTED", "LAST", "SEEN", "STATUS", "RUNNING", "STORE",
+        "CLOCK",
     ]  # fmt: skip
     rows = {line.split()[0]: line for line in lines[2:]}
     assert "scheduler (leader)" in rows["sched-a"]
-    assert rows["work-b"].split()[-3:] == ["up", "3", "-"]
+    assert rows["work-b"].split()[-4:] == ["up", "3", "-", "-"]
     assert re.search(r" s ago ", rows["work-b"])
 
 
@@ -73,7 +74,20 @@ def test_cluster_marks_a_node_whose_heartbeats_stopped_as_silent(store: Store) -
     assert {n["id"]: n["silent"] for n in listed} == {"quiet": False, "alive": False}
     lines = ok("cluster", "--db", store.url).out.strip().splitlines()
     rows = {line.split()[0]: line.split() for line in lines[2:]}
-    assert rows["alive"][-4:] == ["up", "0", "up", "2/5"]
+    assert rows["alive"][-5:] == ["up", "0", "up", "2/5", "-"]
+
+
+def test_cluster_shows_each_nodes_clock_against_the_stores(store: Store) -> None:
+    near, fast = {"offset": -0.004, "bound": 0.001}, {"offset": 5.012, "bound": 0.002}
+    store.register_node("near", "worker", "host-a", 1, {"clock": near})
+    store.register_node("fast", "worker", "host-b", 2, {"clock": fast})
+
+    nodes = {n["id"]: n for n in ok("cluster", "--db", store.url, "--json").json()["nodes"]}
+    assert nodes["fast"]["info"]["clock"] == {"offset": 5.012, "bound": 0.002}
+    lines = ok("cluster", "--db", store.url).out.strip().splitlines()
+    rows = {line.split()[0]: line for line in lines[2:]}
+    assert rows["near"].endswith(" -0.00 s ±0.001")
+    assert rows["fast"].endswith(" +5.01 s ±0.002 OFF")
 
 
 def test_cluster_without_a_leader_or_nodes_says_so(store: Store) -> None:

@@ -95,6 +95,20 @@ def test_default_is_five_times_in_utc() -> None:
     ]
 
 
+def test_a_day_of_week_range_ending_in_sunday_runs_through_sunday() -> None:
+    # 2026-01-01 is a Thursday: Debian cron reads WED-SUN as Wednesday .. Saturday, Sunday.
+    result = tickwork("next", "0 9 * * WED-SUN", "--from", "2026-01-01T10:00:00Z", "-n", "5")
+    assert result.code == 0, result.err
+    assert result.lines == [
+        "2026-01-02T09:00:00+00:00",
+        "2026-01-03T09:00:00+00:00",
+        "2026-01-04T09:00:00+00:00",
+        "2026-01-07T09:00:00+00:00",
+        "2026-01-08T09:00:00+00:00",
+        "At 09:00 on Wednesday through Sunday (UTC)",
+    ]
+
+
 def test_times_are_strictly_after_from() -> None:
     result = tickwork("next", "@hourly", "--from", "2026-01-01T10:00:00Z", "-n", "1")
     assert result.lines[0] == "2026-01-01T11:00:00+00:00"
@@ -199,6 +213,7 @@ def test_python_dash_m_tickwork_runs_the_same_cli() -> None:
         (["* * * * *", "-n", "0"], "'-n' / '--count'"),
         (["* * * * *", "-n", "1001"], "'-n' / '--count'"),
         (["* * * * *", "-n", "many"], "'-n' / '--count'"),
+        (["0 9 * * 3-0"], "bad day-of-week field '3-0' (a range ending on Sunday ends in 7"),
         ([], "Missing argument 'EXPR'"),
         (["* * * * *", "--zone", "UTC"], "No such option: --zone"),
     ],
@@ -214,6 +229,7 @@ def test_python_dash_m_tickwork_runs_the_same_cli() -> None:
         "n-zero",
         "n-too-many",
         "n-not-a-number",
+        "backwards-to-sunday",
         "no-expr",
         "unknown-option",
     ],

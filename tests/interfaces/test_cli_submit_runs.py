@@ -66,6 +66,22 @@ def test_submit_cron_with_policies(capsys: pytest.CaptureFixture[str], store: St
     assert job.timeout.total_seconds() == 60
 
 
+def test_submit_cron_ending_on_sunday_runs_on_sunday(
+    capsys: pytest.CaptureFixture[str], store: Store
+) -> None:
+    job_id = submit(capsys, store.url, "--cron", "0 9 * * 5-7", "shell", "--", "true")
+
+    job = store.get_job(job_id)
+    assert job.schedule == Cron("0 9 * * 5-7")
+    assert job.next_run_at is not None
+    fires = [job.next_run_at]
+    while len(fires) < 6:
+        following = job.schedule.next_after(fires[-1])
+        assert following is not None
+        fires.append(following)
+    assert {fire.isoweekday() for fire in fires} == {5, 6, 7}
+
+
 def test_submit_every(capsys: pytest.CaptureFixture[str], store: Store) -> None:
     job_id = submit(capsys, store.url, "--every", "30s", "shell", "--", "true")
 
@@ -116,6 +132,7 @@ def test_the_same_idempotency_key_prints_the_same_job(
 BAD_INPUT = [
     (["--cron", "* * * * *", "--every", "5s", "shell", "--", "true"], "at most one schedule"),
     (["--cron", "61 * * * *", "shell", "--", "true"], "invalid cron expression"),
+    (["--cron", "0 9 * * FRI-MON", "shell", "--", "true"], "bad day-of-week field 'FRI-MON'"),
     (["--cron", "* * * * *", "--tz", "Mars/Olympus", "shell", "--", "true"], "time zone"),
     (["--tz", "Europe/Berlin", "shell", "--", "true"], "only to a cron"),
     (["--every", "0.5s", "shell", "--", "true"], "at least 1 s"),

@@ -480,6 +480,19 @@ def test_the_cluster_page_lists_the_leader_and_nodes_for_an_admin(
     assert "worker-1 worker host-a 4242" in text
 
 
+def test_the_cluster_page_shows_each_nodes_clock(
+    web: TestClient, store: Store, admin_key: str
+) -> None:
+    store.register_node("fast", "worker", "host-a", 1, {"clock": {"offset": 5.01, "bound": 0.002}})
+    store.register_node("near", "worker", "host-b", 2, {"clock": {"offset": 0.0, "bound": 0.001}})
+    sign_in(web, admin_key)
+
+    page = web.get("/cluster").text
+
+    assert "+5.01 s ±0.002</span>" in page  # marked: more than 1 s off
+    assert "+0.00 s ±0.001</td>" in page
+
+
 def test_a_tenant_key_gets_a_403_page_on_the_cluster_page(web: TestClient, acme_key: str) -> None:
     sign_in(web, acme_key)
 

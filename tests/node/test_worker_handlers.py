@@ -7,7 +7,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -120,6 +120,24 @@ def test_the_context_describes_the_attempt(app: App, store: Store) -> None:
     assert ctx.tenant == "acme"
     assert ctx.task == "look"
     assert not ctx.cancelled.is_set()
+
+
+def test_ctx_now_is_the_stores_time(app: App, store: Store) -> None:
+    seen: list[tuple[datetime, datetime, datetime]] = []
+
+    @app.task
+    def look(ctx: Context) -> None:
+        before = store.now()
+        now = ctx.now()
+        seen.append((before, now, store.now()))
+
+    job = app.submit(look)
+    with running(app.worker()):
+        finished(store, job)
+
+    ((before, now, after),) = seen
+    assert now.utcoffset() == timedelta(0)
+    assert before <= now <= after
 
 
 def test_a_failing_handler_is_retried_with_backoff_and_succeeds_on_its_third_attempt(

@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "tickwork.scheduler": ROLES,
     "tickwork.worker": ROLES,
     "tickwork.service": ROLES,  # the loop shape the services share
+    "tickwork.presence": ROLES,  # the node row of a process with no scheduler or worker
     "tickwork.client": CLIENT,
     "tickwork.inputs": CLIENT,  # checks task names against a worker Registry
     "tickwork.node": CLIENT,

@@ -2,7 +2,8 @@
 
 Run it on any number of hosts against one database, behind a load balancer (``/healthz``
 and ``/readyz`` are its checks). It executes nothing and triggers nothing: it reads the
-store and sends commands through the client, like the CLI.
+store and sends commands through the client, like the CLI. It shows in ``tickwork
+cluster`` as an ``api`` node, with its clock offset (:mod:`tickwork.presence`).
 
 Keys: every endpoint but the health checks needs an API key (``tickwork keys create``).
 Bound to a loopback address (127.0.0.1, ::1, localhost) while no key was ever created, the
@@ -30,6 +31,9 @@ import threading
 import time
 from collections.abc import Callable
 from enum import Enum
+from typing import Annotated
+
+import typer
 
 from tickwork.cli.app import app
 from tickwork.cli.options import (
@@ -46,6 +50,7 @@ from tickwork.cli.output import echo, redact
 from tickwork.cli.serve import configure_logging, serve_until_signal
 from tickwork.cli.worker import app_and_db
 from tickwork.client import Client
+from tickwork.config import default_node_id
 from tickwork.errors import TickworkError, ValidationError
 from tickwork.worker.registry import Registry
 
@@ -83,6 +88,15 @@ def api(
     app_module: AppOption = None,
     force_open: OpenOption = False,
     forwarded_allow_ips: ForwardedAllowIpsOption = DEFAULT_FORWARDED_ALLOW_IPS,
+    node_id: Annotated[
+        str | None,
+        typer.Option(
+            "--node-id",
+            metavar="ID",
+            show_default=False,
+            help="This process's name in `tickwork cluster` (default: host-pid-random).",
+        ),
+    ] = None,
     log_level: LogLevelOption = "INFO",
     log_format: LogFormatOption = "text",
 ) -> None:
@@ -95,14 +109,17 @@ def api(
         try:
             access = check_access(client, host, force_open=force_open)
             server = ApiServer(client, host, port, access=access, trusted_proxies=proxies)
+            presence = client.presence("api", node_id or default_node_id())
 
             def start() -> None:
                 server.start()
+                presence.start()
                 echo(f"tickwork api: ready on {server.url} (db {redact(url)}; {access.value})")
 
             try:
                 serve_until_signal(start, server.stop)
             finally:
+                presence.stop()
                 server.stop()  # idempotent; closes the socket even if it never served
         finally:
             client.close()

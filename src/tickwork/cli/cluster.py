@@ -3,18 +3,22 @@
 ::
 
     leader: sched-a-4711-1f2e3d, epoch 7, lease expires 2026-12-01 09:00:12 (in 8.1 s)
-    NODE                KIND    HOST    PID  STARTED              LAST SEEN  STATUS  RUNNING  STORE
-    worker-b-812-a1b2c3 worker  host-b  812  2026-12-01 08:10:02  1.0 s ago  up      4        up
-    worker-c-913-c3d4e5 worker  host-c  913  2026-12-01 08:10:05  42 s ago   SILENT  2        up
+    (HOST, PID, STARTED and LAST SEEN elided here)
+    NODE                KIND    ...  STATUS  RUNNING  STORE  CLOCK
+    worker-b-812-a1b2c3 worker  ...  up      4        up     +0.00 s ±0.001
+    worker-c-913-c3d4e5 worker  ...  SILENT  2        up     +5.01 s ±0.002 OFF
 
 Times are the store's clock, so an "ago" is never skewed by this host's clock. STATUS is
 SILENT when a node's heartbeats stopped: unseen for three of its own heartbeat intervals
 (at least 5 s). It died, is stalled, or cannot reach the database; its runs are rescued
 when their leases expire. A node that stopped cleanly removed its row; one that crashed
 stays (silent) until unseen for a day. STORE is what the node saw of the database at its
-last beat, with its outages and reconnects since it started (``up 2/5``).
-``--json``: ``{"leader": {"holder", "epoch", "expires_at"} | null, "nodes": [... "silent"],
-"now"}``.
+last beat, with its outages and reconnects since it started (``up 2/5``). CLOCK is how far
+the node's wall clock was from the database's at its last beat, with the error bound (half
+the round trip): ``+5.01 s ±0.002`` runs 5 s fast, marked ``OFF`` past 1 s. It fires
+nothing early (due-ness is the database's clock) but its logs and its host's time are off.
+``--json``: ``{"leader": {"holder", "epoch", "expires_at"} | null, "nodes": [... "silent",
+"info": {... "clock": {"offset", "bound"}}], "now"}``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from tickwork.cli.options import DbOption, JsonOption
 from tickwork.cli.output import echo, echo_json
 from tickwork.client import Client
 from tickwork.records import to_json
+from tickwork.skew import Skew
 
 
 @app.command("cluster")
@@ -48,7 +53,10 @@ def cluster(*, db: DbOption = "", as_json: JsonOption = False) -> None:
     if not view.nodes:
         echo("nodes: none registered")
         return
-    header = ("NODE", "KIND", "HOST", "PID", "STARTED", "LAST SEEN", "STATUS", "RUNNING", "STORE")
+    header = (
+        "NODE", "KIND", "HOST", "PID", "STARTED", "LAST SEEN", "STATUS", "RUNNING", "STORE",
+        "CLOCK",
+    )  # fmt: skip
     rows = [
         (
             node.id,
@@ -60,6 +68,7 @@ def cluster(*, db: DbOption = "", as_json: JsonOption = False) -> None:
             "SILENT" if node.silent(view.now) else "up",
             str(node.running),
             _store(node.info.get("store")),
+            _clock(node.clock),
         )
         for node in view.nodes
     ]
@@ -73,6 +82,13 @@ def _store(seen: object) -> str:
     state = "up" if seen.get("up", True) else "DOWN"
     outages, reconnects = seen.get("outages", 0), seen.get("reconnects", 0)
     return state if not outages and not reconnects else f"{state} {outages}/{reconnects}"
+
+
+def _clock(skew: Skew | None) -> str:
+    """The node's clock against the store's, ``+5.01 s ±0.002``, marked ``OFF`` past 1 s."""
+    if skew is None:
+        return "-"
+    return f"{skew} OFF" if skew.off else str(skew)
 
 
 def _seconds(span: timedelta) -> str:

@@ -56,6 +56,7 @@ from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import Config
 from tickwork.errors import LeadershipLost, StoreError, StoreUnavailable
 from tickwork.service import Service
+from tickwork.skew import SkewWatch
 from tickwork.store.base import Store
 
 log = logging.getLogger("tickwork.scheduler")
@@ -99,6 +100,8 @@ class Election(Service):
         self.node_id = config.node_id
         self.on_change = on_change
         self.register = register
+        self.skew = SkewWatch.on(self.node_id, clock, store.now)
+        self._skew_recorded = False  # by this beat's renewal: the node heartbeat needs none
         self._leadership: Leadership | None = None
         self._state_lock = threading.Lock()
 
@@ -146,6 +149,8 @@ class Election(Service):
         ttl = self.config.leader_lease
         sent_at = self.clock.monotonic()  # before the request: see the protocol, step 3
         now = self.clock.store_now()
+        self._skew_recorded = False
+        wall_before = self.skew.wall()
         try:
             if held is None:
                 lease = self.store.acquire_leadership(self.node_id, ttl, now=now)
@@ -170,6 +175,10 @@ class Election(Service):
             return
         if lease is None:
             return  # standby: another node leads
+        # The lease expires at the store's now() of this call plus ttl: a skew reading for
+        # free. (Not a second round trip: a leader's beat stays one call on a slow link.)
+        self.skew.record(wall_before, lease.expires_at - ttl, self.skew.wall())
+        self._skew_recorded = True
         margin = self.config.leader_safety_margin
         valid_until = sent_at + (ttl - margin).total_seconds()
         with self._state_lock:
@@ -226,6 +235,7 @@ class Election(Service):
             "leader_renew": self.config.leader_renew.total_seconds(),
             "beat": self.config.leader_renew.total_seconds(),
             "store": self.store.health.snapshot(),
+            **self.skew.info(measure=not self._skew_recorded),
         }
 
     def _register(self) -> bool:

@@ -50,6 +50,12 @@ API is open):
 ``tickwork_node_store_reconnects_total{node, kind}`` (counters)
     The same three as each scheduler and worker process saw them at its last heartbeat
     (counters restart with the process).
+``tickwork_node_clock_offset_seconds{node, kind}``,
+``tickwork_node_clock_offset_bound_seconds{node, kind}`` (gauges)
+    How far each node's wall clock was from the database's at its last heartbeat
+    (positive: ahead), and the error bound of that reading (half the round trip). Alert on
+    ``abs(tickwork_node_clock_offset_seconds) > 1``: such a node fires nothing early, but
+    its logs and its handlers' host time are off (:mod:`tickwork.skew`).
 ``tickwork_scrape_error`` (gauge)
     1 when the store could not be read at this scrape (the series read from it are then
     absent).
@@ -194,8 +200,22 @@ class StoreCollector(Collector):
             "Lost database connections each node replaced (since it started).",
             labels=["node", "kind"],
         )
+        offset = GaugeMetricFamily(
+            "tickwork_node_clock_offset_seconds",
+            "Each node's wall clock minus the database's at its last heartbeat.",
+            labels=["node", "kind"],
+        )
+        bound = GaugeMetricFamily(
+            "tickwork_node_clock_offset_bound_seconds",
+            "The error bound of that offset: half the round trip it was measured over.",
+            labels=["node", "kind"],
+        )
         for node in cluster.nodes:
             labels = [node.id, node.kind]
+            skew = node.clock
+            if skew is not None:
+                offset.add_metric(labels, skew.offset)
+                bound.add_metric(labels, skew.bound)
             age = max(0.0, (cluster.now - node.last_seen_at).total_seconds())
             seen.add_metric(labels, age)
             running.add_metric(labels, node.running)
@@ -205,7 +225,7 @@ class StoreCollector(Collector):
                 node_up.add_metric(labels, 1 if health.get("up", True) else 0)
                 outages.add_metric(labels, _number(health.get("outages")))
                 reconnects.add_metric(labels, _number(health.get("reconnects")))
-        yield from (seen, running, silent, node_up, outages, reconnects)
+        yield from (seen, running, silent, node_up, outages, reconnects, offset, bound)
 
     def _count_finished(self, by_state: dict[str, int]) -> dict[str, int]:
         """Monotonic totals from the retained counts of final states (see the docstring)."""

@@ -77,6 +77,7 @@ from tickwork.config import Config
 from tickwork.errors import StoreUnavailable
 from tickwork.job import ClaimedRun
 from tickwork.service import Backoff, Service
+from tickwork.skew import SkewWatch
 from tickwork.store.base import CHANNEL_RUNS, LISTEN_NOTIFY, LeaseStatus, Listener, Store
 from tickwork.worker.builtins import HTTP, SHELL, http_task
 from tickwork.worker.egress import EgressPolicy
@@ -139,6 +140,7 @@ class Worker(Service):
         self.config = config or Config()
         self.node_id = self.config.node_id
         self.egress = egress or EgressPolicy.from_entries(self.config.http_allow)
+        self.skew = SkewWatch.on(self.node_id, clock, store.now)
         self._http = http_task(self.egress)
         self._held: dict[int, Attempt] = {}
         self._held_lock = threading.Lock()
@@ -257,6 +259,7 @@ class Worker(Service):
             "http_allow": [str(entry) for entry in self.egress.allow],
             "beat": self.config.run_heartbeat.total_seconds(),
             "store": self.store.health.snapshot(),
+            **self.skew.info(),
         }
 
     def _register(self) -> None:
@@ -434,7 +437,7 @@ class Worker(Service):
                 task = Task(run.task, _unknown)
             timeout = run.timeout
             deadline = monotonic() + timeout.total_seconds() if timeout is not None else None
-            attempt = Attempt(run, task, Context(run), deadline)
+            attempt = Attempt(run, task, Context(run, self.skew.store_now), deadline)
             made.append(attempt)
             if refusal is not None:
                 refused.append((attempt, refusal))

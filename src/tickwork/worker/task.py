@@ -41,16 +41,19 @@ class Context:
     set when the worker stops caring about this attempt (timeout, cancellation, lost lease,
     shutdown): a long sync handler should poll it (``ctx.cancelled.wait(1)`` instead of
     ``time.sleep(1)``) and return; whatever it returns then is not reported. ``logger``
-    logs under ``tickwork.task.<task>`` with every line starting ``run N:``.
+    logs under ``tickwork.task.<task>`` with every line starting ``run N:``. ``now()`` is
+    the store's time (one round trip to the database), the clock every node agrees on:
+    use it, not the host's clock, for work that must agree on what time it is.
 
     Read-only. The logger and the event are made when first asked for: most handlers use
     neither, and a busy worker starts tens of thousands of runs a second.
     """
 
-    __slots__ = ("_cancelled", "_logger", "_run")
+    __slots__ = ("_cancelled", "_logger", "_now", "_run")
 
-    def __init__(self, run: ClaimedRun) -> None:
+    def __init__(self, run: ClaimedRun, now: Callable[[], datetime]) -> None:
         self._run = run
+        self._now = now
         self._logger: logging.LoggerAdapter[logging.Logger] | None = None
         self._cancelled: threading.Event | None = None
 
@@ -89,6 +92,11 @@ class Context:
     @property
     def timeout(self) -> timedelta | None:
         return self._run.timeout
+
+    def now(self) -> datetime:
+        """The store's time now, aware UTC: the database's clock, not this host's (which
+        may be off: ``tickwork cluster`` shows by how much)."""
+        return self._now()
 
     @property
     def logger(self) -> logging.LoggerAdapter[logging.Logger]:
