@@ -264,3 +264,53 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, dict | list | tuple | str | float):
         return shown_json(value)
     return value
+
+
+@dataclass(frozen=True, slots=True)
+class TenantLimits:
+    """A tenant's limits, enforced when workers claim; ``None`` is no limit.
+
+    ``max_running``: runs of the tenant in state running at once, counted across every
+    worker; a run whose worker died counts until its lease expires and it is rescued.
+    ``rate``, ``burst`` and ``weight`` are stored for rate limits and fair share, which
+    the claim does not enforce yet.
+    """
+
+    tenant: str
+    max_running: int | None = None
+    rate: float | None = None
+    burst: int | None = None
+    weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class TenantStatus:
+    """A tenant now: its limits, its runs in state running, and its queued-and-due runs
+    (queued or failed-awaiting-retry with ``run_at`` passed)."""
+
+    limits: TenantLimits
+    running: int
+    due: int
+
+    @property
+    def tenant(self) -> str:
+        return self.limits.tenant
+
+    @property
+    def at_limit(self) -> bool:
+        """No run of this tenant can be claimed now: it is at its ``max_running``."""
+        cap = self.limits.max_running
+        return cap is not None and self.running >= cap
+
+
+def check_max_running(value: int | None) -> int | None:
+    """``value`` if it is a valid ``max_running`` (a whole number of at least 1, or None
+    for no limit); ValidationError otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValidationError(
+            f"max_running must be a whole number of at least 1, not {value!r}",
+            field="max_running",
+        )
+    return value

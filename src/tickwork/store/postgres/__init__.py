@@ -66,6 +66,7 @@ from tickwork.store.base import (
     TriggerResult,
 )
 from tickwork.store.driver import Tx
+from tickwork.store.limits import pick_within_limits
 from tickwork.store.planning import plan_batch
 from tickwork.store.postgres.driver import (
     PG_CODEC,
@@ -108,6 +109,8 @@ class PostgresStore(SqlStore):
         # The hot paths below take connections straight from the driver, no Tx in between.
         self._conn: Callable[[], AbstractContextManager[Conn]] = driver.conn
         self._tx: Callable[[], AbstractContextManager[Conn]] = driver.tx
+        self._limited = False
+        """Whether the last claim found a limited tenant: claims take the limited path."""
         with self._conn():  # fail now, not at the first call, if it cannot connect at all
             pass
         if migrate:
@@ -387,14 +390,10 @@ class PostgresStore(SqlStore):
     ) -> list[Run]:
         if limit < 1 or (queues is not None and not queues):
             return []
-        params = {
-            "worker": worker,
-            "now": now,
-            "limit": limit,
-            "lease": lease,
-            "queues": _list(queues),
-        }
-        return _claimed(self._all(for_queues(Q["claim"], queues), params))
+        with self._tx() as conn:
+            return _claimed(
+                self._claim_limited(conn, worker, limit=limit, lease=lease, queues=queues, now=now)
+            )
 
     def complete_and_claim(
         self,
@@ -406,10 +405,18 @@ class PostgresStore(SqlStore):
         queues: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> tuple[list[int], list[ClaimedRun]]:
+        # Two paths. With no tenant limited, one statement completes and claims; it never
+        # takes a limited tenant's run, and says whether any tenant is limited. Once one
+        # is, calls take the limited path (a transaction that holds the limited tenants'
+        # rows and counts their running runs) until it finds none it could hold.
         if queues is not None and not queues:
             limit = 0
         if not completions and limit < 1:
             return [], []
+        if self._limited and limit >= 1:
+            return self._complete_and_claim_limited(
+                completions, worker, limit=limit, lease=lease, queues=queues, now=now
+            )
         params = {
             **_completion_params(completions),
             "worker": worker,
@@ -428,7 +435,77 @@ class PostgresStore(SqlStore):
         if rows[0][0] < len(completions):
             rejected = self._rejected(completions)
         make = ClaimedRun._make
-        return rejected, [make(r[1:]) for r in rows if r[1] is not None]
+        claimed = [make(r[2:]) for r in rows if r[2] is not None]
+        self._limited = rows[0][1]
+        if self._limited and len(claimed) < limit:
+            claimed += self._complete_and_claim_limited(
+                [], worker, limit=limit - len(claimed), lease=lease, queues=queues, now=now
+            )[1]
+        return rejected, claimed
+
+    def _complete_and_claim_limited(
+        self,
+        completions: Sequence[Completion],
+        worker: str,
+        *,
+        limit: int,
+        lease: timedelta,
+        queues: Sequence[str] | None,
+        now: datetime | None,
+    ) -> tuple[list[int], list[ClaimedRun]]:
+        with self._tx() as conn:
+            done: set[int] = set()
+            if completions:
+                params = {**_completion_params(completions), "now": now}
+                done = {r["id"] for r in conn.execute(Q["complete_ids"], params, binary=True)}
+            rows = self._claim_limited(
+                conn, worker, limit=limit, lease=lease, queues=queues, now=now
+            )
+        rejected = [c.run_id for c in completions if c.run_id not in done]
+        return rejected, [ClaimedRun.of(run) for run in _claimed(rows)]
+
+    def _claim_limited(
+        self,
+        conn: Conn,
+        worker: str,
+        *,
+        limit: int,
+        lease: timedelta,
+        queues: Sequence[str] | None,
+        now: datetime | None,
+    ) -> list[DictRow]:
+        """Claim in ``conn``'s transaction within tenants' limits. The limited tenants'
+        rows are locked first (SKIP LOCKED: a tenant another claimer holds is left out of
+        this claim), then their running runs are counted in a later statement, whose
+        snapshot sees what every earlier holder committed: so no two claimers ever count
+        one tenant at once, and the count is exact."""
+        mine = {r["tenant"]: r["max_running"] for r in conn.execute(Q["limited_tenants"])}
+        # No limited tenant this claimer could hold: the fast path will do again (it still
+        # leaves the runs of any limited tenant alone, and says when to come back).
+        self._limited = bool(mine)
+        running: dict[str, int] = {}
+        if mine:
+            cursor = conn.execute(Q["running_of_tenants"], {"tenants": list(mine)})
+            running = {r["tenant"]: r["n"] for r in cursor}
+        room = {tenant: cap - running.get(tenant, 0) for tenant, cap in mine.items()}
+        query = for_queues(Q["claim_candidates"], queues)
+
+        def candidates(taken: list[int], full: list[str], want: int) -> list[tuple[int, str]]:
+            params = {
+                "now": now,
+                "queues": _list(queues),
+                "taken": taken,
+                "full": full,
+                "mine": list(mine),
+                "limit": want,
+            }
+            return [(r["id"], r["tenant"]) for r in conn.execute(query, params)]
+
+        ids = pick_within_limits(candidates, room, limit)
+        if not ids:
+            return []
+        params = {"ids": ids, "worker": worker, "now": now, "lease": lease}
+        return conn.execute(Q["claim_ids"], params).fetchall()
 
     def _rejected(self, completions: Sequence[Completion]) -> list[int]:
         """Which of ``completions`` were not applied: their run is not succeeded under the

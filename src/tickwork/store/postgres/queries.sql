@@ -152,6 +152,9 @@ FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL;
 -- columns of ClaimedRun, in claim order); at least one row comes back: with no run claimed,
 -- one row of NULLs carrying the count of completions applied. A line ending
 -- "-- only-queues" is dropped for a worker that takes every queue (see for_queues).
+-- Runs of tenants with a max_running are never taken here (the limited path takes them:
+-- claim_candidates); "limited" says whether any tenant has one. With none, the exclusion
+-- is one lookup per statement (an init plan) against an empty array.
 WITH done AS (
     UPDATE tickwork_runs r
     SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()), lease_expires_at = NULL,
@@ -164,6 +167,8 @@ WITH done AS (
     SELECT id FROM tickwork_runs
     WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
       AND queue = ANY(%(queues)s::text[])  -- only-queues
+      AND tenant <> ALL(ARRAY(SELECT tenant FROM tickwork_tenants
+                              WHERE max_running IS NOT NULL))
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -177,28 +182,13 @@ WITH done AS (
         r.attempt, r.max_attempts, make_interval(secs => r.timeout) AS timeout,
         r.priority, r.run_at
 )
-SELECT d.completed, c.id, c.fencing_token, c.job_id, c.tenant, c.task, c.args,
+SELECT d.completed,
+    EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL) AS limited,
+    c.id, c.fencing_token, c.job_id, c.tenant, c.task, c.args,
     c.scheduled_for, c.attempt, c.max_attempts, c.timeout
 FROM (SELECT count(*) AS completed FROM done) d
 LEFT JOIN claimed c ON true
 ORDER BY c.priority DESC, c.run_at, c.id;
-
--- name: claim
--- A line ending "-- only-queues" is dropped for a worker that takes every queue.
-WITH picked AS (
-    SELECT id FROM tickwork_runs
-    WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
-      AND queue = ANY(%(queues)s::text[])  -- only-queues
-    ORDER BY priority DESC, run_at, id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE tickwork_runs r
-SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
-    lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
-    started_at = coalesce(%(now)s::timestamptz, now())
-FROM picked WHERE r.id = picked.id
-RETURNING r.*;
 
 -- name: next_claimable_at
 SELECT min(run_at) AS at FROM tickwork_runs
@@ -466,3 +456,70 @@ SELECT r.id FROM tickwork_runs r
 JOIN unnest(%(ids)b::bigint[], %(tokens)b::bigint[]) AS c (id, token)
     ON r.id = c.id AND r.fencing_token = c.token
 WHERE r.state = 'succeeded';
+
+-- name: set_tenant_limits
+INSERT INTO tickwork_tenants (tenant, max_running, updated_at)
+VALUES (%(tenant)s, %(max_running)s, %(now)s)
+ON CONFLICT (tenant) DO UPDATE SET max_running = excluded.max_running,
+    updated_at = excluded.updated_at
+RETURNING *;
+
+-- name: tenant_limits
+SELECT * FROM tickwork_tenants WHERE tenant = %(tenant)s;
+
+-- name: tenant_statuses
+-- Every tenant with a limits row or runs running or queued-and-due, with its counts.
+WITH counts AS (
+    SELECT tenant, count(*) FILTER (WHERE state = 'running') AS running,
+        count(*) FILTER (WHERE state <> 'running' AND run_at <= %(now)s) AS due
+    FROM tickwork_runs
+    WHERE state IN ('running', 'queued', 'failed')
+      AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+    GROUP BY tenant
+)
+SELECT coalesce(t.tenant, c.tenant) AS tenant, t.max_running, t.rate, t.burst,
+    coalesce(t.weight, 1) AS weight, coalesce(c.running, 0) AS running,
+    coalesce(c.due, 0) AS due
+FROM (SELECT * FROM tickwork_tenants
+      WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s) t
+FULL JOIN counts c ON c.tenant = t.tenant
+WHERE t.tenant IS NOT NULL OR c.running > 0 OR c.due > 0
+ORDER BY 1;
+
+-- name: limited_tenants
+-- The claim's limited path, in its transaction: the limited tenants this claimer may
+-- take runs of. Each row stays locked until commit, so no other claimer counts and claims
+-- the same tenant at once; a row another claimer holds is skipped (so is its tenant).
+SELECT tenant, max_running FROM tickwork_tenants
+WHERE max_running IS NOT NULL
+ORDER BY tenant
+FOR UPDATE SKIP LOCKED;
+
+-- name: running_of_tenants
+-- A statement of its own, after limited_tenants: its snapshot is taken once the rows are
+-- locked, so it sees the runs of every claimer that held them before.
+SELECT tenant, count(*) AS n FROM tickwork_runs
+WHERE state = 'running' AND tenant = ANY(%(tenants)s::text[])
+GROUP BY tenant;
+
+-- name: claim_candidates
+-- The limited path's candidates, in claim order: due runs of unlimited tenants and of
+-- the limited tenants this claimer holds that still have room (not in %(full)s).
+SELECT id, tenant FROM tickwork_runs
+WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
+  AND queue = ANY(%(queues)s::text[])  -- only-queues
+  AND id <> ALL(%(taken)s::bigint[]) AND tenant <> ALL(%(full)s::text[])
+  AND tenant <> ALL(ARRAY(SELECT tenant FROM tickwork_tenants
+                          WHERE max_running IS NOT NULL
+                            AND tenant <> ALL(%(mine)s::text[])))
+ORDER BY priority DESC, run_at, id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: claim_ids
+UPDATE tickwork_runs r
+SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
+    lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    started_at = coalesce(%(now)s::timestamptz, now())
+WHERE r.id = ANY(%(ids)s::bigint[])
+RETURNING r.*;

@@ -45,6 +45,7 @@ from tickwork.store.base import (
 )
 from tickwork.store.driver import Tx
 from tickwork.store.health import StoreHealth
+from tickwork.store.limits import pick_within_limits
 from tickwork.store.planning import plan_batch
 from tickwork.store.queries import for_queues, migration_files
 from tickwork.store.sql import SqlStore
@@ -316,13 +317,47 @@ class SqliteStore(SqlStore):
             "lease": _td_us(lease),
             "queues": C.array(queues),
         }
-        query = for_queues(Q["claim"], queues)
         with self._write() as conn:  # one transaction: one commit (one fsync) for both
             rejected = self._complete_in(conn, completions, t)
-            found = conn.execute(query, params).fetchall() if limit >= 1 else []
+            found = self._claim_in(conn, params, queues) if limit >= 1 else []
         runs = [rows.run(r, C) for r in found]
         runs.sort(key=lambda r: (-r.priority, r.run_at, r.id))
         return rejected, runs
+
+    def _claim_in(
+        self, conn: sqlite3.Connection, params: dict[str, Any], queues: Sequence[str] | None
+    ) -> list[sqlite3.Row]:
+        """Claim under the write lock: one statement when no tenant has a limit; else the
+        limited tenants' running runs are counted and the candidates picked within them
+        (the write lock holds every other claimer off, so the count stays true)."""
+        limited = {r["tenant"]: r["max_running"] for r in conn.execute(Q["limited_tenants"])}
+        if not limited:
+            return conn.execute(for_queues(Q["claim"], queues), params).fetchall()
+        running = {
+            r["tenant"]: r["n"]
+            for r in conn.execute(Q["running_of_tenants"], {"tenants": C.array(list(limited))})
+        }
+        room = {tenant: cap - running.get(tenant, 0) for tenant, cap in limited.items()}
+        query = for_queues(Q["claim_candidates"], queues)
+
+        def candidates(taken: list[int], full: list[str], want: int) -> list[tuple[int, str]]:
+            found = conn.execute(
+                query,
+                {
+                    "now": params["now"],
+                    "queues": params["queues"],
+                    "taken": C.array(taken),
+                    "full": C.array(full),
+                    "limit": want,
+                },
+            )
+            return [(r["id"], r["tenant"]) for r in found]
+
+        ids = pick_within_limits(candidates, room, params["limit"])
+        if not ids:
+            return []
+        claim = {k: params[k] for k in ("worker", "now", "lease")}
+        return conn.execute(Q["claim_ids"], {**claim, "ids": C.array(ids)}).fetchall()
 
     def heartbeat(
         self,
