@@ -43,3 +43,11 @@ def work(ctx: Context, seconds: float = 0.0, tag: str | None = None) -> dict[str
     time.sleep(seconds)
     record("end", ctx, tag)
     return {"pid": os.getpid(), "token": ctx.fencing_token}
+
+
+@app.task(max_running=1)
+def mutex(ctx: Context, seconds: float = 0.0) -> None:
+    """``work`` as a cluster-wide mutex: never two executions at once, on any worker."""
+    record("start", ctx, "mutex")
+    time.sleep(seconds)
+    record("end", ctx, "mutex")

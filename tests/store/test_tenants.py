@@ -155,3 +155,44 @@ def test_racing_claimers_never_take_more_than_max_running_together(
     assert len(claimed) == len(set(claimed))
     assert len(set(claimed) & acme) == 5
     assert set(claimed) - acme == others
+
+
+# -- tasks' limits -------------------------------------------------------------------------
+
+
+def test_register_task_limits_sets_and_clears_them(store: Store) -> None:
+    store.register_task_limits({"mutex": 1, "pair": 2, "free": None})
+    assert store.task_limits() == {"mutex": 1, "pair": 2}
+    store.register_task_limits({"pair": None})
+    assert store.task_limits() == {"mutex": 1}
+
+
+def test_a_bad_task_limit_is_rejected_and_writes_nothing(store: Store) -> None:
+    with pytest.raises(ValidationError, match="max_running"):
+        store.register_task_limits({"a": 1, "b": 0})
+    assert store.task_limits() == {}
+
+
+def test_a_task_with_max_running_one_is_claimed_one_at_a_time(store: Store, t0: datetime) -> None:
+    store.register_task_limits({"mutex": 1})
+    specs = [JobSpec(task="mutex", schedule=Once(at=t0), tenant=f"t{i}") for i in range(3)]
+    store.submit_many(specs, now=t0)
+    due(store, t0, "acme", 2)
+    first = store.claim("w1", limit=10, lease=LEASE, now=t0)
+    assert Counter(r.task for r in first) == {"mutex": 1, "tests.run": 2}
+    assert store.claim("w2", limit=10, lease=LEASE, now=t0) == []
+    [held] = [r for r in first if r.task == "mutex"]
+    store.complete(held.id, held.fencing_token, now=t0)
+    assert [r.task for r in store.claim("w2", limit=10, lease=LEASE, now=t0)] == ["mutex"]
+
+
+def test_a_run_needs_room_in_both_its_tenants_and_its_tasks_limit(
+    store: Store, t0: datetime
+) -> None:
+    store.set_tenant_limits("acme", max_running=1)
+    store.register_task_limits({"mutex": 2})
+    specs = [JobSpec(task="mutex", schedule=Once(at=t0), tenant="acme") for _ in range(3)]
+    specs += [JobSpec(task="mutex", schedule=Once(at=t0), tenant="beta") for _ in range(3)]
+    store.submit_many(specs, now=t0)
+    claimed = store.claim("w1", limit=10, lease=LEASE, now=t0)
+    assert tenants_of(claimed) == {"acme": 1, "beta": 1}

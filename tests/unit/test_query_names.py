@@ -58,6 +58,7 @@ def test_the_shared_transitions_take_the_same_parameters_in_both_dialects() -> N
         "claim_candidates",
         "claim_ids",
         "running_of_tenants",
+        "running_of_tasks",
         "complete",
         "complete_ids",
         "heartbeat",

@@ -267,12 +267,12 @@ class Store(abc.ABC):
         fencing token (the previous one + 1). Under concurrency every run is returned to
         exactly one caller (PostgreSQL: FOR UPDATE SKIP LOCKED; SQLite: BEGIN IMMEDIATE).
 
-        Tenant limits: a run of a tenant with ``max_running`` N is eligible only while
-        fewer than N of the tenant's runs are in state running (a dead worker's run counts
-        until it is rescued), counting the runs this call claims; the limit holds exactly
-        across every concurrent claimer and batch. A tenant at its limit is skipped, and
-        the call claims other tenants' runs in its place. Limits are read in the claim's
-        own transaction, so a change applies from the next claim.
+        Tenant and task limits: a run of a tenant (or task) with ``max_running`` N is
+        eligible only while fewer than N of its runs are in state running (a dead
+        worker's run counts until it is rescued), counting the runs this call claims; the
+        limit holds exactly across every concurrent claimer and batch. One at its limit
+        is skipped, and the call claims other runs in its place. Limits are read in the
+        claim's own transaction, so a change applies from the next claim.
         """
 
     def complete_and_claim(
@@ -466,6 +466,19 @@ class Store(abc.ABC):
     ) -> list[TenantStatus]:
         """Every tenant that has limits set or runs running or queued-and-due, by name, with
         its counts now; only ``tenant`` if given (an unknown tenant: its empty status)."""
+
+    @abc.abstractmethod
+    def register_task_limits(
+        self, limits: dict[str, int | None], *, now: datetime | None = None
+    ) -> None:
+        """Record each task's ``max_running`` as its code declares it (a worker at start:
+        ``@app.task(max_running=1)``); None clears a task's limit. One transaction; the
+        claim enforces them as tenants' (a run is taken only if its tenant and its task
+        both have room). ValidationError for a value below 1, and nothing is written."""
+
+    @abc.abstractmethod
+    def task_limits(self) -> dict[str, int]:
+        """Every task's ``max_running`` that is set, by task name."""
 
     # -- nodes and keys --------------------------------------------------------------------
 

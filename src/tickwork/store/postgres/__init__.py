@@ -66,7 +66,7 @@ from tickwork.store.base import (
     TriggerResult,
 )
 from tickwork.store.driver import Tx
-from tickwork.store.limits import pick_within_limits
+from tickwork.store.limits import TASK, TENANT, Key, names, pick_within_limits
 from tickwork.store.planning import plan_batch
 from tickwork.store.postgres.driver import (
     PG_CODEC,
@@ -405,9 +405,9 @@ class PostgresStore(SqlStore):
         queues: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> tuple[list[int], list[ClaimedRun]]:
-        # Two paths. With no tenant limited, one statement completes and claims; it never
-        # takes a limited tenant's run, and says whether any tenant is limited. Once one
-        # is, calls take the limited path (a transaction that holds the limited tenants'
+        # Two paths. With no tenant or task limited, one statement completes and claims;
+        # it never takes a limited one's run, and says whether any is limited. Once one is, calls
+        # take the limited path (a transaction that holds the limited tenants' and tasks'
         # rows and counts their running runs) until it finds none it could hold.
         if queues is not None and not queues:
             limit = 0
@@ -474,32 +474,40 @@ class PostgresStore(SqlStore):
         queues: Sequence[str] | None,
         now: datetime | None,
     ) -> list[DictRow]:
-        """Claim in ``conn``'s transaction within tenants' limits. The limited tenants'
-        rows are locked first (SKIP LOCKED: a tenant another claimer holds is left out of
-        this claim), then their running runs are counted in a later statement, whose
-        snapshot sees what every earlier holder committed: so no two claimers ever count
-        one tenant at once, and the count is exact."""
-        mine = {r["tenant"]: r["max_running"] for r in conn.execute(Q["limited_tenants"])}
-        # No limited tenant this claimer could hold: the fast path will do again (it still
-        # leaves the runs of any limited tenant alone, and says when to come back).
-        self._limited = bool(mine)
-        running: dict[str, int] = {}
-        if mine:
-            cursor = conn.execute(Q["running_of_tenants"], {"tenants": list(mine)})
+        """Claim in ``conn``'s transaction within tenants' and tasks' limits. The limited
+        tenants' and tasks' rows are locked first (SKIP LOCKED: one another claimer holds
+        is left out of this claim), then their running runs are counted in a later
+        statement, whose snapshot sees what every earlier holder committed: so no two
+        claimers ever count one tenant or task at once, and the count is exact."""
+        tenants = {r["tenant"]: r["max_running"] for r in conn.execute(Q["limited_tenants"])}
+        tasks = {r["task"]: r["max_running"] for r in conn.execute(Q["limited_tasks"])}
+        # No limited tenant or task this claimer could hold: the fast path will do again
+        # (it still leaves the runs of any limited one alone, and says when to come back).
+        self._limited = bool(tenants or tasks)
+        room: dict[Key, int] = {}
+        if tenants:
+            cursor = conn.execute(Q["running_of_tenants"], {"tenants": list(tenants)})
             running = {r["tenant"]: r["n"] for r in cursor}
-        room = {tenant: cap - running.get(tenant, 0) for tenant, cap in mine.items()}
+            room.update({(TENANT, t): cap - running.get(t, 0) for t, cap in tenants.items()})
+        if tasks:
+            cursor = conn.execute(Q["running_of_tasks"], {"tasks": list(tasks)})
+            running = {r["task"]: r["n"] for r in cursor}
+            room.update({(TASK, t): cap - running.get(t, 0) for t, cap in tasks.items()})
         query = for_queues(Q["claim_candidates"], queues)
 
-        def candidates(taken: list[int], full: list[str], want: int) -> list[tuple[int, str]]:
+        def candidates(taken: list[int], full: list[Key], want: int) -> list[tuple[int, str, str]]:
             params = {
                 "now": now,
                 "queues": _list(queues),
                 "taken": taken,
-                "full": full,
-                "mine": list(mine),
+                "full": names(full, TENANT),
+                "full_tasks": names(full, TASK),
+                "mine": list(tenants),
+                "mine_tasks": list(tasks),
                 "limit": want,
             }
-            return [(r["id"], r["tenant"]) for r in conn.execute(query, params)]
+            rows = conn.execute(query, params)
+            return [(r["id"], r["tenant"], r["task"]) for r in rows]
 
         ids = pick_within_limits(candidates, room, limit)
         if not ids:

@@ -152,8 +152,8 @@ FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL;
 -- columns of ClaimedRun, in claim order); at least one row comes back: with no run claimed,
 -- one row of NULLs carrying the count of completions applied. A line ending
 -- "-- only-queues" is dropped for a worker that takes every queue (see for_queues).
--- Runs of tenants with a max_running are never taken here (the limited path takes them:
--- claim_candidates); "limited" says whether any tenant has one. With none, the exclusion
+-- Runs of tenants or tasks with a max_running are never taken here (the limited path takes them:
+-- claim_candidates); "limited" says whether any tenant or task has one. With none, the exclusion
 -- is one lookup per statement (an init plan) against an empty array.
 WITH done AS (
     UPDATE tickwork_runs r
@@ -169,6 +169,7 @@ WITH done AS (
       AND queue = ANY(%(queues)s::text[])  -- only-queues
       AND tenant <> ALL(ARRAY(SELECT tenant FROM tickwork_tenants
                               WHERE max_running IS NOT NULL))
+      AND task <> ALL(ARRAY(SELECT task FROM tickwork_task_limits))
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -183,7 +184,8 @@ WITH done AS (
         r.priority, r.run_at
 )
 SELECT d.completed,
-    EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL) AS limited,
+    (EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL)
+     OR EXISTS (SELECT 1 FROM tickwork_task_limits)) AS limited,
     c.id, c.fencing_token, c.job_id, c.tenant, c.task, c.args,
     c.scheduled_for, c.attempt, c.max_attempts, c.timeout
 FROM (SELECT count(*) AS completed FROM done) d
@@ -502,16 +504,32 @@ SELECT tenant, count(*) AS n FROM tickwork_runs
 WHERE state = 'running' AND tenant = ANY(%(tenants)s::text[])
 GROUP BY tenant;
 
+-- name: limited_tasks
+-- As limited_tenants, for tasks' limits.
+SELECT task, max_running FROM tickwork_task_limits
+ORDER BY task
+FOR UPDATE SKIP LOCKED;
+
+-- name: running_of_tasks
+-- As running_of_tenants, for tasks.
+SELECT task, count(*) AS n FROM tickwork_runs
+WHERE state = 'running' AND task = ANY(%(tasks)s::text[])
+GROUP BY task;
+
 -- name: claim_candidates
--- The limited path's candidates, in claim order: due runs of unlimited tenants and of
--- the limited tenants this claimer holds that still have room (not in %(full)s).
-SELECT id, tenant FROM tickwork_runs
+-- The limited path's candidates, in claim order: due runs of unlimited tenants and tasks,
+-- and of the limited ones this claimer holds that still have room (not in %(full)s,
+-- %(full_tasks)s).
+SELECT id, tenant, task FROM tickwork_runs
 WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
   AND queue = ANY(%(queues)s::text[])  -- only-queues
   AND id <> ALL(%(taken)s::bigint[]) AND tenant <> ALL(%(full)s::text[])
+  AND task <> ALL(%(full_tasks)s::text[])
   AND tenant <> ALL(ARRAY(SELECT tenant FROM tickwork_tenants
                           WHERE max_running IS NOT NULL
                             AND tenant <> ALL(%(mine)s::text[])))
+  AND task <> ALL(ARRAY(SELECT task FROM tickwork_task_limits
+                        WHERE task <> ALL(%(mine_tasks)s::text[])))
 ORDER BY priority DESC, run_at, id
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
@@ -523,3 +541,16 @@ SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
     started_at = coalesce(%(now)s::timestamptz, now())
 WHERE r.id = ANY(%(ids)s::bigint[])
 RETURNING r.*;
+
+-- name: set_task_limit
+INSERT INTO tickwork_task_limits (task, max_running, updated_at)
+VALUES (%(task)s, %(max_running)s, %(now)s)
+ON CONFLICT (task) DO UPDATE SET max_running = excluded.max_running,
+    updated_at = excluded.updated_at
+WHERE tickwork_task_limits.max_running <> excluded.max_running;
+
+-- name: clear_task_limit
+DELETE FROM tickwork_task_limits WHERE task = %(task)s;
+
+-- name: task_limits
+SELECT task, max_running FROM tickwork_task_limits ORDER BY task;

@@ -1,4 +1,4 @@
-"""Tenants' limits, written once for every dialect: set, read, and list with counts.
+"""Tenants' and tasks' limits, written once for every dialect: set, read, and list.
 
 The claim enforces them (each dialect's hot path, over :mod:`tickwork.store.limits`)."""
 
@@ -39,6 +39,24 @@ class TenantTransitions(SqlCore):
         if tenant is not None and not statuses:
             return [TenantStatus(TenantLimits(tenant), 0, 0)]
         return statuses
+
+    def register_task_limits(
+        self, limits: dict[str, int | None], *, now: datetime | None = None
+    ) -> None:
+        checked = {task: check_max_running(value) for task, value in limits.items()}
+        with self.driver.write() as tx:
+            t = self.codec.time(tx.now(now))
+            for task in sorted(checked):  # one order for every worker: no deadlock
+                value = checked[task]
+                if value is None:
+                    tx.count(self.q["clear_task_limit"], {"task": task})
+                else:
+                    params = {"task": task, "max_running": value, "now": t}
+                    tx.count(self.q["set_task_limit"], params)
+
+    def task_limits(self) -> dict[str, int]:
+        with self.driver.read() as tx:
+            return {r["task"]: r["max_running"] for r in tx.all(self.q["task_limits"], {})}
 
 
 def _limits(r: Any) -> TenantLimits:

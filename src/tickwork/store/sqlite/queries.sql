@@ -368,14 +368,25 @@ SELECT tenant, count(*) AS n FROM tickwork_runs INDEXED BY tickwork_runs_lease
 WHERE state = 'running' AND tenant IN (SELECT value FROM json_each(:tenants))
 GROUP BY tenant;
 
+-- name: limited_tasks
+-- As limited_tenants, for tasks' limits.
+SELECT task, max_running FROM tickwork_task_limits ORDER BY task;
+
+-- name: running_of_tasks
+-- :tasks is a JSON array.
+SELECT task, count(*) AS n FROM tickwork_runs INDEXED BY tickwork_runs_lease
+WHERE state = 'running' AND task IN (SELECT value FROM json_each(:tasks))
+GROUP BY task;
+
 -- name: claim_candidates
--- The limited path's candidates, in claim order: due runs of tenants with room (not in
--- :full); :queues, :taken and :full are JSON arrays.
-SELECT id, tenant FROM tickwork_runs INDEXED BY tickwork_runs_claim
+-- The limited path's candidates, in claim order: due runs of tenants and tasks with room
+-- (not in :full, :full_tasks); :queues, :taken, :full and :full_tasks are JSON arrays.
+SELECT id, tenant, task FROM tickwork_runs INDEXED BY tickwork_runs_claim
 WHERE state IN ('queued', 'failed') AND run_at <= :now
   AND queue IN (SELECT value FROM json_each(:queues))  -- only-queues
   AND id NOT IN (SELECT value FROM json_each(:taken))
   AND tenant NOT IN (SELECT value FROM json_each(:full))
+  AND task NOT IN (SELECT value FROM json_each(:full_tasks))
 ORDER BY priority DESC, run_at, id LIMIT :limit;
 
 -- name: claim_ids
@@ -385,3 +396,16 @@ SET state = 'running', worker = :worker, fencing_token = fencing_token + 1,
     lease_expires_at = :now + :lease, started_at = :now
 WHERE id IN (SELECT value FROM json_each(:ids))
 RETURNING *;
+
+-- name: set_task_limit
+INSERT INTO tickwork_task_limits (task, max_running, updated_at)
+VALUES (:task, :max_running, :now)
+ON CONFLICT (task) DO UPDATE SET max_running = excluded.max_running,
+    updated_at = excluded.updated_at
+WHERE tickwork_task_limits.max_running <> excluded.max_running;
+
+-- name: clear_task_limit
+DELETE FROM tickwork_task_limits WHERE task = :task;
+
+-- name: task_limits
+SELECT task, max_running FROM tickwork_task_limits ORDER BY task;
