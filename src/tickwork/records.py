@@ -210,62 +210,6 @@ class Cluster:
     now: datetime
 
 
-JsonValue = Job | Run | Node | ApiKey | SlotSkip | Lease | RunStats | Cluster
-
-
-def to_json(value: JsonValue) -> dict[str, Any]:
-    """A record as a JSON-ready dict: times in ISO-8601 UTC, durations in seconds.
-
-    Jobs, runs, nodes, API keys (their prefix, never a secret or hash: the record holds
-    neither), ledger entries, leases, run stats and the cluster view.
-
-    It cannot fail on what a row holds, and its output is what every JSON encoder can write:
-    the JSON a record carries (args, a result, a node's info) is passed through
-    :func:`~tickwork.job.shown_json`, so a row stored before the limits on args, or a
-    handler's odd result, is shown cut short rather than breaking a listing (args and a
-    result that are not objects are wrapped, ``{"value": ...}``).
-    """
-    if isinstance(value, Job):
-        raw = _fields(value)
-        raw["schedule"] = value.schedule.to_json()
-        raw["args"] = shown_object(value.args)
-    elif isinstance(value, Run):
-        raw = _fields(value)
-        raw["args"] = shown_object(value.args)
-        raw["result"] = shown_object(value.result) if value.result is not None else None
-    elif isinstance(value, Cluster):
-        raw = {
-            "leader": to_json(value.leader) if value.leader else None,
-            "nodes": [{**to_json(node), "silent": node.silent(value.now)} for node in value.nodes],
-            "now": value.now,
-        }
-    elif is_dataclass(value):
-        raw = _fields(value)
-    else:
-        raise TypeError(f"cannot encode {type(value).__name__}")
-    return {k: _jsonable(v) for k, v in raw.items()}
-
-
-def _fields(record: Any) -> dict[str, Any]:
-    """A record's fields, one level deep (``dataclasses.asdict`` would copy every nested
-    value by recursion, and overflow on args nested a few hundred deep)."""
-    return {f.name: getattr(record, f.name) for f in fields(record)}
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, Enum):
-        return value.value
-    if is_dataclass(value) and not isinstance(value, type):  # a policy inside a record
-        return {k: _jsonable(v) for k, v in _fields(value).items()}
-    if isinstance(value, dict | list | tuple | str | float):
-        return shown_json(value)
-    return value
-
-
 @dataclass(frozen=True, slots=True)
 class TenantLimits:
     """A tenant's limits, enforced when workers claim; ``None`` is no limit.
@@ -303,14 +247,88 @@ class TenantStatus:
         return cap is not None and self.running >= cap
 
 
+MAX_RUNNING_CEILING = 1_000_000
+"""The largest ``max_running`` accepted: far above any cluster's concurrency, and well
+inside every store's integer column."""
+
+
 def check_max_running(value: int | None) -> int | None:
-    """``value`` if it is a valid ``max_running`` (a whole number of at least 1, or None
-    for no limit); ValidationError otherwise."""
+    """``value`` if it is a valid ``max_running`` (a whole number from 1 to
+    MAX_RUNNING_CEILING, or None for no limit); ValidationError otherwise."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_RUNNING_CEILING
+    ):
         raise ValidationError(
-            f"max_running must be a whole number of at least 1, not {value!r}",
+            f"max_running must be a whole number from 1 to {MAX_RUNNING_CEILING}, not {value!r}",
             field="max_running",
         )
+    return value
+
+
+JsonValue = (
+    Job | Run | Node | ApiKey | SlotSkip | Lease | RunStats | Cluster | TenantLimits | TenantStatus
+)
+
+
+def to_json(value: JsonValue) -> dict[str, Any]:
+    """A record as a JSON-ready dict: times in ISO-8601 UTC, durations in seconds.
+
+    Jobs, runs, nodes, API keys (their prefix, never a secret or hash: the record holds
+    neither), ledger entries, leases, run stats and the cluster view.
+
+    It cannot fail on what a row holds, and its output is what every JSON encoder can write:
+    the JSON a record carries (args, a result, a node's info) is passed through
+    :func:`~tickwork.job.shown_json`, so a row stored before the limits on args, or a
+    handler's odd result, is shown cut short rather than breaking a listing (args and a
+    result that are not objects are wrapped, ``{"value": ...}``).
+    """
+    if isinstance(value, Job):
+        raw = _fields(value)
+        raw["schedule"] = value.schedule.to_json()
+        raw["args"] = shown_object(value.args)
+    elif isinstance(value, Run):
+        raw = _fields(value)
+        raw["args"] = shown_object(value.args)
+        raw["result"] = shown_object(value.result) if value.result is not None else None
+    elif isinstance(value, Cluster):
+        raw = {
+            "leader": to_json(value.leader) if value.leader else None,
+            "nodes": [{**to_json(node), "silent": node.silent(value.now)} for node in value.nodes],
+            "now": value.now,
+        }
+    elif isinstance(value, TenantStatus):
+        raw = {
+            **_fields(value.limits),
+            "running": value.running,
+            "due": value.due,
+            "at_limit": value.at_limit,
+        }
+    elif is_dataclass(value):
+        raw = _fields(value)
+    else:
+        raise TypeError(f"cannot encode {type(value).__name__}")
+    return {k: _jsonable(v) for k, v in raw.items()}
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    """A record's fields, one level deep (``dataclasses.asdict`` would copy every nested
+    value by recursion, and overflow on args nested a few hundred deep)."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, Enum):
+        return value.value
+    if is_dataclass(value) and not isinstance(value, type):  # a policy inside a record
+        return {k: _jsonable(v) for k, v in _fields(value).items()}
+    if isinstance(value, dict | list | tuple | str | float):
+        return shown_json(value)
     return value
