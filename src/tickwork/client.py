@@ -242,7 +242,9 @@ class Client:
         now = self.store.now()
         slot = self.slot_at(job, at, now=now)
         job, runs, skips = self.store.runs_for_slot(job.id, slot, tenant=tenant)
-        return explain(job, slot, runs, skips, now=now, leader=self.store.leader())
+        waiting = runs and runs[0].state in (RunState.QUEUED, RunState.FAILED)
+        status = self.store.list_tenants(tenant=job.tenant)[0] if waiting else None
+        return explain(job, slot, runs, skips, now=now, leader=self.store.leader(), tenant=status)
 
     @staticmethod
     def slot_at(job: Job, at: str | datetime | None, *, now: datetime) -> datetime:

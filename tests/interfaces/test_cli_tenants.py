@@ -47,3 +47,15 @@ def test_bad_input_exits_2_and_changes_nothing(store: Store, argv: list[str], me
     store.set_tenant_limits("acme", max_running=3)
     assert_error(tickwork("tenants", *argv, "--db", store.url), 2, message)
     assert store.tenant_limits("acme").max_running == 3
+
+
+def test_explain_says_a_due_run_waits_for_its_tenants_max_running(store: Store) -> None:
+    now = store.now()
+    client = Client(store)
+    client.set_tenant_limits("acme", max_running=1)
+    spec = JobSpec(task="t", schedule=Once(at=now), tenant="acme")
+    first, second = store.submit_many([spec, spec], now=now)
+    assert len(store.claim("w", limit=10)) == 1
+    waiting = first if store.get_run(first.run.id).state == "queued" else second  # type: ignore[union-attr]
+    text = ok("explain", str(waiting.job.id), "--db", store.url).out
+    assert "waiting: tenant acme is at max_running 1 (1 running)" in text
