@@ -390,10 +390,8 @@ class PostgresStore(SqlStore):
     ) -> list[Run]:
         if limit < 1 or (queues is not None and not queues):
             return []
-        with self._tx() as conn:
-            return _claimed(
-                self._claim_limited(conn, worker, limit=limit, lease=lease, queues=queues, now=now)
-            )
+        _, rows = self._claim_limited([], worker, limit=limit, lease=lease, queues=queues, now=now)
+        return _claimed(rows)
 
     def complete_and_claim(
         self,
@@ -453,46 +451,87 @@ class PostgresStore(SqlStore):
         queues: Sequence[str] | None,
         now: datetime | None,
     ) -> tuple[list[int], list[ClaimedRun]]:
-        with self._tx() as conn:
-            done: set[int] = set()
-            if completions:
-                params = {**_completion_params(completions), "now": now}
-                done = {r["id"] for r in conn.execute(Q["complete_ids"], params, binary=True)}
-            rows = self._claim_limited(
-                conn, worker, limit=limit, lease=lease, queues=queues, now=now
-            )
+        done, rows = self._claim_limited(
+            completions, worker, limit=limit, lease=lease, queues=queues, now=now
+        )
         rejected = [c.run_id for c in completions if c.run_id not in done]
         return rejected, [ClaimedRun.of(run) for run in _claimed(rows)]
 
     def _claim_limited(
         self,
-        conn: Conn,
+        completions: Sequence[Completion],
         worker: str,
         *,
         limit: int,
         lease: timedelta,
         queues: Sequence[str] | None,
         now: datetime | None,
+    ) -> tuple[set[int], list[DictRow]]:
+        """Complete, then claim within tenants' and tasks' limits, in one transaction.
+        The limited tenants' and tasks' rows are locked first (SKIP LOCKED: one another
+        claimer holds is left out of this claim), then their running runs are counted in
+        a later statement, whose snapshot sees what every earlier holder committed: so no
+        two claimers ever count one tenant or task at once, and the count is exact.
+        Returns the ids completed and the rows claimed."""
+        # Pipelined: BEGIN, the completions and the locks go in one round trip, the two
+        # counts in the next; then the candidates, the claim and COMMIT.
+        with self._conn() as conn, conn.pipeline() as p, conn.transaction():
+            completed = None
+            if completions:
+                params = {**_completion_params(completions), "now": now}
+                completed = conn.execute(Q["complete_ids"], params, binary=True)
+            tenants_cursor = conn.execute(Q["limited_tenants"])
+            tasks_cursor = conn.execute(Q["limited_tasks"])
+            p.sync()
+            done = {r["id"] for r in completed} if completed is not None else set()
+            tenants = {r["tenant"]: r["max_running"] for r in tenants_cursor}
+            tasks = {r["task"]: r["max_running"] for r in tasks_cursor}
+            # No limited tenant or task this claimer could hold: the fast path will do
+            # again (it still leaves any limited one's runs alone, and says when to return).
+            self._limited = bool(tenants or tasks)
+            if limit < 1:
+                return done, []
+            counted = [
+                (kind, conn.execute(Q[query], {arg: list(limits)}))
+                for kind, query, arg, limits in (
+                    (TENANT, "running_of_tenants", "tenants", tenants),
+                    (TASK, "running_of_tasks", "tasks", tasks),
+                )
+                if limits
+            ]
+            p.sync()
+            room: dict[Key, int] = {
+                **{(TENANT, t): cap for t, cap in tenants.items()},
+                **{(TASK, t): cap for t, cap in tasks.items()},
+            }
+            for kind, cursor in counted:
+                for r in cursor:
+                    room[kind, r[kind]] -= r["n"]
+            return done, self._pick_and_claim(
+                conn,
+                worker,
+                room,
+                tenants,
+                tasks,
+                limit=limit,
+                lease=lease,
+                queues=queues,
+                now=now,
+            )
+
+    def _pick_and_claim(
+        self,
+        conn: Conn,
+        worker: str,
+        room: dict[Key, int],
+        tenants: dict[str, int],
+        tasks: dict[str, int],
+        *,
+        limit: int,
+        lease: timedelta,
+        queues: Sequence[str] | None,
+        now: datetime | None,
     ) -> list[DictRow]:
-        """Claim in ``conn``'s transaction within tenants' and tasks' limits. The limited
-        tenants' and tasks' rows are locked first (SKIP LOCKED: one another claimer holds
-        is left out of this claim), then their running runs are counted in a later
-        statement, whose snapshot sees what every earlier holder committed: so no two
-        claimers ever count one tenant or task at once, and the count is exact."""
-        tenants = {r["tenant"]: r["max_running"] for r in conn.execute(Q["limited_tenants"])}
-        tasks = {r["task"]: r["max_running"] for r in conn.execute(Q["limited_tasks"])}
-        # No limited tenant or task this claimer could hold: the fast path will do again
-        # (it still leaves the runs of any limited one alone, and says when to come back).
-        self._limited = bool(tenants or tasks)
-        room: dict[Key, int] = {}
-        if tenants:
-            cursor = conn.execute(Q["running_of_tenants"], {"tenants": list(tenants)})
-            running = {r["tenant"]: r["n"] for r in cursor}
-            room.update({(TENANT, t): cap - running.get(t, 0) for t, cap in tenants.items()})
-        if tasks:
-            cursor = conn.execute(Q["running_of_tasks"], {"tasks": list(tasks)})
-            running = {r["task"]: r["n"] for r in cursor}
-            room.update({(TASK, t): cap - running.get(t, 0) for t, cap in tasks.items()})
         query = for_queues(Q["claim_candidates"], queues)
 
         def candidates(taken: list[int], full: list[Key], want: int) -> list[tuple[int, str, str]]:
