@@ -22,10 +22,6 @@ HOT_PATH_ONLY = {
     # SQLite's heartbeat: one run per statement, then why a lease was not extended
     # (PostgreSQL's heartbeat statement answers both for a whole batch).
     "held_run_state": "sqlite",
-    # SQLite's claim with no tenant limited: one statement under the write lock.
-    # PostgreSQL's claim always takes its limited path (claim_candidates, claim_ids): its
-    # worker claims through complete_then_claim, so claim is off its hot path.
-    "claim": "sqlite",
 }
 """The only names one dialect lacks: statements of a hot path whose shape really differs."""
 
@@ -92,7 +88,7 @@ def test_both_dialects_filter_queues_in_the_same_queries() -> None:
         return {n for n, q in queries.items() if ONLY_QUEUES in q}
 
     assert filtered(SQLITE) == {"claim", "claim_candidates", "next_claimable_at"}
-    assert filtered(POSTGRES) - set(HOT_PATH_ONLY) == filtered(SQLITE) - set(HOT_PATH_ONLY)
+    assert filtered(POSTGRES) - set(HOT_PATH_ONLY) == filtered(SQLITE)
 
 
 def test_for_queues_drops_the_filter_lines_only_for_every_queue() -> None:

@@ -390,8 +390,25 @@ class PostgresStore(SqlStore):
     ) -> list[Run]:
         if limit < 1 or (queues is not None and not queues):
             return []
-        _, rows = self._claim_limited([], worker, limit=limit, lease=lease, queues=queues, now=now)
-        return _claimed(rows)
+        # As complete_and_claim: one statement unless a limit exists (or, with no run
+        # claimed, might: the limited path then finds out, and claims what it may).
+        rows: list[DictRow] = []
+        if not self._limited:
+            params = {
+                "worker": worker,
+                "now": now,
+                "limit": limit,
+                "lease": lease,
+                "queues": _list(queues),
+            }
+            rows = self._all(for_queues(Q["claim"], queues), params)
+            self._limited = bool(rows and rows[0]["limited"])
+            if len(rows) == limit or (rows and not self._limited):
+                return _claimed(rows)
+        _, more = self._claim_limited(
+            [], worker, limit=limit - len(rows), lease=lease, queues=queues, now=now
+        )
+        return _claimed(rows + more)
 
     def complete_and_claim(
         self,
@@ -404,9 +421,9 @@ class PostgresStore(SqlStore):
         now: datetime | None = None,
     ) -> tuple[list[int], list[ClaimedRun]]:
         # Two paths. With no tenant or task limited, one statement completes and claims;
-        # it never takes a limited one's run, and says whether any is limited. Once one is, calls
-        # take the limited path (a transaction that holds the limited tenants' and tasks'
-        # rows and counts their running runs) until it finds none it could hold.
+        # once any is, that statement claims nothing and says so, and calls take the
+        # limited path (a transaction that holds the limited tenants' and tasks' rows and
+        # counts their running runs) until it finds none it could hold.
         if queues is not None and not queues:
             limit = 0
         if not completions and limit < 1:

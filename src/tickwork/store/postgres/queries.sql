@@ -152,9 +152,10 @@ FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL;
 -- columns of ClaimedRun, in claim order); at least one row comes back: with no run claimed,
 -- one row of NULLs carrying the count of completions applied. A line ending
 -- "-- only-queues" is dropped for a worker that takes every queue (see for_queues).
--- Runs of tenants or tasks with a max_running are never taken here (the limited path takes them:
--- claim_candidates); "limited" says whether any tenant or task has one. With none, the exclusion
--- is one lookup per statement (an init plan) against an empty array.
+-- With any tenant or task limited it claims nothing (the limited path claims, in a
+-- transaction: claim_candidates) and "limited" says so. The two NOT EXISTS are
+-- pseudo-constant: one-time gates, which leave the planner's estimate and so its plan
+-- (the claim index, read in order, stopping at the limit) as they were without them.
 WITH done AS (
     UPDATE tickwork_runs r
     SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()), lease_expires_at = NULL,
@@ -167,9 +168,8 @@ WITH done AS (
     SELECT id FROM tickwork_runs
     WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
       AND queue = ANY(%(queues)s::text[])  -- only-queues
-      AND tenant <> ALL(ARRAY(SELECT tenant FROM tickwork_tenants
-                              WHERE max_running IS NOT NULL))
-      AND task <> ALL(ARRAY(SELECT task FROM tickwork_task_limits))
+      AND NOT EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL)
+      AND NOT EXISTS (SELECT 1 FROM tickwork_task_limits)
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -191,6 +191,29 @@ SELECT d.completed,
 FROM (SELECT count(*) AS completed FROM done) d
 LEFT JOIN claimed c ON true
 ORDER BY c.priority DESC, c.run_at, c.id;
+
+-- name: claim
+-- The one-statement claim, only while no tenant or task is limited (one-time gates, as in
+-- complete_then_claim); "limited" on each row says whether any limit exists. A line
+-- ending "-- only-queues" is dropped for a worker that takes every queue.
+WITH picked AS (
+    SELECT id FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
+      AND queue = ANY(%(queues)s::text[])  -- only-queues
+      AND NOT EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL)
+      AND NOT EXISTS (SELECT 1 FROM tickwork_task_limits)
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE tickwork_runs r
+SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
+    lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    started_at = coalesce(%(now)s::timestamptz, now())
+FROM picked WHERE r.id = picked.id
+RETURNING r.*,
+    (EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL)
+     OR EXISTS (SELECT 1 FROM tickwork_task_limits)) AS limited;
 
 -- name: next_claimable_at
 SELECT min(run_at) AS at FROM tickwork_runs
