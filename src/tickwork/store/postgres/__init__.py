@@ -501,8 +501,14 @@ class PostgresStore(SqlStore):
             tasks_cursor = conn.execute(Q["limited_tasks"])
             p.sync()
             done = {r["id"] for r in completed} if completed is not None else set()
-            tenants = {r["tenant"]: r["max_running"] for r in tenants_cursor}
-            tasks = {r["task"]: r["max_running"] for r in tasks_cursor}
+            limited_tenants = tenants_cursor.fetchall()
+            limited_tasks = tasks_cursor.fetchall()
+            tenants = {r["tenant"]: r["max_running"] for r in limited_tenants if r["held"]}
+            tasks = {r["task"]: r["max_running"] for r in limited_tasks if r["held"]}
+            # Limited ones another claimer holds: left out of this claim.
+            others = [(TENANT, r["tenant"]) for r in limited_tenants if not r["held"]]
+            others += [(TASK, r["task"]) for r in limited_tasks if not r["held"]]
+            known = [r["tenant"] for r in limited_tenants], [r["task"] for r in limited_tasks]
             # No limited tenant or task this claimer could hold: the fast path will do
             # again (it still leaves any limited one's runs alone, and says when to return).
             self._limited = bool(tenants or tasks)
@@ -528,8 +534,8 @@ class PostgresStore(SqlStore):
                 conn,
                 worker,
                 room,
-                tenants,
-                tasks,
+                others,
+                known,
                 limit=limit,
                 lease=lease,
                 queues=queues,
@@ -541,8 +547,8 @@ class PostgresStore(SqlStore):
         conn: Conn,
         worker: str,
         room: dict[Key, int],
-        tenants: dict[str, int],
-        tasks: dict[str, int],
+        others: list[Key],
+        known: tuple[list[str], list[str]],
         *,
         limit: int,
         lease: timedelta,
@@ -556,10 +562,10 @@ class PostgresStore(SqlStore):
                 "now": now,
                 "queues": _list(queues),
                 "taken": taken,
-                "full": names(full, TENANT),
-                "full_tasks": names(full, TASK),
-                "mine": list(tenants),
-                "mine_tasks": list(tasks),
+                "full": names(full + others, TENANT),
+                "full_tasks": names(full + others, TASK),
+                "known": known[0],
+                "known_tasks": known[1],
                 "limit": want,
             }
             rows = conn.execute(query, params)

@@ -512,13 +512,15 @@ WHERE t.tenant IS NOT NULL OR c.running > 0 OR c.due > 0
 ORDER BY 1;
 
 -- name: limited_tenants
--- The claim's limited path, in its transaction: the limited tenants this claimer may
--- take runs of. Each row stays locked until commit, so no other claimer counts and claims
--- the same tenant at once; a row another claimer holds is skipped (so is its tenant).
-SELECT tenant, max_running FROM tickwork_tenants
-WHERE max_running IS NOT NULL
-ORDER BY tenant
-FOR UPDATE SKIP LOCKED;
+-- The claim's limited path, in its transaction: every limited tenant, and whether this
+-- claimer holds it. A held row stays locked until commit, so no other claimer counts and
+-- claims that tenant at once; a row another claimer holds is skipped (so is its tenant).
+SELECT t.tenant, t.max_running, h.tenant IS NOT NULL AS held
+FROM tickwork_tenants t
+LEFT JOIN (SELECT tenant FROM tickwork_tenants WHERE max_running IS NOT NULL
+           FOR UPDATE SKIP LOCKED) h ON h.tenant = t.tenant
+WHERE t.max_running IS NOT NULL
+ORDER BY t.tenant;
 
 -- name: running_of_tenants
 -- A statement of its own, after limited_tenants: its snapshot is taken once the rows are
@@ -529,9 +531,10 @@ GROUP BY tenant;
 
 -- name: limited_tasks
 -- As limited_tenants, for tasks' limits.
-SELECT task, max_running FROM tickwork_task_limits
-ORDER BY task
-FOR UPDATE SKIP LOCKED;
+SELECT t.task, t.max_running, h.task IS NOT NULL AS held
+FROM tickwork_task_limits t
+LEFT JOIN (SELECT task FROM tickwork_task_limits FOR UPDATE SKIP LOCKED) h ON h.task = t.task
+ORDER BY t.task;
 
 -- name: running_of_tasks
 -- As running_of_tenants, for tasks.
@@ -540,19 +543,20 @@ WHERE state = 'running' AND task = ANY(%(tasks)s::text[])
 GROUP BY task;
 
 -- name: claim_candidates
--- The limited path's candidates, in claim order: due runs of unlimited tenants and tasks,
--- and of the limited ones this claimer holds that still have room (not in %(full)s,
--- %(full_tasks)s).
+-- The limited path's candidates, in claim order: due runs of every tenant and task but
+-- those in %(full)s and %(full_tasks)s (at their limit, or held by another claimer). Every
+-- filter is a constant array, so the planner keeps the claim index read in order. The two
+-- NOT EXISTS are one-time gates: a limit set since limited_tenants read them (on a tenant
+-- or task not in %(known)s, %(known_tasks)s) stops this claim rather than go uncounted.
 SELECT id, tenant, task FROM tickwork_runs
 WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
   AND queue = ANY(%(queues)s::text[])  -- only-queues
   AND id <> ALL(%(taken)s::bigint[]) AND tenant <> ALL(%(full)s::text[])
   AND task <> ALL(%(full_tasks)s::text[])
-  AND tenant <> ALL(ARRAY(SELECT tenant FROM tickwork_tenants
-                          WHERE max_running IS NOT NULL
-                            AND tenant <> ALL(%(mine)s::text[])))
-  AND task <> ALL(ARRAY(SELECT task FROM tickwork_task_limits
-                        WHERE task <> ALL(%(mine_tasks)s::text[])))
+  AND NOT EXISTS (SELECT 1 FROM tickwork_tenants
+                  WHERE max_running IS NOT NULL AND tenant <> ALL(%(known)s::text[]))
+  AND NOT EXISTS (SELECT 1 FROM tickwork_task_limits
+                  WHERE task <> ALL(%(known_tasks)s::text[]))
 ORDER BY priority DESC, run_at, id
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;

@@ -360,7 +360,8 @@ ORDER BY 1;
 
 -- name: limited_tenants
 -- The claim's limited path, under the write lock (BEGIN IMMEDIATE holds every claimer off).
-SELECT tenant, max_running FROM tickwork_tenants WHERE max_running IS NOT NULL ORDER BY tenant;
+SELECT tenant, max_running, 1 AS held FROM tickwork_tenants WHERE max_running IS NOT NULL
+ORDER BY tenant;
 
 -- name: running_of_tenants
 -- :tenants is a JSON array.
@@ -370,7 +371,7 @@ GROUP BY tenant;
 
 -- name: limited_tasks
 -- As limited_tenants, for tasks' limits.
-SELECT task, max_running FROM tickwork_task_limits ORDER BY task;
+SELECT task, max_running, 1 AS held FROM tickwork_task_limits ORDER BY task;
 
 -- name: running_of_tasks
 -- :tasks is a JSON array.
@@ -408,4 +409,4 @@ WHERE tickwork_task_limits.max_running <> excluded.max_running;
 DELETE FROM tickwork_task_limits WHERE task = :task;
 
 -- name: task_limits
-SELECT task, max_running FROM tickwork_task_limits ORDER BY task;
+SELECT task, max_running, 1 AS held FROM tickwork_task_limits ORDER BY task;
