@@ -40,6 +40,7 @@ from tickwork.config import Config, resolve_db_url
 from tickwork.errors import ValidationError
 from tickwork.inputs import Backoff, Duration, Instant, duration, retry_policy
 from tickwork.job import Job, MisfirePolicy, OverlapPolicy
+from tickwork.records import check_max_running
 from tickwork.retry import RetryPolicy
 from tickwork.store import Store, open_store
 from tickwork.worker import Worker
@@ -104,6 +105,7 @@ class App:
         timeout: Duration | None = None,
         queue: str | None = None,
         priority: int | None = None,
+        max_running: int | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -117,6 +119,7 @@ class App:
         timeout: Duration | None = None,
         queue: str | None = None,
         priority: int | None = None,
+        max_running: int | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a handler ``def f(ctx, **args)`` (or ``async def``) as a task.
 
@@ -125,6 +128,11 @@ class App:
         seconds or a RetryPolicy (default (1, 300): waits up to 1, 2, 4 ... s, capped at
         5 min), ``timeout`` (seconds or a timedelta; default none), ``queue``,
         ``priority``. A submit may override each.
+
+        ``max_running``: at most this many runs of the task execute at once, across every
+        worker (``1``: a cluster-wide mutex). A run whose worker died counts until its
+        lease expires and it is rescued. Each worker records its tasks' limits in the
+        store before its first claim; the newest worker's code wins.
         """
         policy = retry_policy(max_attempts, backoff)  # validates now, at import
         explicit_attempts = max_attempts is not None or isinstance(backoff, RetryPolicy)
@@ -134,6 +142,7 @@ class App:
             timeout=duration(timeout, "timeout") if timeout is not None else None,
             queue=queue,
             priority=priority,
+            max_running=check_max_running(max_running),
         )
 
         def register(handler: Callable[P, R]) -> Task[P, R]:

@@ -56,6 +56,8 @@ from tickwork.records import (
     SignedIn,
     SlotSkip,
     Submitted,
+    TenantStatus,
+    check_max_running,
 )
 from tickwork.schedule import (
     Once,
@@ -241,7 +243,9 @@ class Client:
         now = self.store.now()
         slot = self.slot_at(job, at, now=now)
         job, runs, skips = self.store.runs_for_slot(job.id, slot, tenant=tenant)
-        return explain(job, slot, runs, skips, now=now, leader=self.store.leader())
+        waiting = runs and runs[0].state in (RunState.QUEUED, RunState.FAILED)
+        status = self.store.list_tenants(tenant=job.tenant)[0] if waiting else None
+        return explain(job, slot, runs, skips, now=now, leader=self.store.leader(), tenant=status)
 
     @staticmethod
     def slot_at(job: Job, at: str | datetime | None, *, now: datetime) -> datetime:
@@ -293,6 +297,26 @@ class Client:
     def run_stats(self, *, tenant: str | None = None) -> RunStats:
         """Runs by state, the due backlog and recent trigger lag."""
         return self.store.run_stats(tenant=tenant)
+
+    # -- tenants -----------------------------------------------------------------------------
+
+    def list_tenants(self) -> list[TenantStatus]:
+        """Every tenant with limits or runs running or queued-and-due, by name, with its
+        limits and counts now."""
+        return self.store.list_tenants()
+
+    def tenant(self, tenant: str) -> TenantStatus:
+        """One tenant's limits and counts now (a tenant never seen has none and zeros)."""
+        check_label("tenant", tenant)
+        return self.store.list_tenants(tenant=tenant)[0]
+
+    def set_tenant_limits(self, tenant: str, *, max_running: int | None) -> TenantStatus:
+        """Set ``tenant``'s ``max_running`` (None: no limit); every worker obeys it from
+        its next claim. ValidationError for a bad name or a value below 1, nothing written."""
+        check_label("tenant", tenant)
+        check_max_running(max_running)
+        self.store.set_tenant_limits(tenant, max_running=max_running)
+        return self.tenant(tenant)
 
     # -- API keys ----------------------------------------------------------------------------
 

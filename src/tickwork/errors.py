@@ -12,7 +12,8 @@
     ├── NotFound                   no such job / run (for this tenant)   (HTTP 404)
     │   ├── JobNotFound
     │   ├── RunNotFound
-    │   └── ApiKeyNotFound
+    │   ├── ApiKeyNotFound
+    │   └── TenantNotFound         (HTTP: a tenant key asking for another tenant)
     ├── InvalidTransition          the row exists but its state forbids the change (HTTP 409)
     ├── FencingError               a write from a holder whose lease was taken over
     │   ├── LeaseLost              a run's fencing token is stale or its lease expired
@@ -97,6 +98,12 @@ class ApiKeyNotFound(NotFound):
     def __init__(self, key: str) -> None:
         super().__init__(f"API key {key!r} not found")
         self.key = key
+
+
+class TenantNotFound(NotFound):
+    def __init__(self, tenant: str) -> None:
+        super().__init__(f"tenant {tenant!r} not found")
+        self.tenant = tenant
 
 
 class InvalidTransition(TickworkError):

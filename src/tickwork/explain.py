@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from tickwork import cron
 from tickwork.job import Job, JobState, Run, RunState
-from tickwork.records import Lease, SlotFate, SlotSkip
+from tickwork.records import Lease, SlotFate, SlotSkip, TenantStatus
 from tickwork.schedule import Cron, Interval, Once, check_instant, read_time
 
 ONE_US = timedelta(microseconds=1)
@@ -114,9 +114,13 @@ def explain(
     now: datetime,
     leader: Lease | None,
     retention: timedelta | None = None,
+    tenant: TenantStatus | None = None,
 ) -> Explanation:
-    """The fate of ``job`` at ``slot`` as a record; its text is :func:`explain_slot`'s."""
-    text = explain_slot(job, slot, runs, skips, now=now, leader=leader, retention=retention)
+    """The fate of ``job`` at ``slot`` as a record; its text is :func:`explain_slot`'s.
+    ``tenant``: the job's tenant now, to say why a due run waits."""
+    text = explain_slot(
+        job, slot, runs, skips, now=now, leader=leader, retention=retention, tenant=tenant
+    )
     run = runs[0] if runs else None
     skip = skips[0] if skips and run is None and is_slot(job, slot)[0] else None
     return Explanation(job.id, slot, run, skip, text)
@@ -131,12 +135,13 @@ def explain_slot(
     now: datetime,
     leader: Lease | None,
     retention: timedelta | None = None,
+    tenant: TenantStatus | None = None,
 ) -> str:
     """One paragraph on the fate of ``job`` at ``slot`` (an aware instant)."""
     when = _fmt(slot, job)
     head = f"Job {job.id} ({job.name or job.task}, {job.schedule.describe()})"
     if runs:
-        return f"{head} was triggered for {when}: {_describe_run(runs[0])}"
+        return f"{head} was triggered for {when}: {_describe_run(runs[0], now, tenant)}"
     matches, before, after = is_slot(job, slot)
     if matches and skips:
         return f"{head} did not run at {when}: {_describe_skip(skips[0], job)}"
@@ -206,8 +211,14 @@ def explain_slot(
     )
 
 
-def _describe_run(run: Run) -> str:
+def _describe_run(run: Run, now: datetime, tenant: TenantStatus | None) -> str:
     text = f"run {run.id} is {run.state} (attempt {run.attempt} of {run.max_attempts})"
+    waits = run.state in (RunState.QUEUED, RunState.FAILED) and run.run_at <= now
+    if waits and tenant is not None and tenant.at_limit:
+        text += (
+            f"; waiting: tenant {tenant.tenant} is at max_running "
+            f"{tenant.limits.max_running} ({tenant.running} running)"
+        )
     if run.started_at:
         lag = (run.started_at - run.scheduled_for).total_seconds() * 1000
         text += f", last started at {run.started_at.isoformat()}"

@@ -217,7 +217,68 @@ class Cluster:
     now: datetime
 
 
-JsonValue = Job | Run | Node | ApiKey | SlotSkip | Lease | RunStats | Cluster
+@dataclass(frozen=True, slots=True)
+class TenantLimits:
+    """A tenant's limits, enforced when workers claim; ``None`` is no limit.
+
+    ``max_running``: runs of the tenant in state running at once, counted across every
+    worker; a run whose worker died counts until its lease expires and it is rescued.
+    ``rate``, ``burst`` and ``weight`` are stored for rate limits and fair share, which
+    the claim does not enforce yet.
+    """
+
+    tenant: str
+    max_running: int | None = None
+    rate: float | None = None
+    burst: int | None = None
+    weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class TenantStatus:
+    """A tenant now: its limits, its runs in state running, and its queued-and-due runs
+    (queued or failed-awaiting-retry with ``run_at`` passed)."""
+
+    limits: TenantLimits
+    running: int
+    due: int
+
+    @property
+    def tenant(self) -> str:
+        return self.limits.tenant
+
+    @property
+    def at_limit(self) -> bool:
+        """No run of this tenant can be claimed now: it is at its ``max_running``."""
+        cap = self.limits.max_running
+        return cap is not None and self.running >= cap
+
+
+MAX_RUNNING_CEILING = 1_000_000
+"""The largest ``max_running`` accepted: far above any cluster's concurrency, and well
+inside every store's integer column."""
+
+
+def check_max_running(value: int | None) -> int | None:
+    """``value`` if it is a valid ``max_running`` (a whole number from 1 to
+    MAX_RUNNING_CEILING, or None for no limit); ValidationError otherwise."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_RUNNING_CEILING
+    ):
+        raise ValidationError(
+            f"max_running must be a whole number from 1 to {MAX_RUNNING_CEILING}, not {value!r}",
+            field="max_running",
+        )
+    return value
+
+
+JsonValue = (
+    Job | Run | Node | ApiKey | SlotSkip | Lease | RunStats | Cluster | TenantLimits | TenantStatus
+)
 
 
 def to_json(value: JsonValue) -> dict[str, Any]:
@@ -245,6 +306,13 @@ def to_json(value: JsonValue) -> dict[str, Any]:
             "leader": to_json(value.leader) if value.leader else None,
             "nodes": [{**to_json(node), "silent": node.silent(value.now)} for node in value.nodes],
             "now": value.now,
+        }
+    elif isinstance(value, TenantStatus):
+        raw = {
+            **_fields(value.limits),
+            "running": value.running,
+            "due": value.due,
+            "at_limit": value.at_limit,
         }
     elif is_dataclass(value):
         raw = _fields(value)

@@ -18,8 +18,9 @@ from tickwork.app import App, Context
 app = App()
 
 
-def record(event: str, ctx: Context) -> None:
+def record(event: str, ctx: Context, tag: str | None = None) -> None:
     line = {
+        "tag": tag,
         "event": event,
         "run": ctx.run_id,
         "attempt": ctx.attempt,
@@ -35,9 +36,18 @@ def record(event: str, ctx: Context) -> None:
 
 
 @app.task
-def work(ctx: Context, seconds: float = 0.0) -> dict[str, Any]:
-    """Sleeps without polling ``ctx.cancelled``: a plain handler that cannot be stopped."""
-    record("start", ctx)
+def work(ctx: Context, seconds: float = 0.0, tag: str | None = None) -> dict[str, Any]:
+    """Sleeps without polling ``ctx.cancelled``: a plain handler that cannot be stopped.
+    ``tag`` is recorded with each line (a test's label, e.g. the run's tenant)."""
+    record("start", ctx, tag)
     time.sleep(seconds)
-    record("end", ctx)
+    record("end", ctx, tag)
     return {"pid": os.getpid(), "token": ctx.fencing_token}
+
+
+@app.task(max_running=1)
+def mutex(ctx: Context, seconds: float = 0.0) -> None:
+    """``work`` as a cluster-wide mutex: never two executions at once, on any worker."""
+    record("start", ctx, "mutex")
+    time.sleep(seconds)
+    record("end", ctx, "mutex")

@@ -211,3 +211,20 @@ def test_load_app_finds_the_modules_app(tmp_path: Path, monkeypatch: pytest.Monk
             load_app("no_such_module_here")
     finally:
         sys.modules.pop("myapp_for_load", None)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5])
+def test_a_task_max_running_below_one_is_rejected_at_import(app: App, bad: object) -> None:
+    with pytest.raises(ValidationError, match="max_running"):
+
+        @app.task(max_running=bad)  # type: ignore[call-overload]
+        def never(ctx: Context) -> None: ...
+
+    assert "never" not in app.registry
+
+
+def test_a_task_declares_its_max_running(app: App) -> None:
+    @app.task(max_running=1)
+    def backup(ctx: Context) -> None: ...
+
+    assert backup.defaults.max_running == 1

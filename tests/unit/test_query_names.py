@@ -51,6 +51,10 @@ def test_the_shared_transitions_take_the_same_parameters_in_both_dialects() -> N
     # The hot paths' statements differ in shape (arrays against one row per statement).
     per_dialect_shape = {
         "claim",
+        "claim_candidates",
+        "claim_ids",
+        "running_of_tenants",
+        "running_of_tasks",
         "complete",
         "complete_ids",
         "heartbeat",
@@ -83,7 +87,7 @@ def test_both_dialects_filter_queues_in_the_same_queries() -> None:
     def filtered(queries: dict[str, str]) -> set[str]:
         return {n for n, q in queries.items() if ONLY_QUEUES in q}
 
-    assert filtered(SQLITE) == {"claim", "next_claimable_at"}
+    assert filtered(SQLITE) == {"claim", "claim_candidates", "next_claimable_at"}
     assert filtered(POSTGRES) - set(HOT_PATH_ONLY) == filtered(SQLITE)
 
 

@@ -46,6 +46,7 @@ from tickwork.cli import (  # noqa: F401
     runs,
     scheduler,
     submit,
+    tenants,
     worker,
 )
 from tickwork.cli.app import app, run

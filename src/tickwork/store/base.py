@@ -61,6 +61,8 @@ from tickwork.records import (
     SlotFate,
     SlotSkip,
     Submitted,
+    TenantLimits,
+    TenantStatus,
     TriggerResult,
     page_limit,
 )
@@ -75,7 +77,7 @@ __all__ = [
     "NODE_SILENT_FLOOR", "SESSION_FORGET_AFTER", "SESSION_SEEN_EVERY", "SKIP_LOCKED", "ApiKey",
     "Completion", "Heartbeat", "Lease", "LeaseStatus", "Listener", "Node", "Page",
     "RescueResult", "RunStats", "Session", "SlotFate", "SlotSkip", "Store", "Submitted",
-    "TriggerResult", "page_limit",
+    "TenantLimits", "TenantStatus", "TriggerResult", "page_limit",
 ]
 # fmt: on
 
@@ -264,6 +266,13 @@ class Store(abc.ABC):
         ``worker``, ``lease_expires_at = now + lease``, ``started_at = now`` and a new
         fencing token (the previous one + 1). Under concurrency every run is returned to
         exactly one caller (PostgreSQL: FOR UPDATE SKIP LOCKED; SQLite: BEGIN IMMEDIATE).
+
+        Tenant and task limits: a run of a tenant (or task) with ``max_running`` N is
+        eligible only while fewer than N of its runs are in state running (a dead
+        worker's run counts until it is rescued), counting the runs this call claims; the
+        limit holds exactly across every concurrent claimer and batch. One at its limit
+        is skipped, and the call claims other runs in its place. Limits are read in the
+        claim's own transaction, so a change applies from the next claim.
         """
 
     def complete_and_claim(
@@ -436,6 +445,40 @@ class Store(abc.ABC):
         self, *, tenant: str | None = None, lag_sample: int = 1000, now: datetime | None = None
     ) -> RunStats:
         """Counts by state, the due backlog and recent start lag (see RunStats)."""
+
+    # -- tenants ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def set_tenant_limits(
+        self, tenant: str, *, max_running: int | None, now: datetime | None = None
+    ) -> TenantLimits:
+        """Set ``tenant``'s ``max_running`` (None clears it) and return its limits. The
+        next claim of every worker obeys it (claims read limits in their transaction).
+        ValidationError for a ``max_running`` below 1, and nothing is written."""
+
+    @abc.abstractmethod
+    def tenant_limits(self, tenant: str) -> TenantLimits:
+        """``tenant``'s limits; a tenant never set has none (every field unset)."""
+
+    @abc.abstractmethod
+    def list_tenants(
+        self, *, tenant: str | None = None, now: datetime | None = None
+    ) -> list[TenantStatus]:
+        """Every tenant that has limits set or runs running or queued-and-due, by name, with
+        its counts now; only ``tenant`` if given (an unknown tenant: its empty status)."""
+
+    @abc.abstractmethod
+    def register_task_limits(
+        self, limits: dict[str, int | None], *, now: datetime | None = None
+    ) -> None:
+        """Record each task's ``max_running`` as its code declares it (a worker at start:
+        ``@app.task(max_running=1)``); None clears a task's limit. One transaction; the
+        claim enforces them as tenants' (a run is taken only if its tenant and its task
+        both have room). ValidationError for a value below 1, and nothing is written."""
+
+    @abc.abstractmethod
+    def task_limits(self) -> dict[str, int]:
+        """Every task's ``max_running`` that is set, by task name."""
 
     # -- nodes and keys --------------------------------------------------------------------
 

@@ -27,8 +27,9 @@ from fastapi import APIRouter, Depends, Path, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from tickwork.client import Client
+from tickwork.errors import TenantNotFound
 from tickwork.job import MAX_NAME_LENGTH, JobState, MisfirePolicy, OverlapPolicy, RunState
-from tickwork.records import DEFAULT_PAGE, MAX_PAGE, Page, SlotFate, to_json
+from tickwork.records import DEFAULT_PAGE, MAX_PAGE, MAX_RUNNING_CEILING, Page, SlotFate, to_json
 from tickwork.web.auth import Principal, get_admin, get_client, get_principal
 from tickwork.web.errors import Forbidden, error_body
 
@@ -535,6 +536,77 @@ def run_stats(principal: PrincipalDep, client: ClientDep) -> dict[str, Any]:
 )
 def cluster(principal: AdminDep, client: ClientDep) -> dict[str, Any]:
     return to_json(client.cluster())
+
+
+# -- tenants ----------------------------------------------------------------------------------
+
+
+class TenantOut(BaseModel):
+    tenant: str
+    max_running: int | None
+    rate: float | None
+    burst: int | None
+    weight: float
+    running: int = Field(description="Runs of the tenant in state running now.")
+    due: int = Field(description="Runs queued (or awaiting retry) whose time has come.")
+    at_limit: bool = Field(description="At its max_running: none of its runs is claimed now.")
+
+
+class TenantLimitsIn(BaseModel):
+    """A tenant's limits; null clears one. Unknown fields are refused (422)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"max_running": 5}]})
+
+    max_running: Annotated[int | None, Strict(), Field(ge=1, le=MAX_RUNNING_CEILING)] = Field(
+        description="At most this many of the tenant's runs execute at once, across every "
+        "worker; null: no limit."
+    )
+
+
+TenantName = Annotated[
+    str,
+    Path(min_length=1, max_length=MAX_NAME_LENGTH, pattern=PLAIN_TEXT, description="A tenant."),
+]
+TENANT_ERRORS: dict[int | str, dict[str, Any]] = {
+    **COMMON_ERRORS,
+    404: _error("A tenant key asking for another tenant."),
+}
+
+
+@router.get(
+    "/tenants",
+    response_model=list[TenantOut],
+    summary="Tenants with limits or runs now: limits, running, queued-and-due (a tenant "
+    "key: its own)",
+)
+def list_tenants(principal: PrincipalDep, client: ClientDep) -> list[dict[str, Any]]:
+    if principal.tenant is not None:
+        return [to_json(client.tenant(principal.tenant))]
+    return [to_json(status) for status in client.list_tenants()]
+
+
+@router.get(
+    "/tenants/{tenant}",
+    response_model=TenantOut,
+    summary="A tenant's limits and runs now",
+    responses=TENANT_ERRORS,
+)
+def get_tenant(tenant: TenantName, principal: PrincipalDep, client: ClientDep) -> dict[str, Any]:
+    if principal.tenant is not None and tenant != principal.tenant:
+        raise TenantNotFound(tenant)
+    return to_json(client.tenant(tenant))
+
+
+@router.put(
+    "/tenants/{tenant}",
+    response_model=TenantOut,
+    summary="Set a tenant's limits (admin keys only); workers obey them from their next claim",
+    responses={**COMMON_ERRORS, 403: _error("A tenant key: setting limits is for admins.")},
+)
+def put_tenant(
+    tenant: TenantName, body: TenantLimitsIn, principal: AdminDep, client: ClientDep
+) -> dict[str, Any]:
+    return to_json(client.set_tenant_limits(tenant, max_running=body.max_running))
 
 
 # -- helpers ----------------------------------------------------------------------------------

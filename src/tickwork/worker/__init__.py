@@ -151,6 +151,7 @@ class Worker(Service):
         self._stop_lock = threading.Lock()
         self._stopped = False
         self._registered = False
+        self._limits_written = False
         self._listener: Listener | None = None
         self._listen_thread: threading.Thread | None = None
         self.executor = Executor(
@@ -262,6 +263,16 @@ class Worker(Service):
             **self.skew.info(),
         }
 
+    def _task_limits(self) -> dict[str, int | None]:
+        """Each of this worker's own tasks' ``max_running`` (None: no limit, which clears
+        one an older version of the code declared). Built-in tasks declare none."""
+        found = (self.registry.find(name) for name in self.registry.names())
+        return {
+            task.name: task.defaults.max_running
+            for task in found
+            if task is not None and not task.builtin
+        }
+
     def _register(self) -> None:
         """Show this worker in the cluster view; a failure here stops nothing."""
         try:
@@ -339,6 +350,11 @@ class Worker(Service):
         if want == 0 and not taken.completions:
             return _Pass(no_room=True)
         try:
+            if not self._limits_written:
+                # Before the first claim: a task's limit must hold from this worker's
+                # first run of it, so a failure here is retried like a failed claim.
+                self.store.register_task_limits(self._task_limits())
+                self._limits_written = True
             rejected, runs = self.store.complete_and_claim(
                 taken.completions,
                 self.node_id,

@@ -187,6 +187,8 @@ class TaskDefaults:
     timeout: timedelta | None = None
     queue: str | None = None
     priority: int | None = None
+    max_running: int | None = None
+    """Not a job default: the task's cluster-wide limit of executions at once."""
 
 
 class Task(Generic[P, R]):

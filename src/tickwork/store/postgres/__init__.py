@@ -66,6 +66,7 @@ from tickwork.store.base import (
     TriggerResult,
 )
 from tickwork.store.driver import Tx
+from tickwork.store.limits import TASK, TENANT, Key, names, pick_within_limits
 from tickwork.store.planning import plan_batch
 from tickwork.store.postgres.driver import (
     PG_CODEC,
@@ -108,6 +109,8 @@ class PostgresStore(SqlStore):
         # The hot paths below take connections straight from the driver, no Tx in between.
         self._conn: Callable[[], AbstractContextManager[Conn]] = driver.conn
         self._tx: Callable[[], AbstractContextManager[Conn]] = driver.tx
+        self._limited = False
+        """Whether the last claim found a limited tenant: claims take the limited path."""
         with self._conn():  # fail now, not at the first call, if it cannot connect at all
             pass
         if migrate:
@@ -387,14 +390,25 @@ class PostgresStore(SqlStore):
     ) -> list[Run]:
         if limit < 1 or (queues is not None and not queues):
             return []
-        params = {
-            "worker": worker,
-            "now": now,
-            "limit": limit,
-            "lease": lease,
-            "queues": _list(queues),
-        }
-        return _claimed(self._all(for_queues(Q["claim"], queues), params))
+        # As complete_and_claim: one statement unless a limit exists (or, with no run
+        # claimed, might: the limited path then finds out, and claims what it may).
+        rows: list[DictRow] = []
+        if not self._limited:
+            params = {
+                "worker": worker,
+                "now": now,
+                "limit": limit,
+                "lease": lease,
+                "queues": _list(queues),
+            }
+            rows = self._all(for_queues(Q["claim"], queues), params)
+            self._limited = bool(rows and rows[0]["limited"])
+            if len(rows) == limit or (rows and not self._limited):
+                return _claimed(rows)
+        _, more = self._claim_limited(
+            [], worker, limit=limit - len(rows), lease=lease, queues=queues, now=now
+        )
+        return _claimed(rows + more)
 
     def complete_and_claim(
         self,
@@ -406,10 +420,18 @@ class PostgresStore(SqlStore):
         queues: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> tuple[list[int], list[ClaimedRun]]:
+        # Two paths. With no tenant or task limited, one statement completes and claims;
+        # once any is, that statement claims nothing and says so, and calls take the
+        # limited path (a transaction that holds the limited tenants' and tasks' rows and
+        # counts their running runs) until it finds none it could hold.
         if queues is not None and not queues:
             limit = 0
         if not completions and limit < 1:
             return [], []
+        if self._limited and limit >= 1:
+            return self._complete_and_claim_limited(
+                completions, worker, limit=limit, lease=lease, queues=queues, now=now
+            )
         params = {
             **_completion_params(completions),
             "worker": worker,
@@ -428,7 +450,132 @@ class PostgresStore(SqlStore):
         if rows[0][0] < len(completions):
             rejected = self._rejected(completions)
         make = ClaimedRun._make
-        return rejected, [make(r[1:]) for r in rows if r[1] is not None]
+        claimed = [make(r[2:]) for r in rows if r[2] is not None]
+        self._limited = rows[0][1]
+        if self._limited and len(claimed) < limit:
+            claimed += self._complete_and_claim_limited(
+                [], worker, limit=limit - len(claimed), lease=lease, queues=queues, now=now
+            )[1]
+        return rejected, claimed
+
+    def _complete_and_claim_limited(
+        self,
+        completions: Sequence[Completion],
+        worker: str,
+        *,
+        limit: int,
+        lease: timedelta,
+        queues: Sequence[str] | None,
+        now: datetime | None,
+    ) -> tuple[list[int], list[ClaimedRun]]:
+        done, rows = self._claim_limited(
+            completions, worker, limit=limit, lease=lease, queues=queues, now=now
+        )
+        rejected = [c.run_id for c in completions if c.run_id not in done]
+        return rejected, [ClaimedRun.of(run) for run in _claimed(rows)]
+
+    def _claim_limited(
+        self,
+        completions: Sequence[Completion],
+        worker: str,
+        *,
+        limit: int,
+        lease: timedelta,
+        queues: Sequence[str] | None,
+        now: datetime | None,
+    ) -> tuple[set[int], list[DictRow]]:
+        """Complete, then claim within tenants' and tasks' limits, in one transaction.
+        The limited tenants' and tasks' rows are locked first (SKIP LOCKED: one another
+        claimer holds is left out of this claim), then their running runs are counted in
+        a later statement, whose snapshot sees what every earlier holder committed: so no
+        two claimers ever count one tenant or task at once, and the count is exact.
+        Returns the ids completed and the rows claimed."""
+        # Pipelined: BEGIN, the completions and the locks go in one round trip, the two
+        # counts in the next; then the candidates, the claim and COMMIT.
+        with self._conn() as conn, conn.pipeline() as p, conn.transaction():
+            completed = None
+            if completions:
+                params = {**_completion_params(completions), "now": now}
+                completed = conn.execute(Q["complete_ids"], params, binary=True)
+            tenants_cursor = conn.execute(Q["limited_tenants"])
+            tasks_cursor = conn.execute(Q["limited_tasks"])
+            p.sync()
+            done = {r["id"] for r in completed} if completed is not None else set()
+            limited_tenants = tenants_cursor.fetchall()
+            limited_tasks = tasks_cursor.fetchall()
+            tenants = {r["tenant"]: r["max_running"] for r in limited_tenants if r["held"]}
+            tasks = {r["task"]: r["max_running"] for r in limited_tasks if r["held"]}
+            # Limited ones another claimer holds: left out of this claim.
+            others = [(TENANT, r["tenant"]) for r in limited_tenants if not r["held"]]
+            others += [(TASK, r["task"]) for r in limited_tasks if not r["held"]]
+            known = [r["tenant"] for r in limited_tenants], [r["task"] for r in limited_tasks]
+            # No limited tenant or task this claimer could hold: the fast path will do
+            # again (it still leaves any limited one's runs alone, and says when to return).
+            self._limited = bool(tenants or tasks)
+            if limit < 1:
+                return done, []
+            counted = [
+                (kind, conn.execute(Q[query], {arg: list(limits)}))
+                for kind, query, arg, limits in (
+                    (TENANT, "running_of_tenants", "tenants", tenants),
+                    (TASK, "running_of_tasks", "tasks", tasks),
+                )
+                if limits
+            ]
+            p.sync()
+            room: dict[Key, int] = {
+                **{(TENANT, t): cap for t, cap in tenants.items()},
+                **{(TASK, t): cap for t, cap in tasks.items()},
+            }
+            for kind, cursor in counted:
+                for r in cursor:
+                    room[kind, r[kind]] -= r["n"]
+            return done, self._pick_and_claim(
+                conn,
+                worker,
+                room,
+                others,
+                known,
+                limit=limit,
+                lease=lease,
+                queues=queues,
+                now=now,
+            )
+
+    def _pick_and_claim(
+        self,
+        conn: Conn,
+        worker: str,
+        room: dict[Key, int],
+        others: list[Key],
+        known: tuple[list[str], list[str]],
+        *,
+        limit: int,
+        lease: timedelta,
+        queues: Sequence[str] | None,
+        now: datetime | None,
+    ) -> list[DictRow]:
+        query = for_queues(Q["claim_candidates"], queues)
+
+        def candidates(taken: list[int], full: list[Key], want: int) -> list[tuple[int, str, str]]:
+            params = {
+                "now": now,
+                "queues": _list(queues),
+                "taken": taken,
+                "full": names(full + others, TENANT),
+                "full_tasks": names(full + others, TASK),
+                "known": known[0],
+                "known_tasks": known[1],
+                "limit": want,
+            }
+            rows = conn.execute(query, params)
+            return [(r["id"], r["tenant"], r["task"]) for r in rows]
+
+        ids = pick_within_limits(candidates, room, limit)
+        if not ids:
+            return []
+        params = {"ids": ids, "worker": worker, "now": now, "lease": lease}
+        return conn.execute(Q["claim_ids"], params).fetchall()
 
     def _rejected(self, completions: Sequence[Completion]) -> list[int]:
         """Which of ``completions`` were not applied: their run is not succeeded under the

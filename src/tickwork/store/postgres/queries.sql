@@ -152,6 +152,10 @@ FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL;
 -- columns of ClaimedRun, in claim order); at least one row comes back: with no run claimed,
 -- one row of NULLs carrying the count of completions applied. A line ending
 -- "-- only-queues" is dropped for a worker that takes every queue (see for_queues).
+-- With any tenant or task limited it claims nothing (the limited path claims, in a
+-- transaction: claim_candidates) and "limited" says so. The two NOT EXISTS are
+-- pseudo-constant: one-time gates, which leave the planner's estimate and so its plan
+-- (the claim index, read in order, stopping at the limit) as they were without them.
 WITH done AS (
     UPDATE tickwork_runs r
     SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()), lease_expires_at = NULL,
@@ -164,6 +168,8 @@ WITH done AS (
     SELECT id FROM tickwork_runs
     WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
       AND queue = ANY(%(queues)s::text[])  -- only-queues
+      AND NOT EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL)
+      AND NOT EXISTS (SELECT 1 FROM tickwork_task_limits)
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -177,18 +183,25 @@ WITH done AS (
         r.attempt, r.max_attempts, make_interval(secs => r.timeout) AS timeout,
         r.priority, r.run_at
 )
-SELECT d.completed, c.id, c.fencing_token, c.job_id, c.tenant, c.task, c.args,
+SELECT d.completed,
+    (EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL)
+     OR EXISTS (SELECT 1 FROM tickwork_task_limits)) AS limited,
+    c.id, c.fencing_token, c.job_id, c.tenant, c.task, c.args,
     c.scheduled_for, c.attempt, c.max_attempts, c.timeout
 FROM (SELECT count(*) AS completed FROM done) d
 LEFT JOIN claimed c ON true
 ORDER BY c.priority DESC, c.run_at, c.id;
 
 -- name: claim
--- A line ending "-- only-queues" is dropped for a worker that takes every queue.
+-- The one-statement claim, only while no tenant or task is limited (one-time gates, as in
+-- complete_then_claim); "limited" on each row says whether any limit exists. A line
+-- ending "-- only-queues" is dropped for a worker that takes every queue.
 WITH picked AS (
     SELECT id FROM tickwork_runs
     WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
       AND queue = ANY(%(queues)s::text[])  -- only-queues
+      AND NOT EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL)
+      AND NOT EXISTS (SELECT 1 FROM tickwork_task_limits)
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -198,7 +211,9 @@ SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
     lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
     started_at = coalesce(%(now)s::timestamptz, now())
 FROM picked WHERE r.id = picked.id
-RETURNING r.*;
+RETURNING r.*,
+    (EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL)
+     OR EXISTS (SELECT 1 FROM tickwork_task_limits)) AS limited;
 
 -- name: next_claimable_at
 SELECT min(run_at) AS at FROM tickwork_runs
@@ -466,3 +481,103 @@ SELECT r.id FROM tickwork_runs r
 JOIN unnest(%(ids)b::bigint[], %(tokens)b::bigint[]) AS c (id, token)
     ON r.id = c.id AND r.fencing_token = c.token
 WHERE r.state = 'succeeded';
+
+-- name: set_tenant_limits
+INSERT INTO tickwork_tenants (tenant, max_running, updated_at)
+VALUES (%(tenant)s, %(max_running)s, %(now)s)
+ON CONFLICT (tenant) DO UPDATE SET max_running = excluded.max_running,
+    updated_at = excluded.updated_at
+RETURNING *;
+
+-- name: tenant_limits
+SELECT * FROM tickwork_tenants WHERE tenant = %(tenant)s;
+
+-- name: tenant_statuses
+-- Every tenant with a limits row or runs running or queued-and-due, with its counts.
+WITH counts AS (
+    SELECT tenant, count(*) FILTER (WHERE state = 'running') AS running,
+        count(*) FILTER (WHERE state <> 'running' AND run_at <= %(now)s) AS due
+    FROM tickwork_runs
+    WHERE state IN ('running', 'queued', 'failed')
+      AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+    GROUP BY tenant
+)
+SELECT coalesce(t.tenant, c.tenant) AS tenant, t.max_running, t.rate, t.burst,
+    coalesce(t.weight, 1) AS weight, coalesce(c.running, 0) AS running,
+    coalesce(c.due, 0) AS due
+FROM (SELECT * FROM tickwork_tenants
+      WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s) t
+FULL JOIN counts c ON c.tenant = t.tenant
+WHERE t.tenant IS NOT NULL OR c.running > 0 OR c.due > 0
+ORDER BY 1;
+
+-- name: limited_tenants
+-- The claim's limited path, in its transaction: every limited tenant, and whether this
+-- claimer holds it. A held row stays locked until commit, so no other claimer counts and
+-- claims that tenant at once; a row another claimer holds is skipped (so is its tenant).
+SELECT t.tenant, t.max_running, h.tenant IS NOT NULL AS held
+FROM tickwork_tenants t
+LEFT JOIN (SELECT tenant FROM tickwork_tenants WHERE max_running IS NOT NULL
+           FOR UPDATE SKIP LOCKED) h ON h.tenant = t.tenant
+WHERE t.max_running IS NOT NULL
+ORDER BY t.tenant;
+
+-- name: running_of_tenants
+-- A statement of its own, after limited_tenants: its snapshot is taken once the rows are
+-- locked, so it sees the runs of every claimer that held them before.
+SELECT tenant, count(*) AS n FROM tickwork_runs
+WHERE state = 'running' AND tenant = ANY(%(tenants)s::text[])
+GROUP BY tenant;
+
+-- name: limited_tasks
+-- As limited_tenants, for tasks' limits.
+SELECT t.task, t.max_running, h.task IS NOT NULL AS held
+FROM tickwork_task_limits t
+LEFT JOIN (SELECT task FROM tickwork_task_limits FOR UPDATE SKIP LOCKED) h ON h.task = t.task
+ORDER BY t.task;
+
+-- name: running_of_tasks
+-- As running_of_tenants, for tasks.
+SELECT task, count(*) AS n FROM tickwork_runs
+WHERE state = 'running' AND task = ANY(%(tasks)s::text[])
+GROUP BY task;
+
+-- name: claim_candidates
+-- The limited path's candidates, in claim order: due runs of every tenant and task but
+-- those in %(full)s and %(full_tasks)s (at their limit, or held by another claimer). Every
+-- filter is a constant array, so the planner keeps the claim index read in order. The two
+-- NOT EXISTS are one-time gates: a limit set since limited_tenants read them (on a tenant
+-- or task not in %(known)s, %(known_tasks)s) stops this claim rather than go uncounted.
+SELECT id, tenant, task FROM tickwork_runs
+WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
+  AND queue = ANY(%(queues)s::text[])  -- only-queues
+  AND id <> ALL(%(taken)s::bigint[]) AND tenant <> ALL(%(full)s::text[])
+  AND task <> ALL(%(full_tasks)s::text[])
+  AND NOT EXISTS (SELECT 1 FROM tickwork_tenants
+                  WHERE max_running IS NOT NULL AND tenant <> ALL(%(known)s::text[]))
+  AND NOT EXISTS (SELECT 1 FROM tickwork_task_limits
+                  WHERE task <> ALL(%(known_tasks)s::text[]))
+ORDER BY priority DESC, run_at, id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: claim_ids
+UPDATE tickwork_runs r
+SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
+    lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    started_at = coalesce(%(now)s::timestamptz, now())
+WHERE r.id = ANY(%(ids)s::bigint[])
+RETURNING r.*;
+
+-- name: set_task_limit
+INSERT INTO tickwork_task_limits (task, max_running, updated_at)
+VALUES (%(task)s, %(max_running)s, %(now)s)
+ON CONFLICT (task) DO UPDATE SET max_running = excluded.max_running,
+    updated_at = excluded.updated_at
+WHERE tickwork_task_limits.max_running <> excluded.max_running;
+
+-- name: clear_task_limit
+DELETE FROM tickwork_task_limits WHERE task = %(task)s;
+
+-- name: task_limits
+SELECT task, max_running FROM tickwork_task_limits ORDER BY task;

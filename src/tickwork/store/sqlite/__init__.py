@@ -45,6 +45,7 @@ from tickwork.store.base import (
 )
 from tickwork.store.driver import Tx
 from tickwork.store.health import StoreHealth
+from tickwork.store.limits import TASK, TENANT, Key, names, pick_within_limits
 from tickwork.store.planning import plan_batch
 from tickwork.store.queries import for_queues, migration_files
 from tickwork.store.sql import SqlStore
@@ -316,13 +317,53 @@ class SqliteStore(SqlStore):
             "lease": _td_us(lease),
             "queues": C.array(queues),
         }
-        query = for_queues(Q["claim"], queues)
         with self._write() as conn:  # one transaction: one commit (one fsync) for both
             rejected = self._complete_in(conn, completions, t)
-            found = conn.execute(query, params).fetchall() if limit >= 1 else []
+            found = self._claim_in(conn, params, queues) if limit >= 1 else []
         runs = [rows.run(r, C) for r in found]
         runs.sort(key=lambda r: (-r.priority, r.run_at, r.id))
         return rejected, runs
+
+    def _claim_in(
+        self, conn: sqlite3.Connection, params: dict[str, Any], queues: Sequence[str] | None
+    ) -> list[sqlite3.Row]:
+        """Claim under the write lock: one statement when no tenant or task has a limit;
+        else the limited ones' running runs are counted and the candidates picked within
+        them (the write lock holds every other claimer off, so the counts stay true)."""
+        tenants = {r["tenant"]: r["max_running"] for r in conn.execute(Q["limited_tenants"])}
+        tasks = {r["task"]: r["max_running"] for r in conn.execute(Q["limited_tasks"])}
+        if not tenants and not tasks:
+            return conn.execute(for_queues(Q["claim"], queues), params).fetchall()
+        room: dict[Key, int] = {}
+        if tenants:
+            found = conn.execute(Q["running_of_tenants"], {"tenants": C.array(list(tenants))})
+            running = {r["tenant"]: r["n"] for r in found}
+            room.update({(TENANT, t): cap - running.get(t, 0) for t, cap in tenants.items()})
+        if tasks:
+            found = conn.execute(Q["running_of_tasks"], {"tasks": C.array(list(tasks))})
+            running = {r["task"]: r["n"] for r in found}
+            room.update({(TASK, t): cap - running.get(t, 0) for t, cap in tasks.items()})
+        query = for_queues(Q["claim_candidates"], queues)
+
+        def candidates(taken: list[int], full: list[Key], want: int) -> list[tuple[int, str, str]]:
+            found = conn.execute(
+                query,
+                {
+                    "now": params["now"],
+                    "queues": params["queues"],
+                    "taken": C.array(taken),
+                    "full": C.array(names(full, TENANT)),
+                    "full_tasks": C.array(names(full, TASK)),
+                    "limit": want,
+                },
+            )
+            return [(r["id"], r["tenant"], r["task"]) for r in found]
+
+        ids = pick_within_limits(candidates, room, params["limit"])
+        if not ids:
+            return []
+        claim = {k: params[k] for k in ("worker", "now", "lease")}
+        return conn.execute(Q["claim_ids"], {**claim, "ids": C.array(ids)}).fetchall()
 
     def heartbeat(
         self,

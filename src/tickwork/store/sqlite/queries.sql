@@ -330,3 +330,83 @@ UPDATE tickwork_sessions SET last_seen_at = :now WHERE id = :id AND last_seen_at
 UPDATE tickwork_sessions SET revoked_at = :now
 WHERE token_hash = :token_hash AND revoked_at IS NULL
 RETURNING id;
+
+-- name: set_tenant_limits
+INSERT INTO tickwork_tenants (tenant, max_running, updated_at)
+VALUES (:tenant, :max_running, :now)
+ON CONFLICT (tenant) DO UPDATE SET max_running = excluded.max_running,
+    updated_at = excluded.updated_at
+RETURNING *;
+
+-- name: tenant_limits
+SELECT * FROM tickwork_tenants WHERE tenant = :tenant;
+
+-- name: tenant_statuses
+-- Every tenant with a limits row or runs running or queued-and-due, with its counts.
+WITH counts AS (
+    SELECT tenant, sum(state = 'running') AS running,
+        sum(state <> 'running' AND run_at <= :now) AS due
+    FROM tickwork_runs
+    WHERE state IN ('running', 'queued', 'failed') AND (:tenant IS NULL OR tenant = :tenant)
+    GROUP BY tenant
+)
+SELECT coalesce(t.tenant, c.tenant) AS tenant, t.max_running, t.rate, t.burst,
+    coalesce(t.weight, 1) AS weight, coalesce(c.running, 0) AS running,
+    coalesce(c.due, 0) AS due
+FROM (SELECT * FROM tickwork_tenants WHERE :tenant IS NULL OR tenant = :tenant) t
+FULL JOIN counts c ON c.tenant = t.tenant
+WHERE t.tenant IS NOT NULL OR c.running > 0 OR c.due > 0
+ORDER BY 1;
+
+-- name: limited_tenants
+-- The claim's limited path, under the write lock (BEGIN IMMEDIATE holds every claimer off).
+SELECT tenant, max_running, 1 AS held FROM tickwork_tenants WHERE max_running IS NOT NULL
+ORDER BY tenant;
+
+-- name: running_of_tenants
+-- :tenants is a JSON array.
+SELECT tenant, count(*) AS n FROM tickwork_runs INDEXED BY tickwork_runs_lease
+WHERE state = 'running' AND tenant IN (SELECT value FROM json_each(:tenants))
+GROUP BY tenant;
+
+-- name: limited_tasks
+-- As limited_tenants, for tasks' limits.
+SELECT task, max_running, 1 AS held FROM tickwork_task_limits ORDER BY task;
+
+-- name: running_of_tasks
+-- :tasks is a JSON array.
+SELECT task, count(*) AS n FROM tickwork_runs INDEXED BY tickwork_runs_lease
+WHERE state = 'running' AND task IN (SELECT value FROM json_each(:tasks))
+GROUP BY task;
+
+-- name: claim_candidates
+-- The limited path's candidates, in claim order: due runs of tenants and tasks with room
+-- (not in :full, :full_tasks); :queues, :taken, :full and :full_tasks are JSON arrays.
+SELECT id, tenant, task FROM tickwork_runs INDEXED BY tickwork_runs_claim
+WHERE state IN ('queued', 'failed') AND run_at <= :now
+  AND queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+  AND id NOT IN (SELECT value FROM json_each(:taken))
+  AND tenant NOT IN (SELECT value FROM json_each(:full))
+  AND task NOT IN (SELECT value FROM json_each(:full_tasks))
+ORDER BY priority DESC, run_at, id LIMIT :limit;
+
+-- name: claim_ids
+-- :ids is a JSON array.
+UPDATE tickwork_runs
+SET state = 'running', worker = :worker, fencing_token = fencing_token + 1,
+    lease_expires_at = :now + :lease, started_at = :now
+WHERE id IN (SELECT value FROM json_each(:ids))
+RETURNING *;
+
+-- name: set_task_limit
+INSERT INTO tickwork_task_limits (task, max_running, updated_at)
+VALUES (:task, :max_running, :now)
+ON CONFLICT (task) DO UPDATE SET max_running = excluded.max_running,
+    updated_at = excluded.updated_at
+WHERE tickwork_task_limits.max_running <> excluded.max_running;
+
+-- name: clear_task_limit
+DELETE FROM tickwork_task_limits WHERE task = :task;
+
+-- name: task_limits
+SELECT task, max_running, 1 AS held FROM tickwork_task_limits ORDER BY task;

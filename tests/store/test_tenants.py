@@ -1,0 +1,198 @@
+"""Conformance: tenants' limits, and the claim that holds them exactly."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tickwork.errors import ValidationError
+from tickwork.job import JobSpec
+from tickwork.schedule import Once
+from tickwork.store import Store
+from tickwork.store.base import Completion, TenantLimits
+
+LEASE = timedelta(seconds=10)
+Children = Callable[..., list[dict[str, Any]]]
+
+
+def due(store: Store, at: datetime, tenant: str, n: int, **fields: Any) -> list[int]:
+    """``n`` queued runs of ``tenant``, claimable at ``at``."""
+    specs = [
+        JobSpec(task="tests.run", schedule=Once(at=at), tenant=tenant, **fields) for _ in range(n)
+    ]
+    ids = []
+    for submitted in store.submit_many(specs, now=at):
+        assert submitted.run is not None
+        ids.append(submitted.run.id)
+    return ids
+
+
+def tenants_of(runs: Any) -> Counter[str]:
+    return Counter(r.tenant for r in runs)
+
+
+# -- limits --------------------------------------------------------------------------------
+
+
+def test_a_tenant_never_set_has_no_limits(store: Store) -> None:
+    assert store.tenant_limits("acme") == TenantLimits("acme")
+    assert store.list_tenants() == []
+
+
+def test_set_tenant_limits_stores_max_running_and_none_clears_it(store: Store) -> None:
+    assert store.set_tenant_limits("acme", max_running=5).max_running == 5
+    assert store.tenant_limits("acme").max_running == 5
+    assert store.set_tenant_limits("acme", max_running=None).max_running is None
+    assert store.tenant_limits("acme") == TenantLimits("acme")
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "5", True])
+def test_a_bad_max_running_is_rejected_and_changes_nothing(store: Store, bad: Any) -> None:
+    store.set_tenant_limits("acme", max_running=3)
+    with pytest.raises(ValidationError, match="max_running"):
+        store.set_tenant_limits("acme", max_running=bad)
+    assert store.tenant_limits("acme").max_running == 3
+
+
+def test_list_tenants_counts_running_and_queued_and_due_runs(store: Store, t0: datetime) -> None:
+    store.set_tenant_limits("acme", max_running=2)
+    due(store, t0, "acme", 3)
+    due(store, t0, "beta", 2)
+    due(store, t0 + timedelta(hours=1), "gamma", 1)  # not due: gamma is not listed
+    store.claim("w1", limit=10, lease=LEASE, now=t0)
+    listed = {s.tenant: s for s in store.list_tenants(now=t0)}
+    assert set(listed) == {"acme", "beta"}
+    assert (listed["acme"].running, listed["acme"].due, listed["acme"].at_limit) == (2, 1, True)
+    assert (listed["beta"].running, listed["beta"].due, listed["beta"].at_limit) == (2, 0, False)
+    assert listed["acme"].limits.max_running == 2
+    [only] = store.list_tenants(tenant="beta", now=t0)
+    assert only.running == 2
+    assert store.list_tenants(tenant="nobody", now=t0)[0].running == 0
+
+
+# -- the claim -----------------------------------------------------------------------------
+
+
+def test_claim_takes_no_more_of_a_tenant_than_its_max_running(store: Store, t0: datetime) -> None:
+    store.set_tenant_limits("acme", max_running=2)
+    due(store, t0, "acme", 5)
+    assert tenants_of(store.claim("w1", limit=10, lease=LEASE, now=t0)) == {"acme": 2}
+    assert store.claim("w2", limit=10, lease=LEASE, now=t0) == []
+
+
+def test_a_throttled_tenant_does_not_hold_back_others_in_the_batch(
+    store: Store, t0: datetime
+) -> None:
+    store.set_tenant_limits("acme", max_running=1)
+    due(store, t0, "acme", 5, priority=10)  # first in claim order
+    due(store, t0, "beta", 3)
+    assert tenants_of(store.claim("w1", limit=4, lease=LEASE, now=t0)) == {"acme": 1, "beta": 3}
+
+
+def test_a_finished_run_makes_room_for_the_next(store: Store, t0: datetime) -> None:
+    store.set_tenant_limits("acme", max_running=1)
+    due(store, t0, "acme", 3)
+    [first] = store.claim("w1", limit=5, lease=LEASE, now=t0)
+    store.complete(first.id, first.fencing_token, now=t0)
+    [second] = store.claim("w1", limit=5, lease=LEASE, now=t0)
+    assert second.id != first.id
+
+
+def test_complete_and_claim_holds_the_limit_and_counts_what_it_completes(
+    store: Store, t0: datetime
+) -> None:
+    store.set_tenant_limits("acme", max_running=2)
+    due(store, t0, "acme", 5)
+    due(store, t0, "beta", 5)
+    _, claimed = store.complete_and_claim([], "w1", limit=3, lease=LEASE, now=t0)
+    _, more = store.complete_and_claim([], "w1", limit=10, lease=LEASE, now=t0)
+    assert tenants_of(claimed) + tenants_of(more) == {"acme": 2, "beta": 5}
+    acme = [r for r in claimed + more if r.tenant == "acme"]
+    done = [Completion(r.id, r.fencing_token) for r in acme]
+    rejected, after = store.complete_and_claim(done, "w1", limit=10, lease=LEASE, now=t0)
+    assert rejected == []
+    assert tenants_of(after) == {"acme": 2}
+
+
+def test_a_dead_workers_run_counts_until_it_is_rescued(store: Store, t0: datetime) -> None:
+    store.set_tenant_limits("acme", max_running=1)
+    due(store, t0, "acme", 2)
+    store.claim("dead", limit=5, lease=LEASE, now=t0)
+    later = t0 + LEASE + timedelta(seconds=1)  # its lease has expired, not yet rescued
+    assert store.claim("w2", limit=5, lease=LEASE, now=later) == []
+    assert len(store.rescue(now=later).requeued) == 1
+    assert len(store.claim("w2", limit=5, lease=LEASE, now=later)) == 1
+
+
+def test_a_changed_limit_applies_from_the_next_claim(store: Store, t0: datetime) -> None:
+    store.set_tenant_limits("acme", max_running=1)
+    due(store, t0, "acme", 5)
+    assert len(store.claim("w1", limit=10, lease=LEASE, now=t0)) == 1
+    store.set_tenant_limits("acme", max_running=3)
+    assert len(store.claim("w1", limit=10, lease=LEASE, now=t0)) == 2
+    store.set_tenant_limits("acme", max_running=None)
+    assert len(store.claim("w1", limit=10, lease=LEASE, now=t0)) == 2
+
+
+def test_racing_claimers_never_take_more_than_max_running_together(
+    store: Store, store_url: str, children: Children
+) -> None:
+    now = store.now()
+    store.set_tenant_limits("acme", max_running=5)
+    acme = set(due(store, now, "acme", 200))
+    others = set(due(store, now, "beta", 200))
+    results = children(
+        [
+            {"op": "claim_all", "url": store_url, "worker": f"w{i}", "limit": 7, "lease": 600}
+            for i in range(4)
+        ]
+    )
+    claimed = [i for r in results for i in r["ids"]]
+    assert len(claimed) == len(set(claimed))
+    assert len(set(claimed) & acme) == 5
+    assert set(claimed) - acme == others
+
+
+# -- tasks' limits -------------------------------------------------------------------------
+
+
+def test_register_task_limits_sets_and_clears_them(store: Store) -> None:
+    store.register_task_limits({"mutex": 1, "pair": 2, "free": None})
+    assert store.task_limits() == {"mutex": 1, "pair": 2}
+    store.register_task_limits({"pair": None})
+    assert store.task_limits() == {"mutex": 1}
+
+
+def test_a_bad_task_limit_is_rejected_and_writes_nothing(store: Store) -> None:
+    with pytest.raises(ValidationError, match="max_running"):
+        store.register_task_limits({"a": 1, "b": 0})
+    assert store.task_limits() == {}
+
+
+def test_a_task_with_max_running_one_is_claimed_one_at_a_time(store: Store, t0: datetime) -> None:
+    store.register_task_limits({"mutex": 1})
+    specs = [JobSpec(task="mutex", schedule=Once(at=t0), tenant=f"t{i}") for i in range(3)]
+    store.submit_many(specs, now=t0)
+    due(store, t0, "acme", 2)
+    first = store.claim("w1", limit=10, lease=LEASE, now=t0)
+    assert Counter(r.task for r in first) == {"mutex": 1, "tests.run": 2}
+    assert store.claim("w2", limit=10, lease=LEASE, now=t0) == []
+    [held] = [r for r in first if r.task == "mutex"]
+    store.complete(held.id, held.fencing_token, now=t0)
+    assert [r.task for r in store.claim("w2", limit=10, lease=LEASE, now=t0)] == ["mutex"]
+
+
+def test_a_run_needs_room_in_both_its_tenants_and_its_tasks_limit(
+    store: Store, t0: datetime
+) -> None:
+    store.set_tenant_limits("acme", max_running=1)
+    store.register_task_limits({"mutex": 2})
+    specs = [JobSpec(task="mutex", schedule=Once(at=t0), tenant="acme") for _ in range(3)]
+    specs += [JobSpec(task="mutex", schedule=Once(at=t0), tenant="beta") for _ in range(3)]
+    store.submit_many(specs, now=t0)
+    claimed = store.claim("w1", limit=10, lease=LEASE, now=t0)
+    assert tenants_of(claimed) == {"acme": 1, "beta": 1}
