@@ -153,10 +153,14 @@ FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL;
 -- one row of NULLs carrying the count of completions applied. A line ending
 -- "-- only-queues" is dropped for a worker that takes every queue (see for_queues).
 -- With any tenant or task limited it claims nothing (the limited path claims, in a
--- transaction: claim_candidates) and "limited" says so. The two NOT EXISTS are
--- pseudo-constant: one-time gates, which leave the planner's estimate and so its plan
--- (the claim index, read in order, stopping at the limit) as they were without them.
-WITH done AS (
+-- transaction: claim_candidates) and "limited" says so. Both read one materialized
+-- check (two empty tables, once per statement); the gate is pseudo-constant, a one-time
+-- filter that leaves the planner's estimate, and so its plan (the claim index read in
+-- order, stopping at the limit), as it was without it.
+WITH limits AS MATERIALIZED (
+    SELECT EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL
+                   UNION ALL SELECT 1 FROM tickwork_task_limits) AS set
+), done AS (
     UPDATE tickwork_runs r
     SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()), lease_expires_at = NULL,
         result = c.result, error = NULL
@@ -168,8 +172,7 @@ WITH done AS (
     SELECT id FROM tickwork_runs
     WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
       AND queue = ANY(%(queues)s::text[])  -- only-queues
-      AND NOT EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL)
-      AND NOT EXISTS (SELECT 1 FROM tickwork_task_limits)
+      AND NOT (SELECT set FROM limits)
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -184,8 +187,7 @@ WITH done AS (
         r.priority, r.run_at
 )
 SELECT d.completed,
-    (EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL)
-     OR EXISTS (SELECT 1 FROM tickwork_task_limits)) AS limited,
+    (SELECT set FROM limits) AS limited,
     c.id, c.fencing_token, c.job_id, c.tenant, c.task, c.args,
     c.scheduled_for, c.attempt, c.max_attempts, c.timeout
 FROM (SELECT count(*) AS completed FROM done) d
