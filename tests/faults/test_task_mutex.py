@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from worker_procs import DEADLINE, Cluster
@@ -22,15 +20,6 @@ pytestmark = pytest.mark.slow
 
 RUNS = 12
 SECONDS = 0.3
-
-
-@pytest.fixture
-def cluster(store_url: str, tmp_path: Path) -> Iterator[Cluster]:
-    started = Cluster(store_url, tmp_path)
-    try:
-        yield started
-    finally:
-        started.kill_all()
 
 
 def test_no_two_executions_of_a_mutex_task_overlap_through_a_worker_kill(

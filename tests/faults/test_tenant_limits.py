@@ -4,9 +4,7 @@ executions at once, while an unlimited tenant's runs spread over the free slots.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,15 +21,6 @@ LIMITED = 300
 UNLIMITED = 900
 HANDLER_SECONDS = 0.05
 DRAIN_DEADLINE = 90.0
-
-
-@pytest.fixture
-def cluster(store_url: str, tmp_path: Path) -> Iterator[Cluster]:
-    started = Cluster(store_url, tmp_path)
-    try:
-        yield started
-    finally:
-        started.kill_all()
 
 
 def submit(store: Store, tenant: str, n: int) -> None:

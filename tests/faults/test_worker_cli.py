@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +18,6 @@ from worker_procs import DEADLINE, HERE, Cluster
 from tickwork.testing import wait_until
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def cluster(store_url: str, tmp_path: Path) -> Iterator[Cluster]:
-    started = Cluster(store_url, tmp_path)
-    try:
-        yield started
-    finally:
-        started.kill_all()
 
 
 def tickwork(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,15 +23,6 @@ from tickwork.store import Store
 from tickwork.testing import wait_until
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def cluster(store_url: str, tmp_path: Path) -> Iterator[Cluster]:
-    started = Cluster(store_url, tmp_path)
-    try:
-        yield started
-    finally:
-        started.kill_all()
 
 
 def submit_work(store: Store, seconds: float) -> Run:

@@ -5,9 +5,7 @@ executed to the end twice, and the worker exits 0."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from worker_procs import DEADLINE, Cluster
@@ -18,15 +16,6 @@ from tickwork.store import Store
 from tickwork.testing import wait_until
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def cluster(store_url: str, tmp_path: Path) -> Iterator[Cluster]:
-    started = Cluster(store_url, tmp_path)
-    try:
-        yield started
-    finally:
-        started.kill_all()
 
 
 def submit_work(store: Store, seconds: float) -> Run:
