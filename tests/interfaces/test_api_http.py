@@ -4,7 +4,6 @@ every endpoint's answer, cursor paging, tenancy and keys. Bad input is in
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,30 +21,8 @@ HTTP_ARGS = {"url": "https://example.com/hook"}
 
 
 @pytest.fixture
-def client(store: Store) -> Client:
-    return Client(store)
-
-
-@pytest.fixture
-def admin_key(client: Client) -> str:
-    return client.create_api_key(tenant="ops", admin=True)[1]
-
-
-@pytest.fixture
-def acme_key(client: Client) -> str:
-    return client.create_api_key(tenant="acme")[1]
-
-
-@pytest.fixture
 def globex_key(client: Client) -> str:
     return client.create_api_key(tenant="globex")[1]
-
-
-@pytest.fixture
-def web(client: Client, admin_key: str) -> Iterator[TestClient]:
-    """An unauthenticated HTTP client on an app that requires keys."""
-    with TestClient(create_app(client, open_access=False)) as test_client:
-        yield test_client
 
 
 @pytest.fixture

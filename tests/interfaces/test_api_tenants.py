@@ -3,38 +3,13 @@ its own tenant only; bad input is a 4xx with the JSON error body and changes not
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from api_support import bearer, error_of
 from fastapi.testclient import TestClient
 
 from tickwork.client import Client
-from tickwork.store import Store
-from tickwork.web.app import create_app
 
 TENANTS = "/api/v1/tenants"
-
-
-@pytest.fixture
-def client(store: Store) -> Client:
-    return Client(store)
-
-
-@pytest.fixture
-def admin_key(client: Client) -> str:
-    return client.create_api_key(tenant="ops", admin=True)[1]
-
-
-@pytest.fixture
-def acme_key(client: Client) -> str:
-    return client.create_api_key(tenant="acme")[1]
-
-
-@pytest.fixture
-def web(client: Client, admin_key: str) -> Iterator[TestClient]:
-    with TestClient(create_app(client, open_access=False)) as test_client:
-        yield test_client
 
 
 def test_an_admin_sets_a_limit_and_every_list_shows_it(
