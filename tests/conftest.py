@@ -43,6 +43,7 @@ from psycopg import sql
 
 import tickwork.store
 from chaos import pg
+from chaos.cluster import libfaketime
 from tickwork.store import Store, open_store
 
 # CI explores the same examples on every run, so a red build always reproduces; locally
@@ -387,3 +388,15 @@ def store(store_url: str) -> Iterator[Store]:
         yield opened
     finally:
         opened.close()
+
+
+@pytest.fixture
+def faketime_library() -> Path:
+    """libfaketime's path, for a child process whose wall clock a test moves. A missing
+    library fails the test under CI and skips it elsewhere."""
+    try:
+        return libfaketime()
+    except RuntimeError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(str(exc), pytrace=False)
+        pytest.skip(str(exc))

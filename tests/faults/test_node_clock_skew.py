@@ -25,22 +25,6 @@ SKEW = 5.0  # seconds the scheduler's clock runs ahead
 TOLERANCE = 0.5
 DEADLINE = 60.0
 """Seconds the children may take to start, register, lead and trigger on a loaded box."""
-LIBFAKETIME = (
-    Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"),
-    Path("/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1"),
-    Path("/usr/lib/faketime/libfaketime.so.1"),
-    Path("/usr/local/lib/faketime/libfaketime.so.1"),
-)
-
-
-def libfaketime() -> Path:
-    for path in LIBFAKETIME:
-        if path.exists():
-            return path
-    reason = "libfaketime is not installed (apt-get install faketime)"
-    if os.environ.get("CI"):
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
 
 
 def cluster(url: str) -> dict[str, Any]:
@@ -55,8 +39,10 @@ def cluster(url: str) -> dict[str, Any]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["postgres"])
-def test_a_node_5s_fast_shows_5s_off_and_fires_nothing_early(store: Store, tmp_path: Path) -> None:
-    lib = libfaketime()
+def test_a_node_5s_fast_shows_5s_off_and_fires_nothing_early(
+    store: Store, tmp_path: Path, faketime_library: Path
+) -> None:
+    lib = faketime_library
     # Slots due 2 s to 8 s from now by the store's clock: a scheduler that believed its own
     # clock would trigger the early ones 5 s before their time.
     now = store.now()

@@ -27,21 +27,6 @@ LOOPBACK = "127.0.0.1:8765"
 
 
 @pytest.fixture
-def client(store: Store) -> Client:
-    return Client(store)
-
-
-@pytest.fixture
-def admin_key(client: Client) -> str:
-    return client.create_api_key(tenant="ops", admin=True)[1]
-
-
-@pytest.fixture
-def acme_key(client: Client) -> str:
-    return client.create_api_key(tenant="acme")[1]
-
-
-@pytest.fixture
 def web(client: Client, admin_key: str) -> Iterator[TestClient]:
     """A browser-like client, not signed in, on an app that requires keys."""
     with TestClient(create_app(client, open_access=False)) as test_client:

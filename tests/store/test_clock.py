@@ -7,7 +7,6 @@ acting through the store with ``now=None``, as a node in production does.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -23,33 +22,17 @@ from tickwork.store import Store
 Children = Callable[..., list[dict[str, Any]]]
 
 SKEW = 90.0  # seconds the child's clock runs ahead
-LIBFAKETIME = (
-    Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"),
-    Path("/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1"),
-    Path("/usr/lib/faketime/libfaketime.so.1"),
-    Path("/usr/local/lib/faketime/libfaketime.so.1"),
-)
-
-
-def libfaketime() -> Path:
-    for path in LIBFAKETIME:
-        if path.exists():
-            return path
-    reason = "libfaketime is not installed (apt-get install faketime)"
-    if os.environ.get("CI"):
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
 
 
 def test_a_node_whose_clock_is_90s_ahead_cannot_act_early(
-    store: Store, store_url: str, backend: str, children: Children
+    store: Store, store_url: str, backend: str, children: Children, faketime_library: Path
 ) -> None:
     if backend == "sqlite":
         pytest.skip(
             "SQLite's clock is the host clock each process reads (one host by construction); "
             "a process with a faked clock is outside its model"
         )
-    lib = libfaketime()
+    lib = faketime_library
 
     # A run due in 60 s by the store's clock: claimed once, failed with a retry in 60 s.
     now = store.now()
