@@ -47,8 +47,10 @@ from tickwork.job import (
 from tickwork.presence import Presence
 from tickwork.records import (
     DEFAULT_PAGE,
+    KEEP,
     ApiKey,
     Cluster,
+    Keep,
     Lease,
     Page,
     RunStats,
@@ -57,7 +59,6 @@ from tickwork.records import (
     SlotSkip,
     Submitted,
     TenantStatus,
-    check_max_running,
 )
 from tickwork.schedule import (
     Once,
@@ -310,12 +311,22 @@ class Client:
         check_label("tenant", tenant)
         return self.store.list_tenants(tenant=tenant)[0]
 
-    def set_tenant_limits(self, tenant: str, *, max_running: int | None) -> TenantStatus:
-        """Set ``tenant``'s ``max_running`` (None: no limit); every worker obeys it from
-        its next claim. ValidationError for a bad name or a value below 1, nothing written."""
+    def set_tenant_limits(
+        self,
+        tenant: str,
+        *,
+        max_running: int | Keep | None = KEEP,
+        rate: float | Keep | None = KEEP,
+        burst: int | Keep | None = KEEP,
+        weight: float | Keep | None = KEEP,
+    ) -> TenantStatus:
+        """Change ``tenant``'s limits: None clears one, one not given stays (see
+        :meth:`Store.set_tenant_limits`); every worker obeys them from its next claim.
+        ValidationError for a bad name or value, or a burst without a rate; nothing written."""
         check_label("tenant", tenant)
-        check_max_running(max_running)
-        self.store.set_tenant_limits(tenant, max_running=max_running)
+        self.store.set_tenant_limits(
+            tenant, max_running=max_running, rate=rate, burst=burst, weight=weight
+        )
         return self.tenant(tenant)
 
     # -- API keys ----------------------------------------------------------------------------

@@ -8,6 +8,7 @@ domain, lets the faces show a page, a ledger entry or a node without importing t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timedelta
 from enum import Enum, StrEnum
@@ -223,8 +224,10 @@ class TenantLimits:
 
     ``max_running``: runs of the tenant in state running at once, counted across every
     worker; a run whose worker died counts until its lease expires and it is rescued.
-    ``rate``, ``burst`` and ``weight`` are stored for rate limits and fair share, which
-    the claim does not enforce yet.
+    ``rate``: runs started per second across every worker, a token bucket holding up to
+    ``burst`` starts (``burst`` is set only with a rate; unset, it is one second's worth,
+    :attr:`bucket`). ``weight``: the tenant's share when tenants with due runs compete for
+    claims (default 1).
     """
 
     tenant: str
@@ -232,6 +235,34 @@ class TenantLimits:
     rate: float | None = None
     burst: int | None = None
     weight: float = 1.0
+
+    @property
+    def bucket(self) -> int | None:
+        """The token bucket's size: ``burst``, or one second's worth of ``rate`` (at least
+        1); None without a rate."""
+        if self.rate is None:
+            return None
+        return self.burst if self.burst is not None else max(1, math.ceil(self.rate))
+
+    @property
+    def unlimited(self) -> bool:
+        """No limit set and the default weight: a tenant the store need not keep a row for."""
+        return (
+            self.max_running is None
+            and self.rate is None
+            and self.burst is None
+            and self.weight == DEFAULT_WEIGHT
+        )
+
+
+class Keep(Enum):
+    """The type of :data:`KEEP`."""
+
+    KEEP = "KEEP"
+
+
+KEEP = Keep.KEEP
+"""For a limit in :meth:`~tickwork.store.base.Store.set_tenant_limits`: leave it as it is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +283,15 @@ class TenantStatus:
         """No run of this tenant can be claimed now: it is at its ``max_running``."""
         cap = self.limits.max_running
         return cap is not None and self.running >= cap
+
+    @property
+    def held(self) -> int:
+        """Queued-and-due runs its ``max_running`` keeps from starting now: those beyond the
+        room it has left."""
+        cap = self.limits.max_running
+        if cap is None:
+            return 0
+        return max(0, self.due - max(0, cap - self.running))
 
 
 MAX_RUNNING_CEILING = 1_000_000
@@ -274,6 +314,72 @@ def check_max_running(value: int | None) -> int | None:
             field="max_running",
         )
     return value
+
+
+RATE_CEILING = 1_000_000.0
+"""The largest ``rate`` accepted, in runs per second."""
+WEIGHT_CEILING = 1_000.0
+"""The largest ``weight`` accepted; weights are relative, so this bounds the ratio of two
+tenants' shares."""
+DEFAULT_WEIGHT = 1.0
+
+
+def check_rate(value: float | None) -> float | None:
+    """``value`` if it is a valid ``rate`` (runs per second above 0, up to RATE_CEILING, or
+    None for no limit); ValidationError otherwise."""
+    return _check_positive("rate", value, RATE_CEILING)
+
+
+def check_weight(value: float | None) -> float:
+    """``value`` if it is a valid ``weight`` (above 0, up to WEIGHT_CEILING); None is the
+    default weight. ValidationError otherwise."""
+    checked = _check_positive("weight", value, WEIGHT_CEILING)
+    return DEFAULT_WEIGHT if checked is None else checked
+
+
+def check_burst(value: int | None) -> int | None:
+    """``value`` if it is a valid ``burst`` (a whole number from 1 to MAX_RUNNING_CEILING, or
+    None for one second's worth of the rate); ValidationError otherwise."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_RUNNING_CEILING
+    ):
+        raise ValidationError(
+            f"burst must be a whole number from 1 to {MAX_RUNNING_CEILING}, not {value!r}",
+            field="burst",
+        )
+    return value
+
+
+def check_tenant_limits(limits: TenantLimits) -> TenantLimits:
+    """``limits`` if every field is valid and they agree (a burst needs a rate);
+    ValidationError naming the field otherwise."""
+    check_max_running(limits.max_running)
+    check_rate(limits.rate)
+    check_burst(limits.burst)
+    check_weight(limits.weight)
+    if limits.burst is not None and limits.rate is None:
+        raise ValidationError("burst needs a rate: set a rate too, or unset burst", field="burst")
+    return limits
+
+
+def _check_positive(field: str, value: float | None, ceiling: float) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 < value <= ceiling
+    ):
+        raise ValidationError(
+            f"{field} must be a number above 0 and at most {ceiling:g}, not {value!r}",
+            field=field,
+        )
+    return float(value)
 
 
 JsonValue = (

@@ -13,7 +13,7 @@ from tickwork.errors import ValidationError
 from tickwork.job import JobSpec
 from tickwork.schedule import Once
 from tickwork.store import Store
-from tickwork.store.base import Completion, TenantLimits
+from tickwork.store.base import Completion, TenantLimits, TenantStatus
 
 LEASE = timedelta(seconds=10)
 Children = Callable[..., list[dict[str, Any]]]
@@ -48,6 +48,71 @@ def test_set_tenant_limits_stores_max_running_and_none_clears_it(store: Store) -
     assert store.tenant_limits("acme").max_running == 5
     assert store.set_tenant_limits("acme", max_running=None).max_running is None
     assert store.tenant_limits("acme") == TenantLimits("acme")
+
+
+def test_set_tenant_limits_changes_only_what_is_given(store: Store) -> None:
+    store.set_tenant_limits("acme", max_running=5, rate=20.0, burst=40, weight=3.0)
+    assert store.tenant_limits("acme") == TenantLimits("acme", 5, 20.0, 40, 3.0)
+    store.set_tenant_limits("acme", rate=10.0)
+    assert store.tenant_limits("acme") == TenantLimits("acme", 5, 10.0, 40, 3.0)
+    store.set_tenant_limits("acme", weight=None, burst=None)
+    assert store.tenant_limits("acme") == TenantLimits("acme", 5, 10.0, None, 1.0)
+
+
+def test_a_tenant_whose_limits_are_all_cleared_has_no_row(store: Store) -> None:
+    store.set_tenant_limits("acme", max_running=5, rate=2.5)
+    assert [s.tenant for s in store.list_tenants()] == ["acme"]
+    cleared = store.set_tenant_limits("acme", max_running=None, rate=None)
+    assert cleared == TenantLimits("acme")
+    assert store.list_tenants() == []
+
+
+def test_a_rate_without_burst_buckets_one_seconds_worth(store: Store) -> None:
+    assert store.set_tenant_limits("acme", rate=2.5).bucket == 3
+    assert store.set_tenant_limits("acme", rate=0.1).bucket == 1
+    assert store.set_tenant_limits("acme", burst=7).bucket == 7
+
+
+@pytest.mark.parametrize(
+    ("field", "bad"),
+    [
+        ("rate", 0),
+        ("rate", -1.0),
+        ("rate", float("nan")),
+        ("rate", float("inf")),
+        ("rate", "20/s"),
+        ("burst", 0),
+        ("burst", 1.5),
+        ("weight", 0),
+        ("weight", -2.0),
+        ("weight", 1e9),
+    ],
+)
+def test_a_bad_rate_burst_or_weight_is_rejected_and_changes_nothing(
+    store: Store, field: str, bad: Any
+) -> None:
+    store.set_tenant_limits("acme", max_running=3, rate=5.0, burst=5, weight=2.0)
+    with pytest.raises(ValidationError, match=field):
+        store.set_tenant_limits("acme", **{field: bad})
+    assert store.tenant_limits("acme") == TenantLimits("acme", 3, 5.0, 5, 2.0)
+
+
+def test_a_burst_without_a_rate_is_rejected_and_changes_nothing(store: Store) -> None:
+    with pytest.raises(ValidationError, match="burst needs a rate"):
+        store.set_tenant_limits("acme", burst=10)
+    assert store.list_tenants() == []
+    store.set_tenant_limits("acme", rate=1.0, burst=10)
+    with pytest.raises(ValidationError, match="burst needs a rate"):
+        store.set_tenant_limits("acme", rate=None)
+    assert store.tenant_limits("acme") == TenantLimits("acme", None, 1.0, 10)
+
+
+def test_held_counts_due_runs_beyond_the_room_left(store: Store) -> None:
+    limits = TenantLimits("acme", max_running=3)
+    assert TenantStatus(limits, running=1, due=5).held == 3
+    assert TenantStatus(limits, running=3, due=5).held == 5
+    assert TenantStatus(limits, running=0, due=2).held == 0
+    assert TenantStatus(TenantLimits("acme"), running=9, due=9).held == 0
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, "5", True])

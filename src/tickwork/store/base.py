@@ -44,6 +44,7 @@ from tickwork.config import RUN_LEASE, TRIGGER_BATCH
 from tickwork.job import ClaimedRun, Job, JobSpec, JobState, Run, RunState
 from tickwork.records import (
     DEFAULT_PAGE,
+    KEEP,
     MAX_PAGE,
     NODE_DEFAULT_BEAT,
     NODE_SILENT_BEATS,
@@ -51,6 +52,7 @@ from tickwork.records import (
     ApiKey,
     Completion,
     Heartbeat,
+    Keep,
     Lease,
     LeaseStatus,
     Node,
@@ -72,10 +74,10 @@ from tickwork.store.health import StoreHealth
 # fmt: off
 __all__ = [
     "CHANNEL_JOBS", "CHANNEL_RUNS", "DEFAULT_PAGE", "DEFAULT_PRUNE_BATCH",
-    "DEFAULT_RESCUE_BATCH", "LISTEN_NOTIFY",
+    "DEFAULT_RESCUE_BATCH", "KEEP", "LISTEN_NOTIFY",
     "MAX_PAGE", "MULTI_HOST", "NODE_DEFAULT_BEAT", "NODE_FORGET_AFTER", "NODE_SILENT_BEATS",
     "NODE_SILENT_FLOOR", "SESSION_FORGET_AFTER", "SESSION_SEEN_EVERY", "SKIP_LOCKED", "ApiKey",
-    "Completion", "Heartbeat", "Lease", "LeaseStatus", "Listener", "Node", "Page",
+    "Completion", "Heartbeat", "Keep", "Lease", "LeaseStatus", "Listener", "Node", "Page",
     "RescueResult", "RunStats", "Session", "SlotFate", "SlotSkip", "Store", "Submitted",
     "TenantLimits", "TenantStatus", "TriggerResult", "page_limit",
 ]
@@ -450,11 +452,20 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def set_tenant_limits(
-        self, tenant: str, *, max_running: int | None, now: datetime | None = None
+        self,
+        tenant: str,
+        *,
+        max_running: int | Keep | None = KEEP,
+        rate: float | Keep | None = KEEP,
+        burst: int | Keep | None = KEEP,
+        weight: float | Keep | None = KEEP,
+        now: datetime | None = None,
     ) -> TenantLimits:
-        """Set ``tenant``'s ``max_running`` (None clears it) and return its limits. The
-        next claim of every worker obeys it (claims read limits in their transaction).
-        ValidationError for a ``max_running`` below 1, and nothing is written."""
+        """Change ``tenant``'s limits and return them all: a limit given as None is cleared
+        (``weight``: back to 1), one not given (:data:`KEEP`) stays. A tenant left with no
+        limit and weight 1 has no row. One transaction; the next claim of every worker obeys
+        it (claims read limits in their transaction). ValidationError naming the field for
+        an invalid value or a burst without a rate, and nothing is written."""
 
     @abc.abstractmethod
     def tenant_limits(self, tenant: str) -> TenantLimits:

@@ -485,11 +485,18 @@ JOIN unnest(%(ids)b::bigint[], %(tokens)b::bigint[]) AS c (id, token)
 WHERE r.state = 'succeeded';
 
 -- name: set_tenant_limits
-INSERT INTO tickwork_tenants (tenant, max_running, updated_at)
-VALUES (%(tenant)s, %(max_running)s, %(now)s)
+INSERT INTO tickwork_tenants (tenant, max_running, rate, burst, weight, updated_at)
+VALUES (%(tenant)s, %(max_running)s, %(rate)s, %(burst)s, %(weight)s, %(now)s)
 ON CONFLICT (tenant) DO UPDATE SET max_running = excluded.max_running,
+    rate = excluded.rate, burst = excluded.burst, weight = excluded.weight,
     updated_at = excluded.updated_at
 RETURNING *;
+
+-- name: tenant_limits_for_update
+SELECT * FROM tickwork_tenants WHERE tenant = %(tenant)s FOR UPDATE;
+
+-- name: delete_tenant_limits
+DELETE FROM tickwork_tenants WHERE tenant = %(tenant)s;
 
 -- name: tenant_limits
 SELECT * FROM tickwork_tenants WHERE tenant = %(tenant)s;

@@ -7,22 +7,54 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from tickwork.records import check_max_running
+from tickwork.records import (
+    DEFAULT_WEIGHT,
+    KEEP,
+    Keep,
+    check_max_running,
+    check_tenant_limits,
+)
 from tickwork.store.base import TenantLimits, TenantStatus
 from tickwork.store.sql.core import SqlCore
 
 
 class TenantTransitions(SqlCore):
     def set_tenant_limits(
-        self, tenant: str, *, max_running: int | None, now: datetime | None = None
+        self,
+        tenant: str,
+        *,
+        max_running: int | Keep | None = KEEP,
+        rate: float | Keep | None = KEEP,
+        burst: int | Keep | None = KEEP,
+        weight: float | Keep | None = KEEP,
+        now: datetime | None = None,
     ) -> TenantLimits:
-        params = {"tenant": tenant, "max_running": check_max_running(max_running)}
         with self.driver.write() as tx:
-            row = tx.one(
-                self.q["set_tenant_limits"], {**params, "now": self.codec.time(tx.now(now))}
+            row = tx.one(self.q["tenant_limits_for_update"], {"tenant": tenant})
+            old = _limits(row) if row is not None else TenantLimits(tenant)
+            limits = check_tenant_limits(
+                TenantLimits(
+                    tenant,
+                    old.max_running if max_running is KEEP else max_running,
+                    old.rate if rate is KEEP else rate,
+                    old.burst if burst is KEEP else burst,
+                    old.weight if weight is KEEP else DEFAULT_WEIGHT if weight is None else weight,
+                )
             )
-        assert row is not None
-        return _limits(row)
+            if limits.unlimited:
+                tx.count(self.q["delete_tenant_limits"], {"tenant": tenant})
+                return limits
+            params = {
+                "tenant": tenant,
+                "max_running": limits.max_running,
+                "rate": limits.rate,
+                "burst": limits.burst,
+                "weight": limits.weight,
+                "now": self.codec.time(tx.now(now)),
+            }
+            stored = tx.one(self.q["set_tenant_limits"], params)
+        assert stored is not None
+        return _limits(stored)
 
     def tenant_limits(self, tenant: str) -> TenantLimits:
         with self.driver.read() as tx:

@@ -332,11 +332,18 @@ WHERE token_hash = :token_hash AND revoked_at IS NULL
 RETURNING id;
 
 -- name: set_tenant_limits
-INSERT INTO tickwork_tenants (tenant, max_running, updated_at)
-VALUES (:tenant, :max_running, :now)
+INSERT INTO tickwork_tenants (tenant, max_running, rate, burst, weight, updated_at)
+VALUES (:tenant, :max_running, :rate, :burst, :weight, :now)
 ON CONFLICT (tenant) DO UPDATE SET max_running = excluded.max_running,
+    rate = excluded.rate, burst = excluded.burst, weight = excluded.weight,
     updated_at = excluded.updated_at
 RETURNING *;
+
+-- name: tenant_limits_for_update
+SELECT * FROM tickwork_tenants WHERE tenant = :tenant;
+
+-- name: delete_tenant_limits
+DELETE FROM tickwork_tenants WHERE tenant = :tenant;
 
 -- name: tenant_limits
 SELECT * FROM tickwork_tenants WHERE tenant = :tenant;
