@@ -12,6 +12,8 @@ types), so a job that no worker could run is refused at submit rather than found
 
 from __future__ import annotations
 
+import math
+import re
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, TypeVar
@@ -30,6 +32,8 @@ from tickwork.job import (
 )
 from tickwork.records import (
     MAX_PAGE,
+    RATE_CEILING,
+    check_rate,
 )
 from tickwork.retry import (
     DEFAULT_BACKOFF_BASE,
@@ -264,3 +268,47 @@ def check_page(after: int | None, limit: int) -> None:
         raise ValidationError(
             f"limit must be an integer from 1 to {MAX_PAGE}, got {limit!r}", field="limit"
         )
+
+
+RATE_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+"""Seconds per unit of a rate's text: ``20/s``, ``30/m``, ``100/h``."""
+_RATE = re.compile(r"(?P<count>-?[0-9]+(?:\.[0-9]+)?|-?\.[0-9]+)\s*(?:/\s*(?P<unit>[smh]))?")
+
+
+def parse_rate(value: float | int | str, field: str = "rate") -> float:
+    """Runs per second from a number (per second) or text: ``"20/s"``, ``"30/m"`` (0.5 a
+    second), ``"1.5/s"``, ``"100/h"``; a bare ``"20"`` is per second, as a number is.
+    Above 0 and at most :data:`~tickwork.records.RATE_CEILING`; ValidationError naming
+    ``field`` otherwise."""
+    if isinstance(value, str):
+        match = _RATE.fullmatch(value.strip())
+        if match is None:
+            raise ValidationError(
+                f"{field} must be a number per second, minute or hour such as 20/s, 30/m or "
+                f"100/h, not {value!r}",
+                field=field,
+            )
+        per_second = float(match["count"]) / RATE_UNITS[match["unit"] or "s"]
+    else:
+        per_second = value
+    try:
+        checked = check_rate(per_second)
+    except ValidationError as exc:
+        raise ValidationError(
+            f"{field} must be above 0 and at most {RATE_CEILING:.0f}/s, not {value!r}",
+            field=field,
+        ) from exc
+    assert checked is not None
+    return checked
+
+
+def format_rate(per_second: float) -> str:
+    """A rate as people write it: per second from 1 a second up (``20/s``, ``1.5/s``);
+    below that per minute or per hour if that is a whole number (``30/m`` for 0.5,
+    ``100/h``), else per second (``0.0125/s``). :func:`parse_rate` reads each back."""
+    if per_second < 1:
+        for unit in ("m", "h"):
+            count = per_second * RATE_UNITS[unit]
+            if count >= 1 and math.isclose(count, round(count), rel_tol=1e-9):
+                return f"{round(count)}/{unit}"
+    return f"{per_second:.10g}/s"

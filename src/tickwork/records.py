@@ -418,6 +418,7 @@ def to_json(value: JsonValue) -> dict[str, Any]:
             **_fields(value.limits),
             "running": value.running,
             "due": value.due,
+            "held": value.held,
             "at_limit": value.at_limit,
         }
     elif is_dataclass(value):

@@ -10,6 +10,7 @@ from cli_support import assert_error, ok, tickwork
 
 from tickwork.client import Client
 from tickwork.job import JobSpec
+from tickwork.records import TenantLimits
 from tickwork.schedule import Once
 from tickwork.store import Store
 
@@ -23,13 +24,46 @@ def test_set_list_and_unset_a_tenants_max_running(store: Store) -> None:
     [entry] = ok("tenants", "--json", "--db", store.url).json()
     assert entry == {
         "tenant": "acme", "max_running": 2, "rate": None, "burst": None, "weight": 1.0,
-        "running": 2, "due": 1, "at_limit": True,
+        "running": 2, "due": 1, "held": 1, "at_limit": True,
     }  # fmt: skip
     table = ok("tenants", "--db", store.url).out.splitlines()
-    assert table[0].split() == ["TENANT", "MAX", "RUNNING", "RUNNING", "QUEUED+DUE", "HELD"]
-    assert table[1].split() == ["acme", "2", "2", "1", "at", "max_running"]
-    ok("tenants", "unset", "acme", "--max-running", "--db", store.url)
+    assert table[0].split() == [
+        "TENANT", "MAX", "RUNNING", "RATE", "BURST", "WEIGHT", "RUNNING", "DUE", "HELD"
+    ]  # fmt: skip
+    assert table[1].split() == ["acme", "2", "-", "-", "1", "2", "1", "1"]
+    said = ok("tenants", "unset", "acme", "--max-running", "--db", store.url)
+    assert said.out.strip() == "tenant acme: no limits (2 running now)"
     assert Client(store).tenant("acme").limits.max_running is None
+
+
+def test_set_changes_only_the_limits_it_names_and_shows_rates_as_written(store: Store) -> None:
+    ok("tenants", "set", "acme", "--max-running", "5", "--db", store.url)
+    said = ok("tenants", "set", "acme", "--rate", "30/m", "--weight", "2", "--db", store.url)
+    assert said.out.strip() == "tenant acme: max_running 5, rate 30/m, weight 2 (0 running now)"
+    ok("tenants", "set", "acme", "--burst", "4", "--db", store.url)
+    assert store.tenant_limits("acme") == TenantLimits("acme", 5, 0.5, 4, 2.0)
+    ok("tenants", "set", "globex", "--rate", "20", "--db", store.url)  # a bare number: per second
+    rows = {
+        line.split()[0]: line.split() for line in ok("tenants", "--db", store.url).out.splitlines()
+    }
+    assert rows["acme"][1:5] == ["5", "30/m", "4", "2"]
+    assert rows["globex"][1:5] == ["-", "20/s", "20", "1"]  # the bucket: one second's worth
+    shown = ok("tenants", "show", "acme", "--json", "--db", store.url).json()
+    assert (shown["rate"], shown["burst"], shown["weight"]) == (0.5, 4, 2.0)
+
+
+def test_unsetting_the_rate_clears_its_burst_and_leaves_the_rest(store: Store) -> None:
+    store.set_tenant_limits("acme", max_running=3, rate=20.0, burst=40, weight=3.0)
+    said = ok("tenants", "unset", "acme", "--rate", "--db", store.url)
+    assert said.out.strip() == "tenant acme: max_running 3, weight 3 (0 running now)"
+    assert store.tenant_limits("acme") == TenantLimits("acme", 3, None, None, 3.0)
+    ok("tenants", "unset", "acme", "--max-running", "--weight", "--db", store.url)
+    assert ok("tenants", "--json", "--db", store.url).json() == []  # no row is left
+
+
+def test_show_names_one_tenant_even_one_never_seen(store: Store) -> None:
+    table = ok("tenants", "show", "nobody", "--db", store.url).out.splitlines()
+    assert table[1].split() == ["nobody", "-", "-", "-", "1", "0", "0", "0"]
 
 
 @pytest.mark.parametrize(
@@ -38,15 +72,35 @@ def test_set_list_and_unset_a_tenants_max_running(store: Store) -> None:
         (["set", "acme", "--max-running", "0"], "max_running must be a whole number"),
         (["set", "acme", "--max-running", "-2"], "max_running must be a whole number"),
         (["set", "acme", "--max-running", "abc"], "'--max-running'"),
+        (["set", "acme", "--rate", "0/s"], "rate must be above 0"),
+        (["set", "acme", "--rate", "-5/m"], "rate must be above 0"),
+        (["set", "acme", "--rate", "fast"], "rate must be a number per second, minute or hour"),
+        (["set", "acme", "--rate", "20/d"], "rate must be a number per second, minute or hour"),
+        (["set", "acme", "--burst", "0"], "burst must be a whole number"),
+        (["set", "acme", "--weight", "0"], "weight must be a number above 0"),
+        (["set", "acme", "--weight", "nan"], "weight must be a number above 0"),
+        (["set", "acme", "--weight", "heavy"], "'--weight'"),
+        (["set", "acme", "--max-running", "2", "--rate", "x"], "rate must be a number"),
         (["set", "acme"], "nothing to set"),
-        (["set", "acme", "--rate", "5"], "No such option"),
+        (["set", "acme", "--speed", "5"], "No such option"),
         (["unset", "acme"], "nothing to unset"),
+        (["unset", "acme", "--speed"], "No such option"),
     ],
 )
 def test_bad_input_exits_2_and_changes_nothing(store: Store, argv: list[str], message: str) -> None:
     store.set_tenant_limits("acme", max_running=3)
     assert_error(tickwork("tenants", *argv, "--db", store.url), 2, message)
-    assert store.tenant_limits("acme").max_running == 3
+    assert store.tenant_limits("acme") == TenantLimits("acme", max_running=3)
+
+
+def test_a_burst_without_a_rate_exits_2_and_changes_nothing(store: Store) -> None:
+    store.set_tenant_limits("acme", max_running=3)
+    assert_error(
+        tickwork("tenants", "set", "acme", "--burst", "5", "--max-running", "4", "--db", store.url),
+        2,
+        "burst needs a rate",
+    )
+    assert store.tenant_limits("acme") == TenantLimits("acme", max_running=3)
 
 
 def test_explain_says_a_due_run_waits_for_its_tenants_max_running(store: Store) -> None:
