@@ -24,12 +24,23 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Response, status
-from pydantic import BaseModel, ConfigDict, Field, Strict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
 from tickwork.client import Client
-from tickwork.errors import TenantNotFound
+from tickwork.errors import TenantNotFound, ValidationError
+from tickwork.inputs import parse_rate
 from tickwork.job import MAX_NAME_LENGTH, JobState, MisfirePolicy, OverlapPolicy, RunState
-from tickwork.records import DEFAULT_PAGE, MAX_PAGE, MAX_RUNNING_CEILING, Page, SlotFate, to_json
+from tickwork.records import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    MAX_RUNNING_CEILING,
+    RATE_CEILING,
+    WEIGHT_CEILING,
+    Page,
+    SlotFate,
+    to_json,
+)
 from tickwork.web.auth import Principal, get_admin, get_client, get_principal
 from tickwork.web.errors import Forbidden, error_body
 
@@ -544,23 +555,82 @@ def cluster(principal: AdminDep, client: ClientDep) -> dict[str, Any]:
 class TenantOut(BaseModel):
     tenant: str
     max_running: int | None
-    rate: float | None
-    burst: int | None
-    weight: float
+    rate: float | None = Field(description="Runs started per second; null: no rate limit.")
+    burst: int | None = Field(description="The token bucket's size; null: one second's worth.")
+    weight: float = Field(description="The tenant's share when tenants compete (default 1).")
     running: int = Field(description="Runs of the tenant in state running now.")
     due: int = Field(description="Runs queued (or awaiting retry) whose time has come.")
+    held: int = Field(description="Due runs a limit keeps from starting now.")
     at_limit: bool = Field(description="At its max_running: none of its runs is claimed now.")
 
 
-class TenantLimitsIn(BaseModel):
-    """A tenant's limits; null clears one. Unknown fields are refused (422)."""
+def _rate(value: object) -> float | None:
+    """A rate in a body: a number per second or text such as ``"20/s"``, through the one
+    parser the CLI uses; a 422 naming ``rate`` otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise PydanticCustomError(
+            "rate", 'rate must be a number per second or text such as "20/s", "30/m"'
+        )
+    try:
+        return parse_rate(value)
+    except ValidationError as exc:
+        raise PydanticCustomError("rate", exc.message) from None
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"max_running": 5}]})
+
+RateIn = Annotated[
+    float | None,
+    BeforeValidator(_rate),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0, "maximum": RATE_CEILING},
+                {"type": "string", "pattern": r"^\s*[0-9.]+\s*(/\s*[smh])?\s*$"},
+                {"type": "null"},
+            ]
+        }
+    ),
+]
+
+
+class TenantLimitsIn(BaseModel):
+    """A tenant's limits. ``PUT`` replaces them all (a field left out or null is cleared,
+    ``weight`` back to 1); ``PATCH`` changes only the fields it names (null clears one).
+    Unknown fields are refused (422)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"max_running": 5, "rate": "20/s", "burst": 40}]},
+    )
 
     max_running: Annotated[int | None, Strict(), Field(ge=1, le=MAX_RUNNING_CEILING)] = Field(
+        None,
         description="At most this many of the tenant's runs execute at once, across every "
-        "worker; null: no limit."
+        "worker; null: no limit.",
     )
+    rate: RateIn = Field(
+        None,
+        description="Runs started per second across every worker: a number, or text such as "
+        '"20/s", "30/m" or "100/h"; null: no limit.',
+    )
+    burst: Annotated[int | None, Strict(), Field(ge=1, le=MAX_RUNNING_CEILING)] = Field(
+        None,
+        description="Starts the rate allows at once after a quiet spell (needs a rate); "
+        "null: one second's worth.",
+    )
+    weight: Annotated[
+        float | None, Strict(), Field(gt=0, le=WEIGHT_CEILING, allow_inf_nan=False)
+    ] = Field(None, description="The tenant's share when tenants compete; null: 1.")
+
+    def changes(self, *, replace: bool) -> dict[str, Any]:
+        """The keyword arguments of :meth:`Client.set_tenant_limits`: every limit (``PUT``),
+        or those the body names (``PATCH``), where clearing the rate clears its burst too."""
+        given = set(TenantLimitsIn.model_fields) if replace else self.model_fields_set
+        changes = {name: getattr(self, name) for name in given}
+        if "rate" in changes and changes["rate"] is None:
+            changes.setdefault("burst", None)
+        return changes
 
 
 TenantName = Annotated[
@@ -571,13 +641,18 @@ TENANT_ERRORS: dict[int | str, dict[str, Any]] = {
     **COMMON_ERRORS,
     404: _error("A tenant key asking for another tenant."),
 }
+TENANT_WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
+    **COMMON_ERRORS,
+    400: _error("Limits that do not agree (a burst without a rate)."),
+    403: _error("A tenant key: setting limits is for admins."),
+}
 
 
 @router.get(
     "/tenants",
     response_model=list[TenantOut],
-    summary="Tenants with limits or runs now: limits, running, queued-and-due (a tenant "
-    "key: its own)",
+    summary="Tenants with limits or runs now: limits, running, due and held (a tenant key: "
+    "its own)",
 )
 def list_tenants(principal: PrincipalDep, client: ClientDep) -> list[dict[str, Any]]:
     if principal.tenant is not None:
@@ -600,13 +675,31 @@ def get_tenant(tenant: TenantName, principal: PrincipalDep, client: ClientDep) -
 @router.put(
     "/tenants/{tenant}",
     response_model=TenantOut,
-    summary="Set a tenant's limits (admin keys only); workers obey them from their next claim",
-    responses={**COMMON_ERRORS, 403: _error("A tenant key: setting limits is for admins.")},
+    summary="Replace a tenant's limits: one left out is cleared (admin keys only); workers "
+    "obey them from their next claim",
+    responses=TENANT_WRITE_ERRORS,
 )
 def put_tenant(
     tenant: TenantName, body: TenantLimitsIn, principal: AdminDep, client: ClientDep
 ) -> dict[str, Any]:
-    return to_json(client.set_tenant_limits(tenant, max_running=body.max_running))
+    return to_json(client.set_tenant_limits(tenant, **body.changes(replace=True)))
+
+
+@router.patch(
+    "/tenants/{tenant}",
+    response_model=TenantOut,
+    summary="Change the limits the body names, keep the others (admin keys only)",
+    responses=TENANT_WRITE_ERRORS,
+)
+def patch_tenant(
+    tenant: TenantName, body: TenantLimitsIn, principal: AdminDep, client: ClientDep
+) -> dict[str, Any]:
+    changes = body.changes(replace=False)
+    if not changes:
+        raise ValidationError(
+            "nothing to change: give max_running, rate, burst or weight", field="body"
+        )
+    return to_json(client.set_tenant_limits(tenant, **changes))
 
 
 # -- helpers ----------------------------------------------------------------------------------
