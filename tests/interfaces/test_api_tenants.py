@@ -107,6 +107,7 @@ def test_held_counts_the_due_runs_a_limit_keeps_waiting(
      ("patch", {"concurrency": 3}, "concurrency")],
 )  # fmt: skip
 def test_a_bad_limit_is_a_422_naming_the_field_and_changes_nothing(
+    *,
     web: TestClient,
     admin_key: str,
     client: Client,
@@ -127,6 +128,7 @@ def test_a_bad_limit_is_a_422_naming_the_field_and_changes_nothing(
      ("patch", {"rate": None, "burst": 3}, "burst")],
 )  # fmt: skip
 def test_limits_that_do_not_agree_are_a_400_and_change_nothing(
+    *,
     web: TestClient,
     admin_key: str,
     client: Client,
