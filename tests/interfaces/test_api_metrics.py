@@ -13,8 +13,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from tickwork.client import Client
+from tickwork.job import JobSpec
+from tickwork.schedule import Once
 from tickwork.store import Store, open_store
 from tickwork.web.app import create_app
+from tickwork.web.metrics import Metrics
 
 
 @pytest.fixture
@@ -201,3 +204,61 @@ def test_not_ready_and_503_while_the_store_is_down(store_url: str, admin_key: st
     error = error_of(jobs)
     assert error["code"] == "store_unavailable"
     assert "closed" not in error["message"]  # details stay in the server's log
+
+
+def test_each_tenant_has_gauges_of_its_runs_and_limits(
+    web: TestClient, client: Client, store: Store
+) -> None:
+    now = store.now()
+    store.submit_many([JobSpec(task="t", schedule=Once(at=now), tenant="acme")] * 5, now=now)
+    store.submit_many([JobSpec(task="t", schedule=Once(at=now), tenant="globex")] * 2, now=now)
+    client.set_tenant_limits("acme", max_running=2, weight=3)
+    client.set_tenant_limits("initech", rate=0.5)  # limits, no runs
+    claimed = store.claim("w", limit=10)
+    assert len(claimed) == 4  # acme's 2 and globex's 2
+
+    samples = scrape(web)
+
+    assert value(samples, "tickwork_tenant_running", tenant="acme") == 2
+    assert value(samples, "tickwork_tenant_due_backlog", tenant="acme") == 3
+    assert value(samples, "tickwork_tenant_held", tenant="acme") == 3
+    assert value(samples, "tickwork_tenant_running", tenant="globex") == 2
+    assert value(samples, "tickwork_tenant_held", tenant="globex") == 0
+    assert value(samples, "tickwork_tenant_running", tenant="initech") == 0
+    assert value(samples, "tickwork_tenant_max_running", tenant="acme") == 2
+    assert value(samples, "tickwork_tenant_rate", tenant="initech") == 0.5
+    assert value(samples, "tickwork_tenant_weight", tenant="acme") == 3
+    assert value(samples, "tickwork_tenant_weight", tenant="globex") == 1
+    assert ("tickwork_tenant_max_running", (("tenant", "globex"),)) not in samples
+    assert value(samples, "tickwork_tenants") == 3
+    assert value(samples, "tickwork_tenants_other_running") == 0
+
+
+def test_past_the_cap_the_busiest_tenants_keep_their_series_and_the_rest_are_summed(
+    client: Client, store: Store
+) -> None:
+    now = store.now()
+    counts = {"a": 1, "b": 4, "c": 2, "d": 3}
+    specs = [
+        JobSpec(task="t", schedule=Once(at=now), tenant=tenant)
+        for tenant, count in counts.items()
+        for _ in range(count)
+    ]
+    store.submit_many(specs, now=now)
+    client.set_tenant_limits("e", max_running=1)  # no runs: the quietest
+    text = Metrics(client, tenant_series=2).render().decode()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+    due = {
+        labels[0][1]: v
+        for (name, labels), v in samples.items()
+        if name == "tickwork_tenant_due_backlog"
+    }
+    assert due == {"b": 4, "d": 3}
+    assert value(samples, "tickwork_tenants") == 5
+    assert value(samples, "tickwork_tenants_other_due_backlog") == 1 + 2
+    assert ("tickwork_tenant_max_running", (("tenant", "e"),)) not in samples

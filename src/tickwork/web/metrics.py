@@ -1,8 +1,9 @@
 """Prometheus metrics at ``/metrics``, read from the store at scrape time.
 
 The API process executes nothing, so it counts nothing as it happens: every scrape asks
-the client for :meth:`~tickwork.client.Client.run_stats` and
-:meth:`~tickwork.client.Client.cluster` and reports what the store holds then. The series
+the client for :meth:`~tickwork.client.Client.run_stats`,
+:meth:`~tickwork.client.Client.cluster` and :meth:`~tickwork.client.Client.list_tenants`
+and reports what the store holds then. The series
 (all of them cluster-wide, over every tenant; ``/metrics`` needs an admin key unless the
 API is open):
 
@@ -56,6 +57,23 @@ API is open):
     (positive: ahead), and the error bound of that reading (half the round trip). Alert on
     ``abs(tickwork_node_clock_offset_seconds) > 1``: such a node fires nothing early, but
     its logs and its handlers' host time are off (:mod:`tickwork.skew`).
+``tickwork_tenant_running{tenant}``, ``tickwork_tenant_due_backlog{tenant}``,
+``tickwork_tenant_held{tenant}`` (gauges)
+    Per tenant: runs running now, due runs waiting for a worker, and those of them a limit
+    keeps from starting now (:attr:`~tickwork.records.TenantStatus.held`).
+``tickwork_tenant_max_running{tenant}``, ``tickwork_tenant_rate{tenant}``,
+``tickwork_tenant_weight{tenant}`` (gauges)
+    Its limits: max_running and rate (runs per second) where set, and its weight. Alert on
+    ``tickwork_tenant_held > 0`` for a tenant that should never wait on its limit.
+``tickwork_tenants`` (gauge), ``tickwork_tenants_other_running``,
+``tickwork_tenants_other_due_backlog``, ``tickwork_tenants_other_held`` (gauges)
+    *Cardinality*: one series per tenant that has limits or runs running or due now (a
+    tenant with neither has none), at most :data:`TENANT_SERIES` (1,000) tenants. Beyond
+    that, the 1,000 with the most runs running and due (ties by name) keep their series and
+    the rest are summed into the three ``tickwork_tenants_other_*`` gauges (0 while every
+    tenant has its own), so ``sum(tickwork_tenant_running) +
+    tickwork_tenants_other_running`` is always every tenant's; ``tickwork_tenants`` counts
+    them all.
 ``tickwork_scrape_error`` (gauge)
     1 when the store could not be read at this scrape (the series read from it are then
     absent).
@@ -84,6 +102,7 @@ from prometheus_client.registry import Collector
 from tickwork.client import Client
 from tickwork.errors import TickworkError
 from tickwork.job import FINISHED_RUN_STATES, RunState
+from tickwork.records import TenantStatus
 
 log = logging.getLogger("tickwork.web")
 
@@ -91,14 +110,22 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 """Seconds: the trigger lag histogram's upper bounds (5 ms to 5 min, then +Inf)."""
 FINAL_STATES = tuple(s for s in RunState if s in FINISHED_RUN_STATES)
+TENANT_SERIES = 1000
+"""Tenants with their own series at most; the rest are summed (see the module docstring)."""
 
 
 class StoreCollector(Collector):
     """Reads the store at every scrape (see the module docstring for the series)."""
 
-    def __init__(self, client: Client, rescues: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        rescues: Callable[[], int] | None = None,
+        tenant_series: int = TENANT_SERIES,
+    ) -> None:
         self.client = client
         self.rescues = rescues
+        self.tenant_series = tenant_series
         self._lock = threading.Lock()
         self._retained: dict[str, int] | None = None
         self._totals: dict[str, int] = {}
@@ -108,6 +135,7 @@ class StoreCollector(Collector):
         try:
             stats = self.client.run_stats()
             cluster = self.client.cluster()
+            tenants = self.client.list_tenants()
         except TickworkError as exc:
             log.warning("metrics: cannot read the store: %s", exc)
             yield _gauge("tickwork_scrape_error", "1 when the store could not be read.", 1)
@@ -226,6 +254,7 @@ class StoreCollector(Collector):
                 outages.add_metric(labels, _number(health.get("outages")))
                 reconnects.add_metric(labels, _number(health.get("reconnects")))
         yield from (seen, running, silent, node_up, outages, reconnects, offset, bound)
+        yield from _tenant_metrics(tenants, self.tenant_series)
 
     def _count_finished(self, by_state: dict[str, int]) -> dict[str, int]:
         """Monotonic totals from the retained counts of final states (see the docstring)."""
@@ -238,6 +267,48 @@ class StoreCollector(Collector):
                     self._totals[state] += max(0, count - self._retained.get(state, 0))
             self._retained = current
             return dict(self._totals)
+
+
+def _tenant_metrics(tenants: list[TenantStatus], cap: int) -> Iterator[Metric]:
+    """Each tenant's runs and limits; past ``cap`` tenants, the busiest ``cap`` keep their
+    series and the rest are summed (see the module docstring)."""
+    ranked = sorted(tenants, key=lambda t: (-(t.running + t.due), t.tenant))
+    shown, rest = ranked[:cap], ranked[cap:]
+    labelled = [
+        ("tickwork_tenant_running", "Runs of each tenant in state running now.", "running"),
+        ("tickwork_tenant_due_backlog", "Each tenant's due runs waiting for a worker.", "due"),
+        ("tickwork_tenant_held", "Each tenant's due runs a limit keeps from starting now.", "held"),
+    ]
+    for name, doc, attribute in labelled:
+        family = GaugeMetricFamily(name, doc, labels=["tenant"])
+        for status in shown:
+            family.add_metric([status.tenant], getattr(status, attribute))
+        yield family
+    cap_doc = f"beyond the {cap} busiest, which have their own series"
+    yield _gauge("tickwork_tenants", "Tenants with limits or runs running or due now.", len(ranked))
+    for name, doc, attribute in labelled:
+        other = name.replace("tickwork_tenant_", "tickwork_tenants_other_")
+        total = sum(getattr(status, attribute) for status in rest)
+        yield _gauge(other, f"{doc[:-1]}, summed over the tenants {cap_doc}.", total)
+    max_running = GaugeMetricFamily(
+        "tickwork_tenant_max_running", "Each tenant's max_running, where set.", labels=["tenant"]
+    )
+    rate = GaugeMetricFamily(
+        "tickwork_tenant_rate",
+        "Each tenant's rate in runs per second, where set.",
+        labels=["tenant"],
+    )
+    weight = GaugeMetricFamily(
+        "tickwork_tenant_weight", "Each tenant's share when tenants compete.", labels=["tenant"]
+    )
+    for status in shown:
+        limits = status.limits
+        if limits.max_running is not None:
+            max_running.add_metric([status.tenant], limits.max_running)
+        if limits.rate is not None:
+            rate.add_metric([status.tenant], limits.rate)
+        weight.add_metric([status.tenant], limits.weight)
+    yield from (max_running, rate, weight)
 
 
 def _store_health(health: dict[str, Any]) -> Iterator[Metric]:
@@ -289,9 +360,14 @@ def _bound(value: float) -> str:
 class Metrics:
     """One app's metrics: its own registry (never the global one, so apps do not collide)."""
 
-    def __init__(self, client: Client, rescues: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        rescues: Callable[[], int] | None = None,
+        tenant_series: int = TENANT_SERIES,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(StoreCollector(client, rescues))
+        self.registry.register(StoreCollector(client, rescues, tenant_series))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
