@@ -16,7 +16,9 @@ from fastapi.testclient import TestClient
 
 from tickwork.auth import SESSION_LIFETIME
 from tickwork.client import Client
-from tickwork.job import JobState, RunState
+from tickwork.job import JobSpec, JobState, RunState
+from tickwork.records import TenantLimits
+from tickwork.schedule import Once
 from tickwork.store import Store
 from tickwork.web.app import create_app
 from tickwork.web.auth import COOKIE_NAME
@@ -918,3 +920,117 @@ def test_a_job_whose_result_is_not_an_object_still_has_a_page(
 
     assert page.status_code == 200
     assert "[1, 2]" in text_of(page.text)
+
+
+# -- tenants' limits -----------------------------------------------------------------------
+
+
+def test_the_tenants_page_lists_limits_and_runs_now_and_is_in_the_nav(
+    web: TestClient, client: Client, admin_key: str, store: Store
+) -> None:
+    now = store.now()
+    store.submit_many([JobSpec(task="t", schedule=Once(at=now), tenant="acme")] * 5, now=now)
+    client.set_tenant_limits("acme", max_running=2, weight=3)
+    client.set_tenant_limits("globex", rate=0.5, burst=4)
+    store.claim("w", limit=10)
+    sign_in(web, admin_key)
+
+    assert '<a href="/tenants">Tenants</a>' in web.get("/").text
+    page = web.get("/tenants")
+    assert page.status_code == 200
+    rows = {
+        row.split()[0]: row.split()[1:]
+        for row in text_of(page.text.split("<tbody>")[1].split("</tbody>")[0])
+        .replace(" acme ", "\nacme ")
+        .replace(" globex ", "\nglobex ")
+        .splitlines()
+    }
+    assert rows["acme"] == ["2", "–", "–", "3", "2", "3", "3"]
+    assert rows["globex"] == ["–", "30/m", "4", "1", "0", "0", "0"]
+    assert 'id="limits"' in page.text  # an admin gets the form
+    assert "held" in web.get("/fragments/tenants").text.lower()
+
+
+def test_an_admin_replaces_a_tenants_limits_with_the_form(
+    web: TestClient, client: Client, admin_key: str
+) -> None:
+    client.set_tenant_limits("acme", max_running=2, weight=3)
+    sign_in(web, admin_key)
+    form = {"tenant": "acme", "max_running": "", "rate": "20/s", "burst": "40", "weight": ""}
+
+    answer = web.post("/tenants", data=form, headers=ORIGIN, follow_redirects=False)
+
+    assert answer.status_code == 303, answer.text
+    assert answer.headers["location"] == "/tenants/acme"
+    assert client.tenant("acme").limits == TenantLimits("acme", rate=20.0, burst=40)
+    page = text_of(web.get("/tenants/acme").text)
+    assert "Rate 20/s, burst 40" in page
+    assert "Max running no limit" in page
+
+
+def test_a_tenant_whose_name_holds_a_slash_has_its_own_page(
+    web: TestClient, client: Client, admin_key: str
+) -> None:
+    sign_in(web, admin_key)
+    form = {"tenant": "team/a b?", "max_running": "7"}
+    answer = web.post("/tenants", data=form, headers=ORIGIN, follow_redirects=False)
+    assert answer.headers["location"] == "/tenants/team%2Fa%20b%3F"
+    assert "Max running 7" in text_of(web.get(answer.headers["location"]).text)
+    assert client.tenant("team/a b?").limits.max_running == 7
+
+
+@pytest.mark.parametrize(
+    ("form", "message"),
+    [({"max_running": "0"}, "max_running must be a whole number"),
+     ({"max_running": "two"}, "max_running must be a whole number"),
+     ({"rate": "fast"}, "rate must be a number per second"),
+     ({"rate": "0/s"}, "rate must be above 0"),
+     ({"burst": "5"}, "burst needs a rate"),
+     ({"weight": "-1"}, "weight must be a number above 0"),
+     ({"weight": "nan"}, "weight must be a number above 0"),
+     ({"tenant": ""}, "tenant must be a non-empty string")],
+)  # fmt: skip
+def test_a_bad_limit_in_the_form_is_a_400_page_and_changes_nothing(
+    web: TestClient, client: Client, admin_key: str, form: dict[str, str], message: str
+) -> None:
+    client.set_tenant_limits("acme", max_running=2)
+    sign_in(web, admin_key)
+
+    answer = web.post("/tenants", data={"tenant": "acme", **form}, headers=ORIGIN)
+
+    assert answer.status_code == 400
+    assert message in answer.text.lower()  # the page capitalizes the message
+    assert client.tenant("acme").limits == TenantLimits("acme", max_running=2)
+
+
+def test_a_tenant_key_sees_its_own_limits_only_and_cannot_change_them(
+    web: TestClient, client: Client, acme_key: str
+) -> None:
+    client.set_tenant_limits("acme", max_running=2)
+    client.set_tenant_limits("globex", max_running=3)
+    sign_in(web, acme_key)
+
+    listed = web.get("/tenants").text
+    assert 'data-tenant="acme"' in listed
+    assert "globex" not in listed
+    assert 'id="limits"' not in listed  # no form
+    assert web.get("/tenants/acme").status_code == 200
+    assert web.get("/tenants/globex").status_code == 404
+    assert web.get("/fragments/tenants/globex").status_code == 404
+    answer = web.post("/tenants", data={"tenant": "acme", "max_running": "50"}, headers=ORIGIN)
+    assert answer.status_code == 403
+    assert client.tenant("acme").limits.max_running == 2
+
+
+def test_a_cross_site_post_of_limits_is_refused_and_changes_nothing(
+    web: TestClient, client: Client, admin_key: str
+) -> None:
+    client.set_tenant_limits("acme", max_running=2)
+    sign_in(web, admin_key)
+    answer = web.post(
+        "/tenants",
+        data={"tenant": "acme", "max_running": "99"},
+        headers={"Origin": "https://evil.example"},
+    )
+    assert answer.status_code == 403
+    assert client.tenant("acme").limits.max_running == 2

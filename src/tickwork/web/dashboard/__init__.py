@@ -13,6 +13,9 @@ Pages
 ``/jobs/{id}``        a job: state and commands, runs (attempts, errors, output tails), the slot
                       ledger, its schedule in words, next fire times, ``explain`` for a slot
 ``/dead``             the dead-letter list, with a Retry button per run
+``/tenants``          each tenant's limits and its runs running, due and held now; an admin
+                      sets a tenant's limits with a form (a tenant key: its own tenant only)
+``/tenants/{name}``   a tenant: its limits and runs now, and (admins) the form prefilled
 ``/cluster``          the leader lease and every node (admin keys only: 403 page otherwise)
 ``/login``            the sign-in form; ``/logout`` signs out
 ====================  =========================================================================
@@ -42,8 +45,8 @@ for the form. On an open API (loopback, no key ever created) no sign-in is neede
 Cross-site requests
 -------------------
 
-Every POST (retry, pause, resume, trigger, cancel, sign-in and sign-out) must come from a
-page of this origin: its ``Origin`` header, or ``Referer`` when a browser sends no
+Every POST (retry, pause, resume, trigger, cancel, tenant limits, sign-in and sign-out)
+must come from a page of this origin: its ``Origin`` header, or ``Referer`` when a browser sends no
 ``Origin``, must name the host the request was sent to (``Host``, or ``X-Forwarded-Host``
 behind a proxy); otherwise the answer is a 403 page and nothing changes. Requests that
 authenticate with a bearer header are exempt: a browser never attaches one on its own.

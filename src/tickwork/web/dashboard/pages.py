@@ -1,25 +1,26 @@
 """The dashboard's pages, their live fragments and the commands they post: the overview,
-the jobs and a job, the dead-letter list and the cluster (see :mod:`tickwork.web.dashboard`
-for the list of pages).
+the jobs and a job, the dead-letter list, the tenants and a tenant, and the cluster (see
+:mod:`tickwork.web.dashboard` for the list of pages).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from urllib.parse import urlencode
 
 from fastapi import Form, Request
 from fastapi.responses import RedirectResponse, Response
 
 from tickwork.client import Client
-from tickwork.errors import NotFound, TickworkError, ValidationError
-from tickwork.inputs import job_state
+from tickwork.errors import NotFound, TenantNotFound, TickworkError, ValidationError
+from tickwork.inputs import job_state, parse_rate
 from tickwork.job import (
     Job,
     JobState,
     RunState,
+    check_label,
 )
 from tickwork.records import SlotFate
 from tickwork.schedule import Cron
@@ -27,7 +28,14 @@ from tickwork.stats import percentile
 from tickwork.web.auth import (
     Principal,
 )
-from tickwork.web.dashboard.render import capitalize_first, error_page, failure, render, router
+from tickwork.web.dashboard.render import (
+    capitalize_first,
+    error_page,
+    failure,
+    render,
+    router,
+    tenant_path,
+)
 from tickwork.web.dashboard.session import (
     client_of,
     cross_site,
@@ -386,3 +394,93 @@ def cluster(request: Request) -> Response:
 @router.get("/fragments/cluster", response_model=None)
 def cluster_fragment(request: Request) -> Response:
     return _page(request, "_cluster.html", _cluster_context, admin=True)
+
+
+# -- tenants -------------------------------------------------------------------------------
+
+
+def _tenants_context(client: Client, viewer: Principal) -> dict[str, Any]:
+    found = client.list_tenants() if viewer.admin else [client.tenant(_own(viewer))]
+    return {"tenants": found}
+
+
+def _own(viewer: Principal) -> str:
+    """The one tenant a tenant key sees: its own (only admins see every tenant)."""
+    return viewer.tenant if viewer.tenant is not None else viewer.home
+
+
+def _tenant_context(client: Client, viewer: Principal, tenant: str) -> dict[str, Any]:
+    if not viewer.admin and tenant != _own(viewer):
+        raise TenantNotFound(tenant)
+    return {"status": client.tenant(tenant)}
+
+
+@router.get("/tenants", response_model=None)
+def tenants(request: Request) -> Response:
+    return _page(request, "tenants.html", _tenants_context)
+
+
+@router.get("/fragments/tenants", response_model=None)
+def tenants_fragment(request: Request) -> Response:
+    return _page(request, "_tenants.html", _tenants_context)
+
+
+@router.get("/tenants/{tenant:path}", response_model=None)
+def tenant_page(request: Request, tenant: str) -> Response:
+    return _page(request, "tenant.html", _tenant_context, tenant)
+
+
+@router.get("/fragments/tenants/{tenant:path}", response_model=None)
+def tenant_fragment(request: Request, tenant: str) -> Response:
+    return _page(request, "_tenant.html", _tenant_context, tenant)
+
+
+@router.post("/tenants", response_model=None)
+def set_tenant_limits(
+    request: Request,
+    *,
+    tenant: Annotated[str, Form()] = "",
+    max_running: Annotated[str, Form()] = "",
+    rate: Annotated[str, Form()] = "",
+    burst: Annotated[str, Form()] = "",
+    weight: Annotated[str, Form()] = "",
+) -> Response:
+    """Replace a tenant's limits from the form (admin keys only): an empty field clears
+    that limit (weight: back to 1), as the JSON API's PUT. Bad input is a 400 page naming
+    the field, and nothing changes."""
+    viewer = viewer_of(request)
+    if viewer is None:
+        return sign_in_first(request)
+    if not same_origin(request):
+        return cross_site(request, viewer)
+    if not viewer.admin:
+        return error_page(request, viewer, 403, "Setting limits needs an admin key.")
+    back = "/tenants"
+    try:
+        check_label("tenant", tenant)
+        back = tenant_path(tenant)
+        status = client_of(request).set_tenant_limits(
+            tenant,
+            max_running=_form_number(max_running, "max_running", int),
+            rate=parse_rate(rate) if rate.strip() else None,
+            burst=_form_number(burst, "burst", int),
+            weight=_form_number(weight, "weight", float),
+        )
+    except TickworkError as exc:
+        return failure(request, viewer, exc, back)
+    log.info("dashboard: limits of tenant %r: %s (key %s)", tenant, status.limits, viewer.key)
+    return RedirectResponse(back, status_code=303)
+
+
+N = TypeVar("N", int, float)
+
+
+def _form_number(text: str, field: str, kind: type[N]) -> N | None:
+    """A form field's number (the store checks its range), None for an empty field."""
+    if not text.strip():
+        return None
+    try:
+        return kind(text.strip())
+    except ValueError:
+        noun = "a whole number" if kind is int else "a number"
+        raise ValidationError(f"{field} must be {noun}, not {text!r}", field=field) from None

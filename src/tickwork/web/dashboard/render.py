@@ -13,6 +13,7 @@ import logging
 from datetime import datetime
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
@@ -21,6 +22,7 @@ from markupsafe import Markup
 
 from tickwork import cron
 from tickwork.errors import TickworkError
+from tickwork.inputs import format_rate
 from tickwork.job import (
     Run,
     show_controls,
@@ -180,6 +182,11 @@ def _shown(value: Any) -> Any:
     return value
 
 
+def tenant_path(tenant: str) -> str:
+    """A tenant's page: its name quoted whole, so a ``/`` or ``?`` in it stays in the name."""
+    return "/tenants/" + quote(tenant, safe="")
+
+
 def capitalize_first(text: str) -> str:
     return text[:1].upper() + text[1:]
 
@@ -203,6 +210,8 @@ def _environment() -> Environment:
         tails=_tails,
         capitalize_first=capitalize_first,
         tojson_pretty=_pretty_json,
+        rate=format_rate,
+        tenant_path=tenant_path,
     )
     env.globals.update(static=static_url, refresh_seconds=REFRESH_SECONDS, error_lines=ERROR_LINES)
     return env
