@@ -357,3 +357,41 @@ def char_left(locator: Locator, char: str) -> float:
             char,
         )
     )
+
+
+def test_an_admin_sets_a_tenants_limits_from_the_tenants_page(page: Page, client: Client) -> None:
+    admin = client.create_api_key(tenant="ops", admin=True)[1]
+    client.set_tenant_limits("acme", max_running=2)
+    sign_in(page, admin)
+
+    page.get_by_role("link", name="Tenants").click()
+    expect(page.get_by_role("heading", name="Tenants", level=1)).to_be_visible()
+    expect(page.locator('#tenants tr[data-tenant="acme"]')).to_contain_text("2")
+    form = page.locator("#limits")
+    form.get_by_label("Tenant").fill("globex")
+    form.get_by_label("Rate").fill("30/m")
+    form.get_by_label("Burst").fill("4")
+    form.get_by_role("button", name="Save limits").click()
+
+    expect(page).to_have_url(re.compile(r"/tenants/globex$"))
+    expect(page.locator("#tenant")).to_contain_text("30/m, burst 4")
+    assert client.tenant("globex").limits.rate == 0.5
+
+    page.locator("#limits").get_by_label("Max running").fill("5")
+    page.locator("#limits").get_by_label("Rate").fill("")  # clears the rate (and burst)
+    page.locator("#limits").get_by_label("Burst").fill("")
+    page.locator("#limits").get_by_role("button", name="Save limits").click()
+    expect(page.locator("#tenant")).not_to_contain_text("30/m")
+    limits = client.tenant("globex").limits
+    assert (limits.max_running, limits.rate, limits.burst) == (5, None, None)
+
+
+def test_a_tenant_sees_its_own_limits_and_no_form(page: Page, client: Client, key: str) -> None:
+    client.set_tenant_limits("default", max_running=4)
+    client.set_tenant_limits("acme", max_running=2)
+    sign_in(page, key)
+
+    page.get_by_role("link", name="Tenants").click()
+    expect(page.locator("#tenants tbody tr")).to_have_count(1)
+    expect(page.locator('#tenants tr[data-tenant="default"]')).to_contain_text("4")
+    expect(page.locator("#limits")).to_have_count(0)
