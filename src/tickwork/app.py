@@ -15,6 +15,11 @@
     app.schedule(send_report, cron="0 9 * * MON-FRI", tz="Europe/Berlin",
                  name="daily-report", args={"to": "ops@example.com"})
 
+Tenants' limits (``docs/tenants.md``) go through the app's client::
+
+    app.client.set_tenant_limits("acme", max_running=5, rate="20/s", burst=40, weight=2)
+    app.client.tenant("acme").held             # due runs a limit keeps waiting now
+
 Workers run the tasks: ``tickwork worker --app myapp.tasks`` imports the module and runs
 the tasks its ``App`` registered. ``app.schedule`` creates the named schedule or updates
 it in place, so declaring schedules at import time syncs them at every start without

@@ -32,6 +32,7 @@ from tickwork.inputs import (
     instant,
     job_state,
     make_spec,
+    parse_rate,
     resolve_task,
     run_state,
 )
@@ -316,14 +317,23 @@ class Client:
         tenant: str,
         *,
         max_running: int | Keep | None = KEEP,
-        rate: float | Keep | None = KEEP,
+        rate: float | str | Keep | None = KEEP,
         burst: int | Keep | None = KEEP,
         weight: float | Keep | None = KEEP,
     ) -> TenantStatus:
         """Change ``tenant``'s limits: None clears one, one not given stays (see
         :meth:`Store.set_tenant_limits`); every worker obeys them from its next claim.
-        ValidationError for a bad name or value, or a burst without a rate; nothing written."""
+        ``rate`` is runs per second, or text as the CLI takes it (``"20/s"``, ``"30/m"``).
+        ValidationError for a bad name or value, or a burst without a rate; nothing written.
+
+        ::
+
+            client.set_tenant_limits("acme", max_running=5, rate="20/s", burst=40)
+            client.set_tenant_limits("acme", rate=None, burst=None)  # no rate; the rest stay
+        """
         check_label("tenant", tenant)
+        if isinstance(rate, str):
+            rate = parse_rate(rate)
         self.store.set_tenant_limits(
             tenant, max_running=max_running, rate=rate, burst=burst, weight=weight
         )

@@ -19,7 +19,7 @@ from tickwork.errors import (
     ValidationError,
 )
 from tickwork.job import JobState, RunState
-from tickwork.records import Cluster, to_json
+from tickwork.records import Cluster, TenantLimits, to_json
 from tickwork.store import Store
 
 
@@ -264,3 +264,11 @@ def test_create_api_key_rejects_a_bad_tenant_or_label(
     with pytest.raises(ValidationError):
         client.create_api_key(**kwargs)  # type: ignore[arg-type]
     assert store.list_api_keys() == []
+
+
+def test_set_tenant_limits_takes_a_rate_as_text_and_refuses_a_bad_one(store: Store) -> None:
+    client = Client(store)
+    assert client.set_tenant_limits("acme", rate="30/m", burst=3).limits.rate == 0.5
+    with pytest.raises(ValidationError, match="rate must be"):
+        client.set_tenant_limits("acme", rate="fast", max_running=4)
+    assert store.tenant_limits("acme") == TenantLimits("acme", rate=0.5, burst=3)
