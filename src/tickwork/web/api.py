@@ -17,6 +17,10 @@ Examples (with a key from ``tickwork keys create --tenant acme``)::
          http://127.0.0.1:8765/api/v1/jobs
     curl -H "Authorization: Bearer $KEY" 'http://127.0.0.1:8765/api/v1/runs?state=dead&limit=20'
     curl -H "Authorization: Bearer $KEY" -X POST http://127.0.0.1:8765/api/v1/runs/42/retry
+    curl -H "Authorization: Bearer $ADMIN" -H 'content-type: application/json' -X PUT \
+         -d '{"max_running": 5, "rate": "20/s"}' http://127.0.0.1:8765/api/v1/tenants/acme
+
+Tenants' limits: ``PUT`` replaces them all, ``PATCH`` changes those named (docs/tenants.md).
 """
 
 from __future__ import annotations
