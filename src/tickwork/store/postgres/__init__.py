@@ -66,7 +66,19 @@ from tickwork.store.base import (
     TriggerResult,
 )
 from tickwork.store.driver import Tx
-from tickwork.store.limits import TASK, TENANT, Key, names, pick_within_limits
+from tickwork.store.limits import (
+    TASK,
+    TENANT,
+    Bucket,
+    FairRow,
+    Key,
+    fair_order,
+    names,
+    pick_within_limits,
+    refill_all,
+    spend,
+    whole,
+)
 from tickwork.store.planning import plan_batch
 from tickwork.store.postgres.driver import (
     PG_CODEC,
@@ -110,7 +122,10 @@ class PostgresStore(SqlStore):
         self._conn: Callable[[], AbstractContextManager[Conn]] = driver.conn
         self._tx: Callable[[], AbstractContextManager[Conn]] = driver.tx
         self._limited = False
-        """Whether the last claim found a limited tenant: claims take the limited path."""
+        """Whether the last claim found a limit or several tenants' runs: claims take the
+        limited path."""
+        self._after = ""
+        """Fair share's cursor: the tenant this store's last limited claim reached."""
         with self._conn():  # fail now, not at the first call, if it cannot connect at all
             pass
         if migrate:
@@ -484,35 +499,40 @@ class PostgresStore(SqlStore):
         queues: Sequence[str] | None,
         now: datetime | None,
     ) -> tuple[set[int], list[DictRow]]:
-        """Complete, then claim within tenants' and tasks' limits, in one transaction.
-        The limited tenants' and tasks' rows are locked first (SKIP LOCKED: one another
-        claimer holds is left out of this claim), then their running runs are counted in
-        a later statement, whose snapshot sees what every earlier holder committed: so no
-        two claimers ever count one tenant or task at once, and the count is exact.
-        Returns the ids completed and the rows claimed."""
+        """Complete, then claim within tenants' and tasks' limits and fairly across
+        tenants, in one transaction. The limited tenants' and tasks' rows are locked first
+        (SKIP LOCKED: one another claimer holds is left out of this claim), then their
+        running runs are counted in a later statement, whose snapshot sees what every
+        earlier holder committed: so no two claimers ever count one tenant or task at once,
+        and the count is exact. A rate-limited tenant's token bucket is in its row, read
+        under the same lock and written back before commit. Returns the ids completed and
+        the rows claimed."""
         # Pipelined: BEGIN, the completions and the locks go in one round trip, the two
-        # counts in the next; then the candidates, the claim and COMMIT.
+        # counts in the next; then the candidates; the claim, the buckets and COMMIT.
         with self._conn() as conn, conn.pipeline() as p, conn.transaction():
             completed = None
             if completions:
                 params = {**_completion_params(completions), "now": now}
                 completed = conn.execute(Q["complete_ids"], params, binary=True)
-            tenants_cursor = conn.execute(Q["limited_tenants"])
+            tenants_cursor = conn.execute(Q["limited_tenants"], {"now": now})
             tasks_cursor = conn.execute(Q["limited_tasks"])
             p.sync()
             done = {r["id"] for r in completed} if completed is not None else set()
             limited_tenants = tenants_cursor.fetchall()
             limited_tasks = tasks_cursor.fetchall()
-            tenants = {r["tenant"]: r["max_running"] for r in limited_tenants if r["held"]}
+            held = [r for r in limited_tenants if r["held"]]
+            tenants = {r["tenant"]: r["max_running"] for r in held if r["max_running"]}
             tasks = {r["task"]: r["max_running"] for r in limited_tasks if r["held"]}
+            buckets = refill_all(
+                [(r["tenant"], r["rate"], r["burst"], r["tokens"], r["refilled_at"]) for r in held],
+                limited_tenants[0]["now"] if limited_tenants else None,
+            )
             # Limited ones another claimer holds: left out of this claim.
             others = [(TENANT, r["tenant"]) for r in limited_tenants if not r["held"]]
             others += [(TASK, r["task"]) for r in limited_tasks if not r["held"]]
             known = [r["tenant"] for r in limited_tenants], [r["task"] for r in limited_tasks]
-            # No limited tenant or task this claimer could hold: the fast path will do
-            # again (it still leaves any limited one's runs alone, and says when to return).
-            self._limited = bool(tenants or tasks)
             if limit < 1:
+                self._limited = bool(held or tasks)
                 return done, []
             counted = [
                 (kind, conn.execute(Q[query], {arg: list(limits)}))
@@ -530,7 +550,9 @@ class PostgresStore(SqlStore):
             for kind, cursor in counted:
                 for r in cursor:
                     room[kind, r[kind]] -= r["n"]
-            return done, self._pick_and_claim(
+            for tenant, (tokens, _) in buckets.items():
+                room[TENANT, tenant] = min(room.get((TENANT, tenant), limit), whole(tokens))
+            rows, tenants_seen = self._pick_and_claim(
                 conn,
                 worker,
                 room,
@@ -541,6 +563,10 @@ class PostgresStore(SqlStore):
                 queues=queues,
                 now=now,
             )
+            # The slow path again while a limit binds or tenants share; else the one statement.
+            self._limited = bool(held or tasks or tenants_seen > 1)
+            _take_tokens(conn, buckets, rows)
+            return done, rows
 
     def _pick_and_claim(
         self,
@@ -554,28 +580,38 @@ class PostgresStore(SqlStore):
         lease: timedelta,
         queues: Sequence[str] | None,
         now: datetime | None,
-    ) -> list[DictRow]:
+    ) -> tuple[list[DictRow], int]:
+        """The runs claimed, and how many tenants with claimable runs the walk saw."""
         query = for_queues(Q["claim_candidates"], queues)
+        walked: dict[str, int] = {}
 
         def candidates(taken: list[int], full: list[Key], want: int) -> list[tuple[int, str, str]]:
+            skip = full + others
             params = {
                 "now": now,
                 "queues": _list(queues),
+                "after": self._after,
+                "tenants": want + len(skip),
                 "taken": taken,
-                "full": names(full + others, TENANT),
-                "full_tasks": names(full + others, TASK),
+                "full": names(skip, TENANT),
+                "full_tasks": names(skip, TASK),
                 "known": known[0],
                 "known_tasks": known[1],
                 "limit": want,
             }
-            rows = conn.execute(query, params)
-            return [(r["id"], r["tenant"], r["task"]) for r in rows]
+            rows = [tuple(r.values()) for r in conn.execute(query, params)]
+            walked.update((r[1], r[3]) for r in rows)
+            return fair_order(cast(list[FairRow], rows), want)
 
         ids = pick_within_limits(candidates, room, limit)
         if not ids:
-            return []
-        params = {"ids": ids, "worker": worker, "now": now, "lease": lease}
-        return conn.execute(Q["claim_ids"], params).fetchall()
+            return [], len(walked)
+        rows = conn.execute(
+            Q["claim_ids"], {"ids": ids, "worker": worker, "now": now, "lease": lease}
+        ).fetchall()
+        # Round-robin: the next claim walks on from the last tenant this one reached.
+        self._after = max({r["tenant"] for r in rows}, key=walked.__getitem__)
+        return rows, len(walked)
 
     def _rejected(self, completions: Sequence[Completion]) -> list[int]:
         """Which of ``completions`` were not applied: their run is not succeeded under the
@@ -667,6 +703,19 @@ def _completion_params(completions: Sequence[Completion]) -> dict[str, Any]:
         "tokens": [c.fencing_token for c in completions],
         "results": [Jsonb(c.result) if c.result is not None else None for c in completions],
     }
+
+
+def _take_tokens(conn: Conn, buckets: dict[str, Bucket], rows: list[DictRow]) -> None:
+    """Write back the buckets of the rate-limited tenants this claim started runs of; no
+    reply awaited (the commit that follows syncs it)."""
+    taken = spend(buckets, [r["tenant"] for r in rows])
+    if taken:
+        params = {
+            "tenants": list(taken),
+            "tokens": [tokens for tokens, _ in taken.values()],
+            "at": [at for _, at in taken.values()],
+        }
+        conn.execute(Q["take_tokens"], params)
 
 
 def _claimed(rows: list[DictRow]) -> list[Run]:

@@ -152,14 +152,19 @@ FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL;
 -- columns of ClaimedRun, in claim order); at least one row comes back: with no run claimed,
 -- one row of NULLs carrying the count of completions applied. A line ending
 -- "-- only-queues" is dropped for a worker that takes every queue (see for_queues).
--- With any tenant or task limited it claims nothing (the limited path claims, in a
--- transaction: claim_candidates) and "limited" says so. Both read one materialized
--- check (two empty tables, once per statement); the gate is pseudo-constant, a one-time
+-- With any tenant or task limited, or runs of more than one tenant claimable (fair share),
+-- it claims nothing (the limited path claims, in a transaction: claim_candidates) and
+-- "limited" says so. Both read one materialized check (two empty tables and the two ends
+-- of tickwork_runs_fair, once per statement); the gate is pseudo-constant, a one-time
 -- filter that leaves the planner's estimate, and so its plan (the claim index read in
 -- order, stopping at the limit), as it was without it.
 WITH limits AS MATERIALIZED (
-    SELECT EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL
-                   UNION ALL SELECT 1 FROM tickwork_task_limits) AS set
+    SELECT EXISTS (SELECT 1 FROM tickwork_tenants
+                   WHERE max_running IS NOT NULL OR rate IS NOT NULL
+                   UNION ALL SELECT 1 FROM tickwork_task_limits)
+        OR (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+           <> (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+        AS set
 ), done AS (
     UPDATE tickwork_runs r
     SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()), lease_expires_at = NULL,
@@ -195,15 +200,22 @@ LEFT JOIN claimed c ON true
 ORDER BY c.priority DESC, c.run_at, c.id;
 
 -- name: claim
--- The one-statement claim, only while no tenant or task is limited (one-time gates, as in
--- complete_then_claim); "limited" on each row says whether any limit exists. A line
--- ending "-- only-queues" is dropped for a worker that takes every queue.
-WITH picked AS (
+-- The one-statement claim, only while no tenant or task is limited and one tenant's runs
+-- are claimable (the gate of complete_then_claim); "limited" on each row says whether the
+-- limited path must claim instead. A line ending "-- only-queues" is dropped for a worker
+-- that takes every queue.
+WITH limits AS MATERIALIZED (
+    SELECT EXISTS (SELECT 1 FROM tickwork_tenants
+                   WHERE max_running IS NOT NULL OR rate IS NOT NULL
+                   UNION ALL SELECT 1 FROM tickwork_task_limits)
+        OR (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+           <> (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+        AS set
+), picked AS (
     SELECT id FROM tickwork_runs
     WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
       AND queue = ANY(%(queues)s::text[])  -- only-queues
-      AND NOT EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL)
-      AND NOT EXISTS (SELECT 1 FROM tickwork_task_limits)
+      AND NOT (SELECT set FROM limits)
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -213,9 +225,7 @@ SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
     lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
     started_at = coalesce(%(now)s::timestamptz, now())
 FROM picked WHERE r.id = picked.id
-RETURNING r.*,
-    (EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL)
-     OR EXISTS (SELECT 1 FROM tickwork_task_limits)) AS limited;
+RETURNING r.*, (SELECT set FROM limits) AS limited;
 
 -- name: next_claimable_at
 SELECT min(run_at) AS at FROM tickwork_runs
@@ -521,14 +531,17 @@ WHERE t.tenant IS NOT NULL OR c.running > 0 OR c.due > 0
 ORDER BY 1;
 
 -- name: limited_tenants
--- The claim's limited path, in its transaction: every limited tenant, and whether this
--- claimer holds it. A held row stays locked until commit, so no other claimer counts and
--- claims that tenant at once; a row another claimer holds is skipped (so is its tenant).
-SELECT t.tenant, t.max_running, h.tenant IS NOT NULL AS held
+-- The claim's limited path, in its transaction: every tenant with a max_running or a rate,
+-- whether this claimer holds it, its token bucket, and the store's clock. A held row stays
+-- locked until commit, so no other claimer counts, refills or claims that tenant at once;
+-- a row another claimer holds is skipped (so is its tenant).
+SELECT t.tenant, t.max_running, t.rate, t.burst, t.tokens, t.refilled_at,
+    h.tenant IS NOT NULL AS held, coalesce(%(now)s::timestamptz, now()) AS now
 FROM tickwork_tenants t
-LEFT JOIN (SELECT tenant FROM tickwork_tenants WHERE max_running IS NOT NULL
+LEFT JOIN (SELECT tenant FROM tickwork_tenants
+           WHERE max_running IS NOT NULL OR rate IS NOT NULL
            FOR UPDATE SKIP LOCKED) h ON h.tenant = t.tenant
-WHERE t.max_running IS NOT NULL
+WHERE t.max_running IS NOT NULL OR t.rate IS NOT NULL
 ORDER BY t.tenant;
 
 -- name: running_of_tenants
@@ -552,23 +565,61 @@ WHERE state = 'running' AND task = ANY(%(tasks)s::text[])
 GROUP BY task;
 
 -- name: claim_candidates
--- The limited path's candidates, in claim order: due runs of every tenant and task but
--- those in %(full)s and %(full_tasks)s (at their limit, or held by another claimer). Every
--- filter is a constant array, so the planner keeps the claim index read in order. The two
--- NOT EXISTS are one-time gates: a limit set since limited_tenants read them (on a tenant
--- or task not in %(known)s, %(known_tasks)s) stops this claim rather than go uncounted.
-SELECT id, tenant, task FROM tickwork_runs
-WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
-  AND queue = ANY(%(queues)s::text[])  -- only-queues
-  AND id <> ALL(%(taken)s::bigint[]) AND tenant <> ALL(%(full)s::text[])
-  AND task <> ALL(%(full_tasks)s::text[])
-  AND NOT EXISTS (SELECT 1 FROM tickwork_tenants
-                  WHERE max_running IS NOT NULL AND tenant <> ALL(%(known)s::text[]))
-  AND NOT EXISTS (SELECT 1 FROM tickwork_task_limits
-                  WHERE task <> ALL(%(known_tasks)s::text[]))
-ORDER BY priority DESC, run_at, id
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
+-- The limited path's candidates (store/limits.py, fair_order): the tenants with claimable
+-- runs, walked in name order from %(after)s round to it again (one probe of
+-- tickwork_runs_fair each, up to %(tenants)s of them), and of each one not in %(full)s
+-- (at its limit, or held by another claimer) its first runs in claim order, twice its
+-- weighted share of %(limit)s (limits.share), of tasks not in %(full_tasks)s, locked. Each row carries the tenant's position in
+-- the walk, the run's rank in its tenant and the tenant's weight. The NOT EXISTS are
+-- one-time gates: a limit set since limited_tenants read them (on a tenant or task not in
+-- %(known)s, %(known_tasks)s) stops this claim rather than go uncounted.
+WITH RECURSIVE onward (tenant, n) AS (
+    SELECT min(tenant), 1 FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND tenant > %(after)s
+    UNION ALL
+    SELECT (SELECT min(r.tenant) FROM tickwork_runs r
+            WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant), w.n + 1
+    FROM onward w WHERE w.tenant IS NOT NULL AND w.n < %(tenants)s
+), around (tenant, n) AS (
+    SELECT min(tenant), (SELECT count(tenant) FROM onward) + 1 FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND tenant <= %(after)s
+    UNION ALL
+    SELECT (SELECT min(r.tenant) FROM tickwork_runs r
+            WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant
+              AND r.tenant <= %(after)s), w.n + 1
+    FROM around w WHERE w.tenant IS NOT NULL AND w.n < %(tenants)s
+), walk AS (
+    SELECT w.tenant, w.n, coalesce(t.weight, 1) AS weight
+    FROM (SELECT * FROM onward UNION ALL SELECT * FROM around) w
+    LEFT JOIN tickwork_tenants t ON t.tenant = w.tenant
+    WHERE w.tenant IS NOT NULL AND w.n <= %(tenants)s AND w.tenant <> ALL(%(full)s::text[])
+      AND NOT EXISTS (SELECT 1 FROM tickwork_tenants
+                      WHERE (max_running IS NOT NULL OR rate IS NOT NULL)
+                        AND tenant <> ALL(%(known)s::text[]))
+      AND NOT EXISTS (SELECT 1 FROM tickwork_task_limits
+                      WHERE task <> ALL(%(known_tasks)s::text[]))
+), shares AS (
+    SELECT tenant, n, weight,
+        greatest(1, least(%(limit)s,
+            ceil(2.0 * %(limit)s * weight / sum(weight) OVER ())))::int AS k
+    FROM walk
+), picked AS (
+    SELECT c.id, c.tenant, c.task, s.n, s.weight, c.priority, c.run_at
+    FROM shares s CROSS JOIN LATERAL (
+        SELECT id, tenant, task, priority, run_at FROM tickwork_runs r
+        WHERE r.tenant = s.tenant AND r.state IN ('queued', 'failed')
+          AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+          AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+          AND r.id <> ALL(%(taken)s::bigint[]) AND r.task <> ALL(%(full_tasks)s::text[])
+        ORDER BY r.priority DESC, r.run_at, r.id
+        LIMIT s.k
+        FOR UPDATE SKIP LOCKED
+    ) c
+)
+SELECT id, tenant, task, n,
+    row_number() OVER (PARTITION BY tenant ORDER BY priority DESC, run_at, id) - 1 AS rank,
+    weight
+FROM picked;
 
 -- name: claim_ids
 UPDATE tickwork_runs r
@@ -577,6 +628,14 @@ SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
     started_at = coalesce(%(now)s::timestamptz, now())
 WHERE r.id = ANY(%(ids)s::bigint[])
 RETURNING r.*;
+
+-- name: take_tokens
+-- The limited path, before it commits: the token buckets of the tenants it claimed for,
+-- refilled and spent (store/limits.py, refill), while it still holds their rows.
+UPDATE tickwork_tenants t SET tokens = s.tokens, refilled_at = s.at
+FROM unnest(%(tenants)s::text[], %(tokens)s::float8[], %(at)s::timestamptz[])
+    AS s (tenant, tokens, at)
+WHERE t.tenant = s.tenant;
 
 -- name: set_task_limit
 INSERT INTO tickwork_task_limits (task, max_running, updated_at)
