@@ -113,6 +113,9 @@ def test_held_counts_due_runs_beyond_the_room_left(store: Store) -> None:
     assert TenantStatus(limits, running=3, due=5).held == 5
     assert TenantStatus(limits, running=0, due=2).held == 0
     assert TenantStatus(TenantLimits("acme"), running=9, due=9).held == 0
+    rated = TenantLimits("acme", max_running=3, rate=5.0)
+    assert TenantStatus(rated, running=1, due=5, starts=1).held == 4  # the rate binds
+    assert TenantStatus(rated, running=1, due=5, starts=4).held == 3  # max_running binds
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, "5", True])
@@ -328,9 +331,7 @@ def test_complete_and_claim_spends_the_bucket_too(store: Store, t0: datetime) ->
 # -- fair share ----------------------------------------------------------------------------
 
 
-def test_a_claim_shares_its_batch_between_tenants_with_due_runs(
-    store: Store, t0: datetime
-) -> None:
+def test_a_claim_shares_its_batch_between_tenants_with_due_runs(store: Store, t0: datetime) -> None:
     due(store, t0 - timedelta(minutes=1), "acme", 100)  # a backlog, first in run_at order
     due(store, t0, "beta", 10)
     assert tenants_of(store.claim("w1", limit=10, lease=LEASE, now=t0)) == {"acme": 5, "beta": 5}

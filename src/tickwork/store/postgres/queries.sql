@@ -512,7 +512,8 @@ DELETE FROM tickwork_tenants WHERE tenant = %(tenant)s;
 SELECT * FROM tickwork_tenants WHERE tenant = %(tenant)s;
 
 -- name: tenant_statuses
--- Every tenant with a limits row or runs running or queued-and-due, with its counts.
+-- Every tenant with a limits row or runs running or queued-and-due, with its counts and
+-- its token bucket (tokens at refilled_at).
 WITH counts AS (
     SELECT tenant, count(*) FILTER (WHERE state = 'running') AS running,
         count(*) FILTER (WHERE state <> 'running' AND run_at <= %(now)s) AS due
@@ -521,7 +522,8 @@ WITH counts AS (
       AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
     GROUP BY tenant
 )
-SELECT coalesce(t.tenant, c.tenant) AS tenant, t.max_running, t.rate, t.burst,
+SELECT coalesce(t.tenant, c.tenant) AS tenant, t.max_running, t.rate, t.burst, t.tokens,
+    t.refilled_at,
     coalesce(t.weight, 1) AS weight, coalesce(c.running, 0) AS running,
     coalesce(c.due, 0) AS due
 FROM (SELECT * FROM tickwork_tenants

@@ -349,7 +349,8 @@ DELETE FROM tickwork_tenants WHERE tenant = :tenant;
 SELECT * FROM tickwork_tenants WHERE tenant = :tenant;
 
 -- name: tenant_statuses
--- Every tenant with a limits row or runs running or queued-and-due, with its counts.
+-- Every tenant with a limits row or runs running or queued-and-due, with its counts and
+-- its token bucket (tokens at refilled_at).
 WITH counts AS (
     SELECT tenant, sum(state = 'running') AS running,
         sum(state <> 'running' AND run_at <= :now) AS due
@@ -357,7 +358,8 @@ WITH counts AS (
     WHERE state IN ('running', 'queued', 'failed') AND (:tenant IS NULL OR tenant = :tenant)
     GROUP BY tenant
 )
-SELECT coalesce(t.tenant, c.tenant) AS tenant, t.max_running, t.rate, t.burst,
+SELECT coalesce(t.tenant, c.tenant) AS tenant, t.max_running, t.rate, t.burst, t.tokens,
+    t.refilled_at,
     coalesce(t.weight, 1) AS weight, coalesce(c.running, 0) AS running,
     coalesce(c.due, 0) AS due
 FROM (SELECT * FROM tickwork_tenants WHERE :tenant IS NULL OR tenant = :tenant) t
