@@ -66,19 +66,6 @@ from tickwork.store.base import (
     TriggerResult,
 )
 from tickwork.store.driver import Tx
-from tickwork.store.limits import (
-    TASK,
-    TENANT,
-    Bucket,
-    FairRow,
-    Key,
-    fair_order,
-    names,
-    pick_within_limits,
-    refill_all,
-    spend,
-    whole,
-)
 from tickwork.store.planning import plan_batch
 from tickwork.store.postgres.driver import (
     PG_CODEC,
@@ -500,118 +487,43 @@ class PostgresStore(SqlStore):
         now: datetime | None,
     ) -> tuple[set[int], list[DictRow]]:
         """Complete, then claim within tenants' and tasks' limits and fairly across
-        tenants, in one transaction. The limited tenants' and tasks' rows are locked first
-        (SKIP LOCKED: one another claimer holds is left out of this claim), then their
-        running runs are counted in a later statement, whose snapshot sees what every
-        earlier holder committed: so no two claimers ever count one tenant or task at once,
-        and the count is exact. A rate-limited tenant's token bucket is in its row, read
-        under the same lock and written back before commit. Returns the ids completed and
-        the rows claimed."""
-        # Pipelined: BEGIN, the completions and the locks go in one round trip, the two
-        # counts in the next; then the candidates; the claim, the buckets and COMMIT.
-        with self._conn() as conn, conn.pipeline() as p, conn.transaction():
-            completed = None
-            if completions:
-                params = {**_completion_params(completions), "now": now}
-                completed = conn.execute(Q["complete_ids"], params, binary=True)
-            tenants_cursor = conn.execute(Q["limited_tenants"], {"now": now})
-            tasks_cursor = conn.execute(Q["limited_tasks"])
-            p.sync()
+        tenants, in one transaction and one round trip. hold_limits walks the tenants with
+        runs and locks the rows of the limited ones it walked and of the limited tasks
+        (SKIP LOCKED: one another claimer holds is left out of this claim); claim_limited,
+        a later statement whose snapshot sees what every earlier holder committed, counts
+        their running runs, refills their token buckets, picks, claims and spends the
+        tokens: so no two claimers ever count one tenant or task at once, and every limit
+        holds exactly. Returns the ids completed and the rows claimed."""
+        with self._conn() as conn, conn.pipeline():
+            with conn.transaction():
+                completed = None
+                if completions:
+                    params = {**_completion_params(completions), "now": now}
+                    completed = conn.execute(Q["complete_ids"], params, binary=True)
+                claimed = None
+                if limit >= 1:
+                    params = {
+                        "worker": worker,
+                        "now": now,
+                        "limit": limit,
+                        "lease": lease,
+                        "queues": _list(queues),
+                        "after": self._after,
+                    }
+                    conn.execute(Q["hold_limits"], params, prepare=True)
+                    query = for_queues(Q["claim_limited"], queues)
+                    claimed = conn.execute(query, params, prepare=True)
             done = {r["id"] for r in completed} if completed is not None else set()
-            limited_tenants = tenants_cursor.fetchall()
-            limited_tasks = tasks_cursor.fetchall()
-            held = [r for r in limited_tenants if r["held"]]
-            tenants = {r["tenant"]: r["max_running"] for r in held if r["max_running"]}
-            tasks = {r["task"]: r["max_running"] for r in limited_tasks if r["held"]}
-            buckets = refill_all(
-                [(r["tenant"], r["rate"], r["burst"], r["tokens"], r["refilled_at"]) for r in held],
-                limited_tenants[0]["now"] if limited_tenants else None,
-            )
-            # Limited ones another claimer holds: left out of this claim.
-            others = [(TENANT, r["tenant"]) for r in limited_tenants if not r["held"]]
-            others += [(TASK, r["task"]) for r in limited_tasks if not r["held"]]
-            known = [r["tenant"] for r in limited_tenants], [r["task"] for r in limited_tasks]
-            if limit < 1:
-                self._limited = bool(held or tasks)
+            if claimed is None:
                 return done, []
-            counted = [
-                (kind, conn.execute(Q[query], {arg: list(limits)}))
-                for kind, query, arg, limits in (
-                    (TENANT, "running_of_tenants", "tenants", tenants),
-                    (TASK, "running_of_tasks", "tasks", tasks),
-                )
-                if limits
-            ]
-            p.sync()
-            room: dict[Key, int] = {
-                **{(TENANT, t): cap for t, cap in tenants.items()},
-                **{(TASK, t): cap for t, cap in tasks.items()},
-            }
-            for kind, cursor in counted:
-                for r in cursor:
-                    room[kind, r[kind]] -= r["n"]
-            for tenant, (tokens, _) in buckets.items():
-                room[TENANT, tenant] = min(room.get((TENANT, tenant), limit), whole(tokens))
-            rows, tenants_seen = self._pick_and_claim(
-                conn,
-                worker,
-                room,
-                others,
-                known,
-                limit=limit,
-                lease=lease,
-                queues=queues,
-                now=now,
-            )
-            # The slow path again while a limit binds or tenants share; else the one statement.
-            self._limited = bool(held or tasks or tenants_seen > 1)
-            _take_tokens(conn, buckets, rows)
-            return done, rows
-
-    def _pick_and_claim(
-        self,
-        conn: Conn,
-        worker: str,
-        room: dict[Key, int],
-        others: list[Key],
-        known: tuple[list[str], list[str]],
-        *,
-        limit: int,
-        lease: timedelta,
-        queues: Sequence[str] | None,
-        now: datetime | None,
-    ) -> tuple[list[DictRow], int]:
-        """The runs claimed, and how many tenants with claimable runs the walk saw."""
-        query = for_queues(Q["claim_candidates"], queues)
-        walked: dict[str, int] = {}
-
-        def candidates(taken: list[int], full: list[Key], want: int) -> list[tuple[int, str, str]]:
-            skip = full + others
-            params = {
-                "now": now,
-                "queues": _list(queues),
-                "after": self._after,
-                "tenants": want + len(skip),
-                "taken": taken,
-                "full": names(skip, TENANT),
-                "full_tasks": names(skip, TASK),
-                "known": known[0],
-                "known_tasks": known[1],
-                "limit": want,
-            }
-            rows = [tuple(r.values()) for r in conn.execute(query, params)]
-            walked.update((r[1], r[3]) for r in rows)
-            return fair_order(cast(list[FairRow], rows), want)
-
-        ids = pick_within_limits(candidates, room, limit)
-        if not ids:
-            return [], len(walked)
-        rows = conn.execute(
-            Q["claim_ids"], {"ids": ids, "worker": worker, "now": now, "lease": lease}
-        ).fetchall()
-        # Round-robin: the next claim walks on from the last tenant this one reached.
-        self._after = max({r["tenant"] for r in rows}, key=walked.__getitem__)
-        return rows, len(walked)
+            rows = claimed.fetchall()
+        # The limited path again while a limit exists or tenants share; else one statement.
+        self._limited = rows[0]["limited"] or rows[0]["tenants"] > 1
+        rows = [r for r in rows if r["id"] is not None]
+        if rows:
+            # Round-robin: the next claim walks on from the last tenant this one reached.
+            self._after = max(rows, key=lambda r: r["walked"])["tenant"]
+        return done, rows
 
     def _rejected(self, completions: Sequence[Completion]) -> list[int]:
         """Which of ``completions`` were not applied: their run is not succeeded under the
@@ -703,19 +615,6 @@ def _completion_params(completions: Sequence[Completion]) -> dict[str, Any]:
         "tokens": [c.fencing_token for c in completions],
         "results": [Jsonb(c.result) if c.result is not None else None for c in completions],
     }
-
-
-def _take_tokens(conn: Conn, buckets: dict[str, Bucket], rows: list[DictRow]) -> None:
-    """Write back the buckets of the rate-limited tenants this claim started runs of; no
-    reply awaited (the commit that follows syncs it)."""
-    taken = spend(buckets, [r["tenant"] for r in rows])
-    if taken:
-        params = {
-            "tenants": list(taken),
-            "tokens": [tokens for tokens, _ in taken.values()],
-            "at": [at for _, at in taken.values()],
-        }
-        conn.execute(Q["take_tokens"], params)
 
 
 def _claimed(rows: list[DictRow]) -> list[Run]:
