@@ -379,3 +379,10 @@ def test_a_lone_tenant_is_claimed_in_full_batches(store: Store, t0: datetime) ->
     due(store, t0, "beta", 1)
     assert tenants_of(store.claim("w1", limit=10, lease=LEASE, now=t0)) == {"acme": 9, "beta": 1}
     assert tenants_of(store.claim("w1", limit=10, lease=LEASE, now=t0)) == {"acme": 10}
+
+
+def test_tenants_with_nothing_due_do_not_hide_one_with_due_runs(store: Store, t0: datetime) -> None:
+    for i in range(10):
+        due(store, t0 + timedelta(hours=1), f"a{i}", 1)  # queued, not due yet
+    due(store, t0, "zeta", 3)
+    assert tenants_of(store.claim("w1", limit=2, lease=LEASE, now=t0)) == {"zeta": 2}

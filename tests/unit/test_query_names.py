@@ -101,7 +101,7 @@ def test_both_dialects_filter_queues_in_the_same_queries() -> None:
     def filtered(queries: dict[str, str]) -> set[str]:
         return {n for n, q in queries.items() if ONLY_QUEUES in q}
 
-    assert filtered(SQLITE) == {"claim", "claim_candidates", "next_claimable_at"}
+    assert filtered(SQLITE) == {"claim", "claim_candidates", "walk_tenants", "next_claimable_at"}
     assert filtered(POSTGRES) - set(HOT_PATH_ONLY) == filtered(SQLITE) - set(HOT_PATH_ONLY)
 
 

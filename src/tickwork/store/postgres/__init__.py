@@ -510,7 +510,7 @@ class PostgresStore(SqlStore):
                         "queues": _list(queues),
                         "after": self._after,
                     }
-                    conn.execute(Q["hold_limits"], params, prepare=True)
+                    conn.execute(for_queues(Q["hold_limits"], queues), params, prepare=True)
                     query = for_queues(Q["claim_limited"], queues)
                     claimed = conn.execute(query, params, prepare=True)
             done = {r["id"] for r in completed} if completed is not None else set()
@@ -518,11 +518,15 @@ class PostgresStore(SqlStore):
                 return done, []
             rows = claimed.fetchall()
         # The limited path again while a limit exists or tenants share; else one statement.
-        self._limited = rows[0]["limited"] or rows[0]["tenants"] > 1
+        flags = rows[0]
+        self._limited = flags["limited"] or flags["tenants"] > 1
         rows = [r for r in rows if r["id"] is not None]
+        # Round-robin: the next claim walks on from the last tenant this one claimed for,
+        # or past every tenant it walked when it found them all full.
         if rows:
-            # Round-robin: the next claim walks on from the last tenant this one reached.
             self._after = max(rows, key=lambda r: r["walked"])["tenant"]
+        elif flags["last_walked"] is not None:
+            self._after = flags["last_walked"]
         return done, rows
 
     def _rejected(self, completions: Sequence[Completion]) -> list[int]:

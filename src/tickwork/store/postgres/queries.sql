@@ -534,8 +534,8 @@ ORDER BY 1;
 
 -- name: hold_limits
 -- The limited claim's first statement (then claim_limited, in one transaction, sent in one
--- round trip). Fair share's walk (store/limits.py): the tenants with runs queued or
--- failed, in name order from %(after)s round to it again, one probe of tickwork_runs_fair
+-- round trip). Fair share's walk (store/limits.py): the tenants with claimable runs (a
+-- tenant's runs not yet due or in other queues are stepped over in the index), in name order from %(after)s round to it again, one probe of tickwork_runs_fair
 -- each (past a tenant's whole backlog at once), %(limit)s of them at most. Then lock those
 -- of them with a limit, and every task with one, that no other claimer holds (SKIP LOCKED:
 -- one that is held is left out of this claim), and name the walk and the held in the
@@ -547,17 +547,27 @@ ORDER BY 1;
 WITH RECURSIVE onward (tenant, n) AS (
     SELECT min(tenant), 1 FROM tickwork_runs
     WHERE state IN ('queued', 'failed') AND tenant > %(after)s
+      AND run_at <= coalesce(%(now)s::timestamptz, now())
+      AND queue = ANY(%(queues)s::text[])  -- only-queues
     UNION ALL
     SELECT (SELECT min(r.tenant) FROM tickwork_runs r
-            WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant), w.n + 1
+            WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant
+              AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+              AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+           ), w.n + 1
     FROM onward w WHERE w.tenant IS NOT NULL AND w.n < %(limit)s
 ), around (tenant, n) AS (
     SELECT min(tenant), (SELECT count(tenant) FROM onward) + 1 FROM tickwork_runs
     WHERE state IN ('queued', 'failed') AND tenant <= %(after)s
+      AND run_at <= coalesce(%(now)s::timestamptz, now())
+      AND queue = ANY(%(queues)s::text[])  -- only-queues
     UNION ALL
     SELECT (SELECT min(r.tenant) FROM tickwork_runs r
             WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant
-              AND r.tenant <= %(after)s), w.n + 1
+              AND r.tenant <= %(after)s
+              AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+              AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+           ), w.n + 1
     FROM around w WHERE w.tenant IS NOT NULL AND w.n < %(limit)s
 ), walk AS MATERIALIZED (
     SELECT tenant, n FROM (SELECT * FROM onward UNION ALL SELECT * FROM around) w
@@ -591,7 +601,8 @@ SELECT set_config('jit', 'off', true),
 --    task's room, in order of rank / weight, then walk position; claim %(limit)s of them.
 -- 3. Spend a token of each claimed run's rate-limited tenant.
 -- Comes back: one row per claimed run (with its tenant's position in the walk), or one
--- row of NULLs; each carries how many tenants the walk saw and whether any limit exists.
+-- row of NULLs; each carries how many tenants the walk saw, the last of them, and whether
+-- any limit exists.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
 ), walk AS MATERIALIZED (
@@ -680,8 +691,9 @@ WITH clock AS (
     JOIN buckets b USING (tenant)
     WHERE t.tenant = c.tenant
 )
-SELECT f.tenants, f.limited, c.*
+SELECT f.tenants, f.last_walked, f.limited, c.*
 FROM (SELECT (SELECT count(*) FROM walk) AS tenants,
+             (SELECT tenant FROM walk ORDER BY n DESC LIMIT 1) AS last_walked,
              EXISTS (SELECT 1 FROM tickwork_tenants
                      WHERE max_running IS NOT NULL OR rate IS NOT NULL
                      UNION ALL SELECT 1 FROM tickwork_task_limits) AS limited) f

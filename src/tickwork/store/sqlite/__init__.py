@@ -377,7 +377,13 @@ class SqliteStore(SqlStore):
         def candidates(taken: list[int], full: list[Key], want: int) -> list[tuple[int, str, str]]:
             skip = set(names(full, TENANT))
             walk = conn.execute(
-                Q["walk_tenants"], {"after": self._after, "tenants": want + len(skip)}
+                for_queues(Q["walk_tenants"], queues),
+                {
+                    "after": self._after,
+                    "tenants": want + len(skip),
+                    "now": params["now"],
+                    "queues": params["queues"],
+                },
             ).fetchall()
             walked.update((r["tenant"], r["n"]) for r in walk)
             walk = [r for r in walk if r["tenant"] not in skip]
@@ -403,6 +409,8 @@ class SqliteStore(SqlStore):
 
         ids = pick_within_limits(candidates, room, params["limit"])
         if not ids:
+            if walked:  # the next claim walks on past the tenants this one found full
+                self._after = max(walked, key=walked.__getitem__)
             return []
         claim = {k: params[k] for k in ("worker", "now", "lease")}
         claimed = conn.execute(Q["claim_ids"], {**claim, "ids": C.array(ids)}).fetchall()

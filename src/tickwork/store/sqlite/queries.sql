@@ -382,24 +382,31 @@ SELECT (SELECT tenant FROM tickwork_runs INDEXED BY tickwork_runs_fair
         WHERE state IN ('queued', 'failed') ORDER BY tenant DESC LIMIT 1) AS last;
 
 -- name: walk_tenants
--- Fair share's walk: up to :tenants tenants with runs queued or failed, in name order from
+-- Fair share's walk: up to :tenants tenants with claimable runs, in name order from
 -- :after round to it again (one probe of tickwork_runs_fair each), with their weights.
 WITH RECURSIVE onward (tenant, n) AS (
     SELECT (SELECT tenant FROM tickwork_runs INDEXED BY tickwork_runs_fair
-            WHERE state IN ('queued', 'failed') AND tenant > :after ORDER BY tenant LIMIT 1), 1
+            WHERE state IN ('queued', 'failed') AND tenant > :after AND run_at <= :now
+              AND queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+            ORDER BY tenant LIMIT 1), 1
     UNION ALL
     SELECT (SELECT r.tenant FROM tickwork_runs r INDEXED BY tickwork_runs_fair
-            WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant
+            WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant AND r.run_at <= :now
+              AND r.queue IN (SELECT value FROM json_each(:queues))  -- only-queues
             ORDER BY r.tenant LIMIT 1), w.n + 1
     FROM onward w WHERE w.tenant IS NOT NULL AND w.n < :tenants
 ), around (tenant, n) AS (
     SELECT (SELECT tenant FROM tickwork_runs INDEXED BY tickwork_runs_fair
-            WHERE state IN ('queued', 'failed') AND tenant <= :after ORDER BY tenant LIMIT 1),
+            WHERE state IN ('queued', 'failed') AND tenant <= :after AND run_at <= :now
+              AND queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+            ORDER BY tenant LIMIT 1),
         (SELECT count(tenant) FROM onward) + 1
     UNION ALL
     SELECT (SELECT r.tenant FROM tickwork_runs r INDEXED BY tickwork_runs_fair
             WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant
-              AND r.tenant <= :after ORDER BY r.tenant LIMIT 1), w.n + 1
+              AND r.tenant <= :after AND r.run_at <= :now
+              AND r.queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+            ORDER BY r.tenant LIMIT 1), w.n + 1
     FROM around w WHERE w.tenant IS NOT NULL AND w.n < :tenants
 )
 SELECT w.tenant, w.n, coalesce(t.weight, 1) AS weight
