@@ -1,11 +1,14 @@
 """Which candidate runs a claim may take under tenants' and tasks' limits, and in which
-order tenants share a claim, decided in Python, identically for every store.
+order tenants share a claim: the rules, in Python.
 
-A store's limited claim path holds its limited tenants and tasks (PostgreSQL: their rows
-locked ``FOR UPDATE``; SQLite: the write lock), counts their running runs, and hands
-:func:`pick_within_limits` a way to fetch candidates in claim order. A tenant or task
-that fills up is added to ``full`` and the store fetches again without it, so a
-throttled tenant never holds back another's runs: the batch fills from those with room.
+SQLite's limited claim runs them as they are: under the write lock it counts the limited
+tenants' and tasks' running runs, and hands :func:`pick_within_limits` a way to fetch
+candidates in claim order. A tenant or task that fills up is added to ``full`` and the
+store fetches again without it, so a throttled tenant never holds back another's runs:
+the batch fills from those with room. PostgreSQL's runs the same rules as one statement
+(``claim_limited`` in its queries.sql, which names the function each step follows), so a
+claim is one round trip; the conformance tests (tests/store/test_tenants.py) hold both to
+the same figures. The tenants' statuses (``TenantStatus.starts``) use :func:`refill_all`.
 
 A tenant's ``rate`` is a token bucket kept in its row (tokens, refilled_at by the store's
 clock): the claim refills it (:func:`refill`), gives the tenant room for as many runs as
