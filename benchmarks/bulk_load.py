@@ -34,7 +34,9 @@ _RUNS = f"""
 INSERT INTO tickwork_runs (job_id, tenant, task, args, queue, priority, max_attempts,
     backoff_base, backoff_cap, timeout, scheduled_for, run_at, state, attempt, fencing_token,
     worker, started_at, finished_at, created_at)
-SELECT %(first_job)s + g / {RUNS_PER_JOB}, 'default', 'noop', '{{}}', 'default', 0, 3, 1.0, 300.0,
+SELECT %(first_job)s + g / {RUNS_PER_JOB},
+    CASE WHEN %(tenants)s = 1 THEN 'default' ELSE 't' || lpad((g %% %(tenants)s)::text, 5, '0') END,
+    'noop', '{{}}', 'default', 0, 3, 1.0, 300.0,
     NULL, t, t, %(state)s, 1, CASE WHEN %(state)s = 'succeeded' THEN 1 ELSE 0 END,
     CASE WHEN %(state)s = 'succeeded' THEN 'loader' END,
     CASE WHEN %(state)s = 'succeeded' THEN t END,
@@ -46,14 +48,21 @@ FROM generate_series(0, %(n)s - 1) AS g,
 """
 
 
-def load_runs(url: str, *, finished: int, queued: int) -> None:
-    """``finished`` succeeded runs and ``queued`` runs claimable now (oldest first)."""
+def load_runs(url: str, *, finished: int, queued: int, tenants: int = 1) -> None:
+    """``finished`` succeeded runs and ``queued`` runs claimable now (oldest first), dealt
+    round the ``tenants`` (``t00000``, ``t00001``, ...; one: all of tenant ``default``)."""
     with psycopg.connect(url, autocommit=True) as conn:
         first = _jobs(conn, -(-(finished + queued) // RUNS_PER_JOB), "completed")
         # Two slot ranges that cannot collide: finished runs lie a day further back.
         for state, n, shift in (("succeeded", finished, 86_400 * 30), ("queued", queued, 0)):
             if n:
-                params = {"first_job": first, "state": state, "n": n, "shift": shift}
+                params = {
+                    "first_job": first,
+                    "state": state,
+                    "n": n,
+                    "shift": shift,
+                    "tenants": tenants,
+                }
                 conn.execute(_RUNS, params)  # type: ignore[arg-type]
                 first += -(-n // RUNS_PER_JOB)
         conn.execute("VACUUM ANALYZE tickwork_jobs")

@@ -219,6 +219,8 @@ def _describe_run(run: Run, now: datetime, tenant: TenantStatus | None) -> str:
             f"; waiting: tenant {tenant.tenant} is at max_running "
             f"{tenant.limits.max_running} ({tenant.running} running)"
         )
+    elif waits and tenant is not None and tenant.rate_held:
+        text += f"; waiting: tenant {tenant.tenant}'s rate {tenant.limits.rate:g}/s"
     if run.started_at:
         lag = (run.started_at - run.scheduled_for).total_seconds() * 1000
         text += f", last started at {run.started_at.isoformat()}"

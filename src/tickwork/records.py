@@ -273,6 +273,8 @@ class TenantStatus:
     limits: TenantLimits
     running: int
     due: int
+    starts: int | None = None
+    """How many runs its rate lets start now (whole tokens in its bucket); None: no rate."""
 
     @property
     def tenant(self) -> str:
@@ -285,13 +287,18 @@ class TenantStatus:
         return cap is not None and self.running >= cap
 
     @property
+    def rate_held(self) -> bool:
+        """No run of this tenant can start now: its rate's bucket is empty."""
+        return self.starts == 0
+
+    @property
     def held(self) -> int:
-        """Queued-and-due runs its ``max_running`` keeps from starting now: those beyond the
-        room it has left."""
+        """Queued-and-due runs its ``max_running`` or its rate keeps from starting now:
+        those beyond the room it has left."""
         cap = self.limits.max_running
-        if cap is None:
-            return 0
-        return max(0, self.due - max(0, cap - self.running))
+        rooms = [] if cap is None else [max(0, cap - self.running)]
+        rooms += [] if self.starts is None else [self.starts]
+        return max(0, self.due - min(rooms)) if rooms else 0
 
 
 MAX_RUNNING_CEILING = 1_000_000

@@ -113,6 +113,9 @@ def test_held_counts_due_runs_beyond_the_room_left(store: Store) -> None:
     assert TenantStatus(limits, running=3, due=5).held == 5
     assert TenantStatus(limits, running=0, due=2).held == 0
     assert TenantStatus(TenantLimits("acme"), running=9, due=9).held == 0
+    rated = TenantLimits("acme", max_running=3, rate=5.0)
+    assert TenantStatus(rated, running=1, due=5, starts=1).held == 4  # the rate binds
+    assert TenantStatus(rated, running=1, due=5, starts=4).held == 3  # max_running binds
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, "5", True])
@@ -261,3 +264,125 @@ def test_a_run_needs_room_in_both_its_tenants_and_its_tasks_limit(
     store.submit_many(specs, now=t0)
     claimed = store.claim("w1", limit=10, lease=LEASE, now=t0)
     assert tenants_of(claimed) == {"acme": 1, "beta": 1}
+
+
+# -- rate limits ---------------------------------------------------------------------------
+
+
+def test_a_rate_limited_tenant_starts_its_burst_then_its_rate(store: Store, t0: datetime) -> None:
+    store.set_tenant_limits("acme", rate=2.0, burst=4)
+    due(store, t0, "acme", 20)
+
+    def claimed(after: float) -> int:
+        return len(store.claim("w1", limit=10, lease=LEASE, now=t0 + timedelta(seconds=after)))
+
+    assert claimed(0) == 4  # the full bucket
+    assert claimed(0) == 0
+    assert claimed(0.4) == 0  # 0.8 of a token
+    assert claimed(0.5) == 1  # 1.0
+    assert claimed(1.5) == 2
+    assert claimed(1.75) == 0  # half a token left over
+    assert claimed(2.0) == 1
+
+
+def test_a_bucket_refills_no_fuller_than_its_burst(store: Store, t0: datetime) -> None:
+    store.set_tenant_limits("acme", rate=10.0, burst=3)
+    due(store, t0, "acme", 20)
+    assert len(store.claim("w1", limit=10, lease=LEASE, now=t0)) == 3
+    later = t0 + timedelta(hours=1)
+    assert len(store.claim("w1", limit=10, lease=LEASE, now=later)) == 3
+
+
+def test_a_rate_held_tenant_does_not_hold_back_others(store: Store, t0: datetime) -> None:
+    store.set_tenant_limits("acme", rate=1.0)
+    due(store, t0, "acme", 5, priority=10)  # first in claim order
+    due(store, t0, "beta", 3)
+    assert tenants_of(store.claim("w1", limit=10, lease=LEASE, now=t0)) == {"acme": 1, "beta": 3}
+
+
+def test_rate_and_max_running_hold_together(store: Store, t0: datetime) -> None:
+    store.set_tenant_limits("acme", max_running=2, rate=100.0)
+    due(store, t0, "acme", 10)
+    assert len(store.claim("w1", limit=10, lease=LEASE, now=t0)) == 2
+    store.set_tenant_limits("acme", max_running=None)
+    assert len(store.claim("w1", limit=10, lease=LEASE, now=t0)) == 8
+
+
+def test_a_changed_rate_applies_from_the_next_claim(store: Store, t0: datetime) -> None:
+    store.set_tenant_limits("acme", rate=1.0)
+    due(store, t0, "acme", 30)
+    assert len(store.claim("w1", limit=50, lease=LEASE, now=t0)) == 1
+    store.set_tenant_limits("acme", rate=10.0)  # the bucket grows; its tokens stay
+    second = t0 + timedelta(seconds=1)
+    assert len(store.claim("w1", limit=50, lease=LEASE, now=second)) == 10
+    store.set_tenant_limits("acme", rate=None)
+    assert len(store.claim("w1", limit=50, lease=LEASE, now=second)) == 19
+
+
+def test_complete_and_claim_spends_the_bucket_too(store: Store, t0: datetime) -> None:
+    store.set_tenant_limits("acme", rate=1.0, burst=2)
+    due(store, t0, "acme", 5)
+    _, first = store.complete_and_claim([], "w1", limit=10, lease=LEASE, now=t0)
+    done = [Completion(r.id, r.fencing_token) for r in first]
+    rejected, more = store.complete_and_claim(done, "w1", limit=10, lease=LEASE, now=t0)
+    assert (len(first), rejected, more) == (2, [], [])
+
+
+# -- fair share ----------------------------------------------------------------------------
+
+
+def test_a_claim_shares_its_batch_between_tenants_with_due_runs(store: Store, t0: datetime) -> None:
+    due(store, t0 - timedelta(minutes=1), "acme", 100)  # a backlog, first in run_at order
+    due(store, t0, "beta", 10)
+    assert tenants_of(store.claim("w1", limit=10, lease=LEASE, now=t0)) == {"acme": 5, "beta": 5}
+
+
+def test_a_claim_shares_its_batch_by_weight(store: Store, t0: datetime) -> None:
+    store.set_tenant_limits("beta", weight=3.0)
+    due(store, t0, "acme", 50)
+    due(store, t0, "beta", 50)
+    assert tenants_of(store.claim("w1", limit=8, lease=LEASE, now=t0)) == {"acme": 2, "beta": 6}
+
+
+def test_a_tenant_with_few_runs_leaves_the_rest_of_the_batch_to_others(
+    store: Store, t0: datetime
+) -> None:
+    due(store, t0, "acme", 50)
+    due(store, t0, "beta", 2)
+    assert tenants_of(store.claim("w1", limit=10, lease=LEASE, now=t0)) == {"acme": 8, "beta": 2}
+
+
+def test_fair_share_keeps_each_tenants_own_claim_order(store: Store, t0: datetime) -> None:
+    low = due(store, t0, "acme", 3)
+    high = due(store, t0, "acme", 3, priority=5)
+    due(store, t0, "beta", 6)
+    claimed = [r.id for r in store.claim("w1", limit=6, lease=LEASE, now=t0) if r.tenant == "acme"]
+    assert claimed == high
+    assert not set(claimed) & set(low)
+
+
+def test_claims_go_round_the_tenants_when_there_are_more_than_a_batch(
+    store: Store, t0: datetime
+) -> None:
+    for i in range(20):
+        due(store, t0, f"t{i:02}", 5)
+    served: set[str] = set()
+    for _ in range(5):
+        batch = tenants_of(store.claim("w1", limit=4, lease=LEASE, now=t0))
+        assert sum(batch.values()) == 4
+        served |= set(batch)
+    assert len(served) == 20
+
+
+def test_a_lone_tenant_is_claimed_in_full_batches(store: Store, t0: datetime) -> None:
+    due(store, t0, "acme", 30)
+    due(store, t0, "beta", 1)
+    assert tenants_of(store.claim("w1", limit=10, lease=LEASE, now=t0)) == {"acme": 9, "beta": 1}
+    assert tenants_of(store.claim("w1", limit=10, lease=LEASE, now=t0)) == {"acme": 10}
+
+
+def test_tenants_with_nothing_due_do_not_hide_one_with_due_runs(store: Store, t0: datetime) -> None:
+    for i in range(10):
+        due(store, t0 + timedelta(hours=1), f"a{i}", 1)  # queued, not due yet
+    due(store, t0, "zeta", 3)
+    assert tenants_of(store.claim("w1", limit=2, lease=LEASE, now=t0)) == {"zeta": 2}

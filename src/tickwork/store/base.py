@@ -264,7 +264,12 @@ class Store(abc.ABC):
         """Take up to ``limit`` claimable runs, exclusively.
 
         Eligible: state queued or failed, ``run_at <= now``, queue in ``queues`` (None: any).
-        Order: priority descending, then run_at, then id. Transition: -> running, with
+        Order: priority descending, then run_at, then id, while one tenant's runs are
+        eligible. Fair share, when several tenants' are: the tenants are walked round-robin
+        from where this store object's last claim stopped (a batch's worth at most), each
+        one's runs taken in the order above, interleaved by ``rank / weight`` (weights 1
+        and 3: A B B B A B B B); a tenant with fewer runs leaves the rest of the batch to the
+        others (docs/tenant-limits.md). Transition: -> running, with
         ``worker``, ``lease_expires_at = now + lease``, ``started_at = now`` and a new
         fencing token (the previous one + 1). Under concurrency every run is returned to
         exactly one caller (PostgreSQL: FOR UPDATE SKIP LOCKED; SQLite: BEGIN IMMEDIATE).
@@ -273,8 +278,12 @@ class Store(abc.ABC):
         eligible only while fewer than N of its runs are in state running (a dead
         worker's run counts until it is rescued), counting the runs this call claims; the
         limit holds exactly across every concurrent claimer and batch. One at its limit
-        is skipped, and the call claims other runs in its place. Limits are read in the
-        claim's own transaction, so a change applies from the next claim.
+        is skipped, and the call claims other runs in its place. A tenant's ``rate`` is a
+        token bucket kept with its limits (tokens, refilled at ``rate`` a second up to
+        :attr:`TenantLimits.bucket`, by the store's clock): a claim starts no more of its
+        runs than whole tokens, and spends one per run, exactly across every claimer.
+        Limits are read in the claim's own transaction, so a change applies from the next
+        claim.
         """
 
     def complete_and_claim(

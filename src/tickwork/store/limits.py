@@ -1,16 +1,35 @@
-"""Which candidate runs a claim may take under tenants' and tasks' ``max_running``,
-decided in Python, identically for every store.
+"""Which candidate runs a claim may take under tenants' and tasks' limits, and in which
+order tenants share a claim: the rules, in Python.
 
-A store's limited claim path holds its limited tenants and tasks (PostgreSQL: their rows
-locked ``FOR UPDATE``; SQLite: the write lock), counts their running runs, and hands
-:func:`pick_within_limits` a way to fetch candidates in claim order. A tenant or task
-that fills up is added to ``full`` and the store fetches again without it, so a
-throttled tenant never holds back another's runs: the batch fills from those with room.
+SQLite's limited claim runs them as they are: under the write lock it counts the limited
+tenants' and tasks' running runs, and hands :func:`pick_within_limits` a way to fetch
+candidates in claim order. A tenant or task that fills up is added to ``full`` and the
+store fetches again without it, so a throttled tenant never holds back another's runs:
+the batch fills from those with room. PostgreSQL's runs the same rules as one statement
+(``claim_limited`` in its queries.sql, which names the function each step follows), so a
+claim is one round trip; the conformance tests (tests/store/test_tenants.py) hold both to
+the same figures. The tenants' statuses (``TenantStatus.starts``) use :func:`refill_all`.
+
+A tenant's ``rate`` is a token bucket kept in its row (tokens, refilled_at by the store's
+clock): the claim refills it (:func:`refill`), gives the tenant room for as many runs as
+whole tokens, and spends one token per run it claims, all while it holds the row, so every
+worker on every host draws on one bucket and the rate is never exceeded.
+
+Fair share (:func:`fair_order`): when runs of more than one tenant are claimable, a claim
+walks the tenants in name order from where this claimer's last claim stopped (a cursor,
+round-robin) and reads each one's first runs in claim order; it then interleaves them by
+weighted rank, ``rank / weight`` (start-time fair queuing with a per-claim virtual clock):
+with weights 1 and 3, the batch goes A B B B A B B B ... Each claim costs one index probe
+per tenant visited, at most a batch's worth, however many tenants have runs.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from tickwork.records import TenantLimits
 
 TENANT = "tenant"
 TASK = "task"
@@ -51,3 +70,74 @@ def pick_within_limits(candidates: Candidates, room: dict[Key, int], limit: int)
 def names(keys: Sequence[Key], kind: str) -> list[str]:
     """The names of the ``kind`` (TENANT or TASK) among ``keys``."""
     return [name for k, name in keys if k == kind]
+
+
+def refill(
+    tokens: float | None,
+    refilled_at: datetime | None,
+    rate: float,
+    bucket: int,
+    now: datetime,
+) -> float:
+    """A token bucket's tokens at ``now``: ``tokens`` at ``refilled_at`` plus ``rate`` a
+    second since, capped at ``bucket``; a bucket never refilled (None) is full. A clock
+    that stepped back adds nothing. Rate 20/s, bucket 20, 3.5 tokens at t: 13.5 at t+0.5 s,
+    20 at t+2 s."""
+    if tokens is None or refilled_at is None:
+        return float(bucket)
+    elapsed = max(0.0, (now - refilled_at).total_seconds())
+    return min(float(bucket), tokens + rate * elapsed)
+
+
+Bucket = tuple[float, datetime]
+"""A token bucket: its tokens at a time."""
+BucketRow = tuple[str, float | None, int | None, float | None, datetime | None]
+"""A tenant's ``(tenant, rate, burst, tokens, refilled_at)`` as its row keeps them."""
+
+
+def refill_all(rows: Sequence[BucketRow], now: datetime | None) -> dict[str, Bucket]:
+    """The buckets of the tenants among ``rows`` with a rate, refilled to ``now``. The
+    time a bucket is written back never moves back (two claimers' clocks: one database,
+    but transactions that began in another order than they took the row)."""
+    found: dict[str, Bucket] = {}
+    for tenant, rate, burst, tokens, refilled_at in rows:
+        if rate is None or now is None:
+            continue
+        bucket = TenantLimits(tenant, rate=rate, burst=burst).bucket
+        assert bucket is not None
+        at = max(now, refilled_at) if refilled_at is not None else now
+        found[tenant] = (refill(tokens, refilled_at, rate, bucket, now), at)
+    return found
+
+
+def spend(buckets: dict[str, Bucket], tenants: Sequence[str]) -> dict[str, Bucket]:
+    """The buckets to write back after a claim started a run of each of ``tenants`` (one
+    entry per run): a token each, for the tenants with a bucket."""
+    spent: dict[str, int] = {}
+    for tenant in tenants:
+        if tenant in buckets:
+            spent[tenant] = spent.get(tenant, 0) + 1
+    return {t: (buckets[t][0] - n, buckets[t][1]) for t, n in spent.items()}
+
+
+def whole(tokens: float) -> int:
+    """How many runs ``tokens`` let start (a float's 2.9999999 is 3)."""
+    return max(0, math.floor(tokens + 1e-9))
+
+
+FairRow = tuple[int, str, str, int, int, float]
+"""``(run_id, tenant, task, walk position, rank in its tenant (0 first), weight)``."""
+
+
+def share(limit: int, weight: float, weights: float) -> int:
+    """How many of its runs a claim reads for a tenant of ``weight`` among visited tenants
+    whose weights sum to ``weights``: twice its share of the batch (so a tenant with few
+    runs leaves room the others fill), at least 1, at most the batch."""
+    return max(1, min(limit, math.ceil(2 * limit * weight / weights)))
+
+
+def fair_order(rows: Sequence[FairRow], limit: int) -> list[tuple[int, str, str]]:
+    """Up to ``limit`` of ``rows`` interleaved by weighted rank, ``rank / weight``, then by
+    the tenant's position in the walk."""
+    ordered = sorted(rows, key=lambda r: (r[4] / r[5], r[3], r[4]))
+    return [(r[0], r[1], r[2]) for r in ordered[:limit]]

@@ -66,7 +66,6 @@ from tickwork.store.base import (
     TriggerResult,
 )
 from tickwork.store.driver import Tx
-from tickwork.store.limits import TASK, TENANT, Key, names, pick_within_limits
 from tickwork.store.planning import plan_batch
 from tickwork.store.postgres.driver import (
     PG_CODEC,
@@ -110,7 +109,10 @@ class PostgresStore(SqlStore):
         self._conn: Callable[[], AbstractContextManager[Conn]] = driver.conn
         self._tx: Callable[[], AbstractContextManager[Conn]] = driver.tx
         self._limited = False
-        """Whether the last claim found a limited tenant: claims take the limited path."""
+        """Whether the last claim found a limit or several tenants' runs: claims take the
+        limited path."""
+        self._after = ""
+        """Fair share's cursor: the tenant this store's last limited claim reached."""
         with self._conn():  # fail now, not at the first call, if it cannot connect at all
             pass
         if migrate:
@@ -484,98 +486,48 @@ class PostgresStore(SqlStore):
         queues: Sequence[str] | None,
         now: datetime | None,
     ) -> tuple[set[int], list[DictRow]]:
-        """Complete, then claim within tenants' and tasks' limits, in one transaction.
-        The limited tenants' and tasks' rows are locked first (SKIP LOCKED: one another
-        claimer holds is left out of this claim), then their running runs are counted in
-        a later statement, whose snapshot sees what every earlier holder committed: so no
-        two claimers ever count one tenant or task at once, and the count is exact.
-        Returns the ids completed and the rows claimed."""
-        # Pipelined: BEGIN, the completions and the locks go in one round trip, the two
-        # counts in the next; then the candidates, the claim and COMMIT.
-        with self._conn() as conn, conn.pipeline() as p, conn.transaction():
-            completed = None
-            if completions:
-                params = {**_completion_params(completions), "now": now}
-                completed = conn.execute(Q["complete_ids"], params, binary=True)
-            tenants_cursor = conn.execute(Q["limited_tenants"])
-            tasks_cursor = conn.execute(Q["limited_tasks"])
-            p.sync()
+        """Complete, then claim within tenants' and tasks' limits and fairly across
+        tenants, in one transaction and one round trip. hold_limits walks the tenants with
+        runs and locks the rows of the limited ones it walked and of the limited tasks
+        (SKIP LOCKED: one another claimer holds is left out of this claim); claim_limited,
+        a later statement whose snapshot sees what every earlier holder committed, counts
+        their running runs, refills their token buckets, picks, claims and spends the
+        tokens: so no two claimers ever count one tenant or task at once, and every limit
+        holds exactly. Returns the ids completed and the rows claimed."""
+        with self._conn() as conn, conn.pipeline():
+            with conn.transaction():
+                completed = None
+                if completions:
+                    params = {**_completion_params(completions), "now": now}
+                    completed = conn.execute(Q["complete_ids"], params, binary=True)
+                claimed = None
+                if limit >= 1:
+                    params = {
+                        "worker": worker,
+                        "now": now,
+                        "limit": limit,
+                        "lease": lease,
+                        "queues": _list(queues),
+                        "after": self._after,
+                    }
+                    conn.execute(for_queues(Q["hold_limits"], queues), params, prepare=True)
+                    query = for_queues(Q["claim_limited"], queues)
+                    claimed = conn.execute(query, params, prepare=True)
             done = {r["id"] for r in completed} if completed is not None else set()
-            limited_tenants = tenants_cursor.fetchall()
-            limited_tasks = tasks_cursor.fetchall()
-            tenants = {r["tenant"]: r["max_running"] for r in limited_tenants if r["held"]}
-            tasks = {r["task"]: r["max_running"] for r in limited_tasks if r["held"]}
-            # Limited ones another claimer holds: left out of this claim.
-            others = [(TENANT, r["tenant"]) for r in limited_tenants if not r["held"]]
-            others += [(TASK, r["task"]) for r in limited_tasks if not r["held"]]
-            known = [r["tenant"] for r in limited_tenants], [r["task"] for r in limited_tasks]
-            # No limited tenant or task this claimer could hold: the fast path will do
-            # again (it still leaves any limited one's runs alone, and says when to return).
-            self._limited = bool(tenants or tasks)
-            if limit < 1:
+            if claimed is None:
                 return done, []
-            counted = [
-                (kind, conn.execute(Q[query], {arg: list(limits)}))
-                for kind, query, arg, limits in (
-                    (TENANT, "running_of_tenants", "tenants", tenants),
-                    (TASK, "running_of_tasks", "tasks", tasks),
-                )
-                if limits
-            ]
-            p.sync()
-            room: dict[Key, int] = {
-                **{(TENANT, t): cap for t, cap in tenants.items()},
-                **{(TASK, t): cap for t, cap in tasks.items()},
-            }
-            for kind, cursor in counted:
-                for r in cursor:
-                    room[kind, r[kind]] -= r["n"]
-            return done, self._pick_and_claim(
-                conn,
-                worker,
-                room,
-                others,
-                known,
-                limit=limit,
-                lease=lease,
-                queues=queues,
-                now=now,
-            )
-
-    def _pick_and_claim(
-        self,
-        conn: Conn,
-        worker: str,
-        room: dict[Key, int],
-        others: list[Key],
-        known: tuple[list[str], list[str]],
-        *,
-        limit: int,
-        lease: timedelta,
-        queues: Sequence[str] | None,
-        now: datetime | None,
-    ) -> list[DictRow]:
-        query = for_queues(Q["claim_candidates"], queues)
-
-        def candidates(taken: list[int], full: list[Key], want: int) -> list[tuple[int, str, str]]:
-            params = {
-                "now": now,
-                "queues": _list(queues),
-                "taken": taken,
-                "full": names(full + others, TENANT),
-                "full_tasks": names(full + others, TASK),
-                "known": known[0],
-                "known_tasks": known[1],
-                "limit": want,
-            }
-            rows = conn.execute(query, params)
-            return [(r["id"], r["tenant"], r["task"]) for r in rows]
-
-        ids = pick_within_limits(candidates, room, limit)
-        if not ids:
-            return []
-        params = {"ids": ids, "worker": worker, "now": now, "lease": lease}
-        return conn.execute(Q["claim_ids"], params).fetchall()
+            rows = claimed.fetchall()
+        # The limited path again while a limit exists or tenants share; else one statement.
+        flags = rows[0]
+        self._limited = flags["limited"] or flags["tenants"] > 1
+        rows = [r for r in rows if r["id"] is not None]
+        # Round-robin: the next claim walks on from the last tenant this one claimed for,
+        # or past every tenant it walked when it found them all full.
+        if rows:
+            self._after = max(rows, key=lambda r: r["walked"])["tenant"]
+        elif flags["last_walked"] is not None:
+            self._after = flags["last_walked"]
+        return done, rows
 
     def _rejected(self, completions: Sequence[Completion]) -> list[int]:
         """Which of ``completions`` were not applied: their run is not succeeded under the

@@ -152,14 +152,19 @@ FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL;
 -- columns of ClaimedRun, in claim order); at least one row comes back: with no run claimed,
 -- one row of NULLs carrying the count of completions applied. A line ending
 -- "-- only-queues" is dropped for a worker that takes every queue (see for_queues).
--- With any tenant or task limited it claims nothing (the limited path claims, in a
--- transaction: claim_candidates) and "limited" says so. Both read one materialized
--- check (two empty tables, once per statement); the gate is pseudo-constant, a one-time
+-- With any tenant or task limited, or runs of more than one tenant claimable (fair share),
+-- it claims nothing (the limited path claims, in a transaction: claim_candidates) and
+-- "limited" says so. Both read one materialized check (two empty tables and the two ends
+-- of tickwork_runs_fair, once per statement); the gate is pseudo-constant, a one-time
 -- filter that leaves the planner's estimate, and so its plan (the claim index read in
 -- order, stopping at the limit), as it was without it.
 WITH limits AS MATERIALIZED (
-    SELECT EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL
-                   UNION ALL SELECT 1 FROM tickwork_task_limits) AS set
+    SELECT EXISTS (SELECT 1 FROM tickwork_tenants
+                   WHERE max_running IS NOT NULL OR rate IS NOT NULL
+                   UNION ALL SELECT 1 FROM tickwork_task_limits)
+        OR (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+           <> (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+        AS set
 ), done AS (
     UPDATE tickwork_runs r
     SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()), lease_expires_at = NULL,
@@ -195,15 +200,22 @@ LEFT JOIN claimed c ON true
 ORDER BY c.priority DESC, c.run_at, c.id;
 
 -- name: claim
--- The one-statement claim, only while no tenant or task is limited (one-time gates, as in
--- complete_then_claim); "limited" on each row says whether any limit exists. A line
--- ending "-- only-queues" is dropped for a worker that takes every queue.
-WITH picked AS (
+-- The one-statement claim, only while no tenant or task is limited and one tenant's runs
+-- are claimable (the gate of complete_then_claim); "limited" on each row says whether the
+-- limited path must claim instead. A line ending "-- only-queues" is dropped for a worker
+-- that takes every queue.
+WITH limits AS MATERIALIZED (
+    SELECT EXISTS (SELECT 1 FROM tickwork_tenants
+                   WHERE max_running IS NOT NULL OR rate IS NOT NULL
+                   UNION ALL SELECT 1 FROM tickwork_task_limits)
+        OR (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+           <> (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+        AS set
+), picked AS (
     SELECT id FROM tickwork_runs
     WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
       AND queue = ANY(%(queues)s::text[])  -- only-queues
-      AND NOT EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL)
-      AND NOT EXISTS (SELECT 1 FROM tickwork_task_limits)
+      AND NOT (SELECT set FROM limits)
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -213,9 +225,7 @@ SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
     lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
     started_at = coalesce(%(now)s::timestamptz, now())
 FROM picked WHERE r.id = picked.id
-RETURNING r.*,
-    (EXISTS (SELECT 1 FROM tickwork_tenants WHERE max_running IS NOT NULL)
-     OR EXISTS (SELECT 1 FROM tickwork_task_limits)) AS limited;
+RETURNING r.*, (SELECT set FROM limits) AS limited;
 
 -- name: next_claimable_at
 SELECT min(run_at) AS at FROM tickwork_runs
@@ -502,7 +512,8 @@ DELETE FROM tickwork_tenants WHERE tenant = %(tenant)s;
 SELECT * FROM tickwork_tenants WHERE tenant = %(tenant)s;
 
 -- name: tenant_statuses
--- Every tenant with a limits row or runs running or queued-and-due, with its counts.
+-- Every tenant with a limits row or runs running or queued-and-due, with its counts and
+-- its token bucket (tokens at refilled_at).
 WITH counts AS (
     SELECT tenant, count(*) FILTER (WHERE state = 'running') AS running,
         count(*) FILTER (WHERE state <> 'running' AND run_at <= %(now)s) AS due
@@ -511,7 +522,8 @@ WITH counts AS (
       AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
     GROUP BY tenant
 )
-SELECT coalesce(t.tenant, c.tenant) AS tenant, t.max_running, t.rate, t.burst,
+SELECT coalesce(t.tenant, c.tenant) AS tenant, t.max_running, t.rate, t.burst, t.tokens,
+    t.refilled_at,
     coalesce(t.weight, 1) AS weight, coalesce(c.running, 0) AS running,
     coalesce(c.due, 0) AS due
 FROM (SELECT * FROM tickwork_tenants
@@ -520,63 +532,172 @@ FULL JOIN counts c ON c.tenant = t.tenant
 WHERE t.tenant IS NOT NULL OR c.running > 0 OR c.due > 0
 ORDER BY 1;
 
--- name: limited_tenants
--- The claim's limited path, in its transaction: every limited tenant, and whether this
--- claimer holds it. A held row stays locked until commit, so no other claimer counts and
--- claims that tenant at once; a row another claimer holds is skipped (so is its tenant).
-SELECT t.tenant, t.max_running, h.tenant IS NOT NULL AS held
-FROM tickwork_tenants t
-LEFT JOIN (SELECT tenant FROM tickwork_tenants WHERE max_running IS NOT NULL
-           FOR UPDATE SKIP LOCKED) h ON h.tenant = t.tenant
-WHERE t.max_running IS NOT NULL
-ORDER BY t.tenant;
+-- name: hold_limits
+-- The limited claim's first statement (then claim_limited, in one transaction, sent in one
+-- round trip). Fair share's walk (store/limits.py): the tenants with claimable runs (a
+-- tenant's runs not yet due or in other queues are stepped over in the index), in name order from %(after)s round to it again, one probe of tickwork_runs_fair
+-- each (past a tenant's whole backlog at once), %(limit)s of them at most. Then lock those
+-- of them with a limit, and every task with one, that no other claimer holds (SKIP LOCKED:
+-- one that is held is left out of this claim), and name the walk and the held in the
+-- transaction's settings. A held row stays locked until commit, so no other claimer
+-- counts, refills or claims that tenant or task at once, and claim_limited, a later
+-- statement, sees what every earlier holder committed. Costs a probe and a lock per tenant
+-- walked, however many tenants have runs or limits. JIT off for the transaction:
+-- claim_limited's estimates can pass jit_above_cost, and compiling would cost 300 ms.
+WITH RECURSIVE onward (tenant, n) AS (
+    SELECT min(tenant), 1 FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND tenant > %(after)s
+      AND run_at <= coalesce(%(now)s::timestamptz, now())
+      AND queue = ANY(%(queues)s::text[])  -- only-queues
+    UNION ALL
+    SELECT (SELECT min(r.tenant) FROM tickwork_runs r
+            WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant
+              AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+              AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+           ), w.n + 1
+    FROM onward w WHERE w.tenant IS NOT NULL AND w.n < %(limit)s
+), around (tenant, n) AS (
+    SELECT min(tenant), (SELECT count(tenant) FROM onward) + 1 FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND tenant <= %(after)s
+      AND run_at <= coalesce(%(now)s::timestamptz, now())
+      AND queue = ANY(%(queues)s::text[])  -- only-queues
+    UNION ALL
+    SELECT (SELECT min(r.tenant) FROM tickwork_runs r
+            WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant
+              AND r.tenant <= %(after)s
+              AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+              AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+           ), w.n + 1
+    FROM around w WHERE w.tenant IS NOT NULL AND w.n < %(limit)s
+), walk AS MATERIALIZED (
+    SELECT tenant, n FROM (SELECT * FROM onward UNION ALL SELECT * FROM around) w
+    WHERE tenant IS NOT NULL AND n <= %(limit)s
+), held AS MATERIALIZED (
+    SELECT tenant FROM tickwork_tenants
+    WHERE tenant IN (SELECT tenant FROM walk) AND (max_running IS NOT NULL OR rate IS NOT NULL)
+    ORDER BY tenant
+    FOR UPDATE SKIP LOCKED
+), held_tasks AS MATERIALIZED (
+    SELECT task FROM tickwork_task_limits ORDER BY task FOR UPDATE SKIP LOCKED
+)
+SELECT set_config('jit', 'off', true),
+    set_config('tickwork.walk',
+               (SELECT coalesce(array_agg(tenant ORDER BY n), '{}')::text FROM walk), true),
+    set_config('tickwork.held_tenants',
+               (SELECT coalesce(array_agg(tenant), '{}')::text FROM held), true),
+    set_config('tickwork.held_tasks',
+               (SELECT coalesce(array_agg(task), '{}')::text FROM held_tasks), true);
 
--- name: running_of_tenants
--- A statement of its own, after limited_tenants: its snapshot is taken once the rows are
--- locked, so it sees the runs of every claimer that held them before.
-SELECT tenant, count(*) AS n FROM tickwork_runs
-WHERE state = 'running' AND tenant = ANY(%(tenants)s::text[])
-GROUP BY tenant;
-
--- name: limited_tasks
--- As limited_tenants, for tasks' limits.
-SELECT t.task, t.max_running, h.task IS NOT NULL AS held
-FROM tickwork_task_limits t
-LEFT JOIN (SELECT task FROM tickwork_task_limits FOR UPDATE SKIP LOCKED) h ON h.task = t.task
-ORDER BY t.task;
-
--- name: running_of_tasks
--- As running_of_tenants, for tasks.
-SELECT task, count(*) AS n FROM tickwork_runs
-WHERE state = 'running' AND task = ANY(%(tasks)s::text[])
-GROUP BY task;
-
--- name: claim_candidates
--- The limited path's candidates, in claim order: due runs of every tenant and task but
--- those in %(full)s and %(full_tasks)s (at their limit, or held by another claimer). Every
--- filter is a constant array, so the planner keeps the claim index read in order. The two
--- NOT EXISTS are one-time gates: a limit set since limited_tenants read them (on a tenant
--- or task not in %(known)s, %(known_tasks)s) stops this claim rather than go uncounted.
-SELECT id, tenant, task FROM tickwork_runs
-WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
-  AND queue = ANY(%(queues)s::text[])  -- only-queues
-  AND id <> ALL(%(taken)s::bigint[]) AND tenant <> ALL(%(full)s::text[])
-  AND task <> ALL(%(full_tasks)s::text[])
-  AND NOT EXISTS (SELECT 1 FROM tickwork_tenants
-                  WHERE max_running IS NOT NULL AND tenant <> ALL(%(known)s::text[]))
-  AND NOT EXISTS (SELECT 1 FROM tickwork_task_limits
-                  WHERE task <> ALL(%(known_tasks)s::text[]))
-ORDER BY priority DESC, run_at, id
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
-
--- name: claim_ids
-UPDATE tickwork_runs r
-SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
-    lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
-    started_at = coalesce(%(now)s::timestamptz, now())
-WHERE r.id = ANY(%(ids)s::bigint[])
-RETURNING r.*;
+-- name: claim_limited
+-- The claim while a limit exists or several tenants' runs are claimable, after
+-- hold_limits, in its transaction: one statement.
+-- 1. Room: each held limited tenant of the walk may start its max_running less its
+--    running runs, and no more than the whole tokens in its bucket, refilled to now (as
+--    store/limits.py's refill; the conformance tests hold both to the same figures); a
+--    held task, its max_running less its running runs; a limited tenant or task not held,
+--    none.
+-- 2. Fair share: of each tenant of the walk with room, lock its first runs in claim order
+--    (twice its weighted share of the batch, at most its room); keep those within their
+--    task's room, in order of rank / weight, then walk position; claim %(limit)s of them.
+-- 3. Spend a token of each claimed run's rate-limited tenant.
+-- Comes back: one row per claimed run (with its tenant's position in the walk), or one
+-- row of NULLs; each carries how many tenants the walk saw, the last of them, and whether
+-- any limit exists.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, now()) AS now
+), walk AS MATERIALIZED (
+    SELECT w.tenant, w.n FROM unnest(current_setting('tickwork.walk', true)::text[])
+        WITH ORDINALITY AS w (tenant, n)
+), held AS MATERIALIZED (
+    SELECT unnest(current_setting('tickwork.held_tenants', true)::text[]) AS tenant
+), held_tasks AS MATERIALIZED (
+    SELECT unnest(current_setting('tickwork.held_tasks', true)::text[]) AS task
+), limited AS MATERIALIZED (
+    SELECT t.tenant, t.max_running, t.rate, t.tokens, t.refilled_at,
+        coalesce(t.burst, greatest(1, ceil(t.rate)))::float8 AS bucket,
+        h.tenant IS NOT NULL AS held
+    FROM walk w JOIN tickwork_tenants t ON t.tenant = w.tenant
+    LEFT JOIN held h ON h.tenant = t.tenant
+    WHERE t.max_running IS NOT NULL OR t.rate IS NOT NULL
+), running AS (
+    SELECT tenant, count(*) AS n FROM tickwork_runs
+    WHERE state = 'running'
+      AND tenant IN (SELECT tenant FROM limited WHERE held AND max_running IS NOT NULL)
+    GROUP BY tenant
+), buckets AS MATERIALIZED (
+    SELECT l.tenant, greatest(c.now, coalesce(l.refilled_at, c.now)) AS at,
+        CASE WHEN l.tokens IS NULL OR l.refilled_at IS NULL THEN l.bucket
+             ELSE least(l.bucket, l.tokens + l.rate
+                        * greatest(0, extract(epoch FROM c.now - l.refilled_at)::float8))
+        END AS tokens
+    FROM limited l, clock c WHERE l.rate IS NOT NULL AND l.held
+), tenant_room AS MATERIALIZED (
+    SELECT l.tenant,
+        CASE WHEN NOT l.held THEN 0
+             ELSE least(coalesce(l.max_running - coalesce(r.n, 0), %(limit)s),
+                        coalesce(floor(b.tokens + 1e-9)::int, %(limit)s))
+        END AS room
+    FROM limited l LEFT JOIN running r USING (tenant) LEFT JOIN buckets b USING (tenant)
+), task_running AS (
+    SELECT task, count(*) AS n FROM tickwork_runs
+    WHERE state = 'running' AND task IN (SELECT task FROM held_tasks)
+    GROUP BY task
+), task_room AS MATERIALIZED (
+    SELECT t.task, CASE WHEN h.task IS NULL THEN 0 ELSE t.max_running - coalesce(r.n, 0) END
+        AS room
+    FROM tickwork_task_limits t LEFT JOIN held_tasks h USING (task)
+    LEFT JOIN task_running r USING (task)
+), open AS (
+    SELECT w.tenant, w.n, coalesce(t.weight, 1) AS weight, coalesce(r.room, %(limit)s) AS room
+    FROM walk w LEFT JOIN tickwork_tenants t ON t.tenant = w.tenant
+    LEFT JOIN tenant_room r ON r.tenant = w.tenant
+), shares AS (
+    SELECT tenant, n, weight,
+        least(room, greatest(1, least(%(limit)s,
+            ceil(2.0 * %(limit)s * weight / sum(weight) OVER ()))))::int AS k
+    FROM open WHERE room > 0
+), picked AS (
+    SELECT c.id, c.tenant, c.task, s.n,
+        (row_number() OVER (PARTITION BY c.tenant ORDER BY c.priority DESC, c.run_at, c.id)
+         - 1) / s.weight AS vtime
+    FROM shares s CROSS JOIN LATERAL (
+        SELECT id, tenant, task, priority, run_at FROM tickwork_runs r
+        WHERE r.tenant = s.tenant AND r.state IN ('queued', 'failed')
+          AND r.run_at <= (SELECT now FROM clock)
+          AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+          AND r.task NOT IN (SELECT task FROM task_room WHERE room <= 0)
+        ORDER BY r.priority DESC, r.run_at, r.id
+        LIMIT s.k
+        FOR UPDATE SKIP LOCKED
+    ) c
+), chosen AS (
+    SELECT p.id, p.n FROM (
+        SELECT *, row_number() OVER (PARTITION BY task ORDER BY vtime, n) AS in_task
+        FROM picked) p
+    LEFT JOIN task_room t ON t.task = p.task
+    WHERE t.room IS NULL OR p.in_task <= t.room
+    ORDER BY p.vtime, p.n
+    LIMIT %(limit)s
+), claimed AS (
+    UPDATE tickwork_runs r
+    SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
+        lease_expires_at = (SELECT now FROM clock) + %(lease)s::interval,
+        started_at = (SELECT now FROM clock)
+    FROM chosen c WHERE r.id = c.id
+    RETURNING r.*, c.n AS walked
+), spent AS (
+    UPDATE tickwork_tenants t SET tokens = b.tokens - c.n, refilled_at = b.at
+    FROM (SELECT tenant, count(*) AS n FROM claimed GROUP BY tenant) c
+    JOIN buckets b USING (tenant)
+    WHERE t.tenant = c.tenant
+)
+SELECT f.tenants, f.last_walked, f.limited, c.*
+FROM (SELECT (SELECT count(*) FROM walk) AS tenants,
+             (SELECT tenant FROM walk ORDER BY n DESC LIMIT 1) AS last_walked,
+             EXISTS (SELECT 1 FROM tickwork_tenants
+                     WHERE max_running IS NOT NULL OR rate IS NOT NULL
+                     UNION ALL SELECT 1 FROM tickwork_task_limits) AS limited) f
+LEFT JOIN claimed c ON true;
 
 -- name: set_task_limit
 INSERT INTO tickwork_task_limits (task, max_running, updated_at)

@@ -15,6 +15,7 @@ from tickwork.records import (
     check_tenant_limits,
 )
 from tickwork.store.base import TenantLimits, TenantStatus
+from tickwork.store.limits import refill_all, whole
 from tickwork.store.sql.core import SqlCore
 
 
@@ -65,12 +66,31 @@ class TenantTransitions(SqlCore):
         self, *, tenant: str | None = None, now: datetime | None = None
     ) -> list[TenantStatus]:
         with self.driver.snapshot() as tx:
-            t = self.codec.time(tx.now(now))
-            found = tx.all(self.q["tenant_statuses"], {"tenant": tenant, "now": t})
-        statuses = [TenantStatus(_limits(r), int(r["running"]), int(r["due"])) for r in found]
+            at = tx.now(now)
+            found = tx.all(
+                self.q["tenant_statuses"], {"tenant": tenant, "now": self.codec.time(at)}
+            )
+        statuses = [
+            TenantStatus(_limits(r), int(r["running"]), int(r["due"]), self._starts(r, at))
+            for r in found
+        ]
         if tenant is not None and not statuses:
             return [TenantStatus(TenantLimits(tenant), 0, 0)]
         return statuses
+
+    def _starts(self, r: Any, now: datetime) -> int | None:
+        """How many runs the tenant's rate lets start at ``now``, as the claim counts them."""
+        if r["rate"] is None:
+            return None
+        row = (
+            r["tenant"],
+            r["rate"],
+            r["burst"],
+            r["tokens"],
+            self.codec.from_time(r["refilled_at"]),
+        )
+        [(tokens, _)] = refill_all([row], now).values()
+        return whole(tokens)
 
     def register_task_limits(
         self, limits: dict[str, int | None], *, now: datetime | None = None

@@ -45,7 +45,19 @@ from tickwork.store.base import (
 )
 from tickwork.store.driver import Tx
 from tickwork.store.health import StoreHealth
-from tickwork.store.limits import TASK, TENANT, Key, names, pick_within_limits
+from tickwork.store.limits import (
+    TASK,
+    TENANT,
+    FairRow,
+    Key,
+    fair_order,
+    names,
+    pick_within_limits,
+    refill_all,
+    share,
+    spend,
+    whole,
+)
 from tickwork.store.planning import plan_batch
 from tickwork.store.queries import for_queues, migration_files
 from tickwork.store.sql import SqlStore
@@ -78,6 +90,8 @@ class SqliteStore(SqlStore):
         self.health = StoreHealth(url)
         self._signals = self.sqlite.signals
         self._write = self.sqlite.transaction
+        self._after = ""
+        """Fair share's cursor: the tenant this store's last limited claim reached."""
         fresh = not self.path.exists() or self.path.stat().st_size == 0
         if migrate or (migrate is None and fresh):
             self.migrate()
@@ -327,13 +341,17 @@ class SqliteStore(SqlStore):
     def _claim_in(
         self, conn: sqlite3.Connection, params: dict[str, Any], queues: Sequence[str] | None
     ) -> list[sqlite3.Row]:
-        """Claim under the write lock: one statement when no tenant or task has a limit;
-        else the limited ones' running runs are counted and the candidates picked within
-        them (the write lock holds every other claimer off, so the counts stay true)."""
-        tenants = {r["tenant"]: r["max_running"] for r in conn.execute(Q["limited_tenants"])}
+        """Claim under the write lock: one statement when no tenant or task has a limit and
+        one tenant's runs are claimable; else the limited ones' running runs are counted,
+        their token buckets refilled, and the candidates picked within them, fairly across
+        tenants (the write lock holds every other claimer off, so the counts stay true)."""
+        limited = conn.execute(Q["limited_tenants"]).fetchall()
+        tenants = {r["tenant"]: r["max_running"] for r in limited if r["max_running"]}
         tasks = {r["task"]: r["max_running"] for r in conn.execute(Q["limited_tasks"])}
-        if not tenants and not tasks:
-            return conn.execute(for_queues(Q["claim"], queues), params).fetchall()
+        if not limited and not tasks:
+            span = conn.execute(Q["claimable_tenants"]).fetchone()
+            if span["first"] == span["last"]:
+                return conn.execute(for_queues(Q["claim"], queues), params).fetchall()
         room: dict[Key, int] = {}
         if tenants:
             found = conn.execute(Q["running_of_tenants"], {"tenants": C.array(list(tenants))})
@@ -343,27 +361,67 @@ class SqliteStore(SqlStore):
             found = conn.execute(Q["running_of_tasks"], {"tasks": C.array(list(tasks))})
             running = {r["task"]: r["n"] for r in found}
             room.update({(TASK, t): cap - running.get(t, 0) for t, cap in tasks.items()})
+        now = from_micros(params["now"])
+        buckets = refill_all(
+            [
+                (r["tenant"], r["rate"], r["burst"], r["tokens"], _dt(r["refilled_at"]))
+                for r in limited
+            ],
+            now,
+        )
+        for tenant, (tokens, _) in buckets.items():
+            room[TENANT, tenant] = min(room.get((TENANT, tenant), params["limit"]), whole(tokens))
         query = for_queues(Q["claim_candidates"], queues)
+        walked: dict[str, int] = {}
 
         def candidates(taken: list[int], full: list[Key], want: int) -> list[tuple[int, str, str]]:
-            found = conn.execute(
-                query,
+            skip = set(names(full, TENANT))
+            walk = conn.execute(
+                for_queues(Q["walk_tenants"], queues),
                 {
+                    "after": self._after,
+                    "tenants": want + len(skip),
                     "now": params["now"],
                     "queues": params["queues"],
-                    "taken": C.array(taken),
-                    "full": C.array(names(full, TENANT)),
-                    "full_tasks": C.array(names(full, TASK)),
-                    "limit": want,
                 },
-            )
-            return [(r["id"], r["tenant"], r["task"]) for r in found]
+            ).fetchall()
+            walked.update((r["tenant"], r["n"]) for r in walk)
+            walk = [r for r in walk if r["tenant"] not in skip]
+            weights = sum(r["weight"] for r in walk)
+            rows: list[FairRow] = []
+            for w in walk:
+                found = conn.execute(
+                    query,
+                    {
+                        "tenant": w["tenant"],
+                        "now": params["now"],
+                        "queues": params["queues"],
+                        "taken": C.array(taken),
+                        "full_tasks": C.array(names(full, TASK)),
+                        "limit": share(want, w["weight"], weights),
+                    },
+                )
+                rows += [
+                    (r["id"], r["tenant"], r["task"], w["n"], rank, w["weight"])
+                    for rank, r in enumerate(found)
+                ]
+            return fair_order(rows, want)
 
         ids = pick_within_limits(candidates, room, params["limit"])
         if not ids:
+            if walked:  # the next claim walks on past the tenants this one found full
+                self._after = max(walked, key=walked.__getitem__)
             return []
         claim = {k: params[k] for k in ("worker", "now", "lease")}
-        return conn.execute(Q["claim_ids"], {**claim, "ids": C.array(ids)}).fetchall()
+        claimed = conn.execute(Q["claim_ids"], {**claim, "ids": C.array(ids)}).fetchall()
+        # Round-robin: the next claim walks on from the last tenant this one reached.
+        self._after = max({r["tenant"] for r in claimed}, key=walked.__getitem__)
+        taken = spend(buckets, [r["tenant"] for r in claimed])
+        conn.executemany(
+            Q["take_tokens"],
+            [{"tenant": t, "tokens": n, "at": to_micros(at)} for t, (n, at) in taken.items()],
+        )
+        return claimed
 
     def heartbeat(
         self,

@@ -349,7 +349,8 @@ DELETE FROM tickwork_tenants WHERE tenant = :tenant;
 SELECT * FROM tickwork_tenants WHERE tenant = :tenant;
 
 -- name: tenant_statuses
--- Every tenant with a limits row or runs running or queued-and-due, with its counts.
+-- Every tenant with a limits row or runs running or queued-and-due, with its counts and
+-- its token bucket (tokens at refilled_at).
 WITH counts AS (
     SELECT tenant, sum(state = 'running') AS running,
         sum(state <> 'running' AND run_at <= :now) AS due
@@ -357,7 +358,8 @@ WITH counts AS (
     WHERE state IN ('running', 'queued', 'failed') AND (:tenant IS NULL OR tenant = :tenant)
     GROUP BY tenant
 )
-SELECT coalesce(t.tenant, c.tenant) AS tenant, t.max_running, t.rate, t.burst,
+SELECT coalesce(t.tenant, c.tenant) AS tenant, t.max_running, t.rate, t.burst, t.tokens,
+    t.refilled_at,
     coalesce(t.weight, 1) AS weight, coalesce(c.running, 0) AS running,
     coalesce(c.due, 0) AS due
 FROM (SELECT * FROM tickwork_tenants WHERE :tenant IS NULL OR tenant = :tenant) t
@@ -366,9 +368,52 @@ WHERE t.tenant IS NOT NULL OR c.running > 0 OR c.due > 0
 ORDER BY 1;
 
 -- name: limited_tenants
--- The claim's limited path, under the write lock (BEGIN IMMEDIATE holds every claimer off).
-SELECT tenant, max_running, 1 AS held FROM tickwork_tenants WHERE max_running IS NOT NULL
+-- The claim's limited path, under the write lock (BEGIN IMMEDIATE holds every claimer off):
+-- every tenant with a max_running or a rate, and its token bucket.
+SELECT tenant, max_running, rate, burst, tokens, refilled_at, 1 AS held
+FROM tickwork_tenants WHERE max_running IS NOT NULL OR rate IS NOT NULL
 ORDER BY tenant;
+
+-- name: claimable_tenants
+-- The first and last tenant with runs queued or failed: fair share applies when they differ.
+SELECT (SELECT tenant FROM tickwork_runs INDEXED BY tickwork_runs_fair
+        WHERE state IN ('queued', 'failed') ORDER BY tenant LIMIT 1) AS first,
+       (SELECT tenant FROM tickwork_runs INDEXED BY tickwork_runs_fair
+        WHERE state IN ('queued', 'failed') ORDER BY tenant DESC LIMIT 1) AS last;
+
+-- name: walk_tenants
+-- Fair share's walk: up to :tenants tenants with claimable runs, in name order from
+-- :after round to it again (one probe of tickwork_runs_fair each), with their weights.
+WITH RECURSIVE onward (tenant, n) AS (
+    SELECT (SELECT tenant FROM tickwork_runs INDEXED BY tickwork_runs_fair
+            WHERE state IN ('queued', 'failed') AND tenant > :after AND run_at <= :now
+              AND queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+            ORDER BY tenant LIMIT 1), 1
+    UNION ALL
+    SELECT (SELECT r.tenant FROM tickwork_runs r INDEXED BY tickwork_runs_fair
+            WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant AND r.run_at <= :now
+              AND r.queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+            ORDER BY r.tenant LIMIT 1), w.n + 1
+    FROM onward w WHERE w.tenant IS NOT NULL AND w.n < :tenants
+), around (tenant, n) AS (
+    SELECT (SELECT tenant FROM tickwork_runs INDEXED BY tickwork_runs_fair
+            WHERE state IN ('queued', 'failed') AND tenant <= :after AND run_at <= :now
+              AND queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+            ORDER BY tenant LIMIT 1),
+        (SELECT count(tenant) FROM onward) + 1
+    UNION ALL
+    SELECT (SELECT r.tenant FROM tickwork_runs r INDEXED BY tickwork_runs_fair
+            WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant
+              AND r.tenant <= :after AND r.run_at <= :now
+              AND r.queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+            ORDER BY r.tenant LIMIT 1), w.n + 1
+    FROM around w WHERE w.tenant IS NOT NULL AND w.n < :tenants
+)
+SELECT w.tenant, w.n, coalesce(t.weight, 1) AS weight
+FROM (SELECT * FROM onward UNION ALL SELECT * FROM around) w
+LEFT JOIN tickwork_tenants t ON t.tenant = w.tenant
+WHERE w.tenant IS NOT NULL AND w.n <= :tenants
+ORDER BY w.n;
 
 -- name: running_of_tenants
 -- :tenants is a JSON array.
@@ -387,15 +432,20 @@ WHERE state = 'running' AND task IN (SELECT value FROM json_each(:tasks))
 GROUP BY task;
 
 -- name: claim_candidates
--- The limited path's candidates, in claim order: due runs of tenants and tasks with room
--- (not in :full, :full_tasks); :queues, :taken, :full and :full_tasks are JSON arrays.
-SELECT id, tenant, task FROM tickwork_runs INDEXED BY tickwork_runs_claim
-WHERE state IN ('queued', 'failed') AND run_at <= :now
+-- The limited path's candidates of one tenant (walk_tenants gave it), in claim order: its
+-- first :limit due runs of tasks with room (not in :full_tasks); :queues, :taken and
+-- :full_tasks are JSON arrays.
+SELECT id, tenant, task FROM tickwork_runs INDEXED BY tickwork_runs_fair
+WHERE tenant = :tenant AND state IN ('queued', 'failed') AND run_at <= :now
   AND queue IN (SELECT value FROM json_each(:queues))  -- only-queues
   AND id NOT IN (SELECT value FROM json_each(:taken))
-  AND tenant NOT IN (SELECT value FROM json_each(:full))
   AND task NOT IN (SELECT value FROM json_each(:full_tasks))
 ORDER BY priority DESC, run_at, id LIMIT :limit;
+
+-- name: take_tokens
+-- The limited path, before it commits: a rate-limited tenant's token bucket, refilled and
+-- spent (store/limits.py, refill).
+UPDATE tickwork_tenants SET tokens = :tokens, refilled_at = :at WHERE tenant = :tenant;
 
 -- name: claim_ids
 -- :ids is a JSON array.

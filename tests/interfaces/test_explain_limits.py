@@ -1,0 +1,33 @@
+"""``explain`` and the tenants' statuses say why a due run waits: its tenant's max_running
+or its tenant's rate (every store, in process)."""
+
+from __future__ import annotations
+
+from tickwork.client import Client
+from tickwork.job import JobSpec, RunState
+from tickwork.schedule import Once
+from tickwork.store import Store
+
+
+def test_explain_says_a_due_run_waits_for_its_tenants_rate(store: Store) -> None:
+    now = store.now()
+    client = Client(store)
+    client.set_tenant_limits("acme", rate=0.01, burst=1)
+    spec = JobSpec(task="t", schedule=Once(at=now), tenant="acme")
+    submitted = store.submit_many([spec, spec], now=now)
+    assert len(store.claim("w", limit=10)) == 1
+    [waiting] = [s for s in submitted if store.get_run(s.run.id).state is RunState.QUEUED]  # type: ignore[union-attr]
+    text = client.explain(waiting.job.id).text
+    assert "waiting: tenant acme's rate 0.01/s" in text
+    status = client.tenant("acme")
+    assert (status.starts, status.rate_held, status.held, status.due) == (0, True, 1, 1)
+
+
+def test_a_tenant_with_tokens_left_holds_nothing_back(store: Store) -> None:
+    now = store.now()
+    client = Client(store)
+    client.set_tenant_limits("acme", rate=0.01, burst=5)
+    store.submit_many([JobSpec(task="t", schedule=Once(at=now), tenant="acme")] * 3, now=now)
+    status = client.tenant("acme")
+    assert (status.starts, status.rate_held, status.held) == (5, False, 0)
+    assert "waiting" not in client.explain(store.list_runs().items[0].job_id).text
