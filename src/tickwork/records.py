@@ -13,8 +13,10 @@ from datetime import datetime, timedelta
 from enum import Enum, StrEnum
 from typing import Any, Generic, NamedTuple, TypeVar
 
+from tickwork.calendar import Calendar
 from tickwork.errors import ValidationError
 from tickwork.job import Job, Run, shown_json, shown_object
+from tickwork.schedule import shown_json as shown_schedule
 from tickwork.skew import Skew
 
 DEFAULT_PAGE = 100
@@ -29,6 +31,23 @@ NODE_SILENT_FLOOR = timedelta(seconds=5)
 NODE_DEFAULT_BEAT = timedelta(seconds=3)
 """The heartbeat interval assumed for a node that did not say its own (``info["beat"]``)."""
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class CalendarRecord:
+    """A stored calendar: its definition and when it was created and last changed."""
+
+    calendar: Calendar
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class CalendarChange:
+    """What editing a calendar did: the calendar as stored, and the jobs re-planned."""
+
+    record: CalendarRecord
+    replanned: list[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +296,17 @@ def check_max_running(value: int | None) -> int | None:
 
 
 JsonValue = (
-    Job | Run | Node | ApiKey | SlotSkip | Lease | RunStats | Cluster | TenantLimits | TenantStatus
+    Job
+    | Run
+    | Node
+    | ApiKey
+    | SlotSkip
+    | Lease
+    | RunStats
+    | Cluster
+    | TenantLimits
+    | TenantStatus
+    | CalendarRecord
 )
 
 
@@ -295,7 +324,7 @@ def to_json(value: JsonValue) -> dict[str, Any]:
     """
     if isinstance(value, Job):
         raw = _fields(value)
-        raw["schedule"] = value.schedule.to_json()
+        raw["schedule"] = shown_schedule(value.schedule)
         raw["args"] = shown_object(value.args)
     elif isinstance(value, Run):
         raw = _fields(value)
@@ -306,6 +335,12 @@ def to_json(value: JsonValue) -> dict[str, Any]:
             "leader": to_json(value.leader) if value.leader else None,
             "nodes": [{**to_json(node), "silent": node.silent(value.now)} for node in value.nodes],
             "now": value.now,
+        }
+    elif isinstance(value, CalendarRecord):
+        raw = {
+            **value.calendar.to_json(),
+            "created_at": value.created_at,
+            "updated_at": value.updated_at,
         }
     elif isinstance(value, TenantStatus):
         raw = {
