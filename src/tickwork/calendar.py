@@ -193,6 +193,28 @@ class Calendar:
         return json.dumps(data, separators=(",", ":"), sort_keys=True)
 
 
+def make_calendar(
+    name: str,
+    *,
+    country: str | None = None,
+    subdiv: str | None = None,
+    weekend: str | None = None,
+    add: list[str] | tuple[str, ...] = (),
+    remove: list[str] | tuple[str, ...] = (),
+) -> Calendar:
+    """A calendar from loose input (the CLI's, the HTTP API's): ``weekend`` as
+    ``"SAT,SUN"`` (the default) or ``"none"``, dates as YYYY-MM-DD. InvalidCalendar names
+    what is wrong."""
+    return Calendar(
+        check_name(name),
+        country,
+        subdiv,
+        parse_weekend(weekend) if weekend is not None else DEFAULT_WEEKEND,
+        tuple(parse_date(d, field="add") for d in add),
+        tuple(parse_date(d, field="remove") for d in remove),
+    )
+
+
 def calendar_from_definition(name: str, text: str) -> Calendar:
     """The calendar whose :meth:`Calendar.definition` is ``text`` (cached: a trigger pass
     reads the same few calendars over many jobs, and their holidays stay computed)."""

@@ -55,6 +55,7 @@ class Submitted:
     job: Job
     created: bool  # False: an idempotency key or schedule name matched an existing job
     run: Run | None = None  # the run enqueued at submit, when the first slot was already due
+    warnings: tuple[str, ...] = ()  # e.g. the DST changes of the next year the job meets
 
 
 class SlotFate(StrEnum):
