@@ -279,7 +279,7 @@ class App:
 def _cron_rules(**rules: Any) -> dict[str, Any]:
     """The cron rules a caller gave (the others stay unsaid, so an interval schedule takes
     none)."""
-    return {k: v for k, v in rules.items() if v not in (None, False)}
+    return {k: v for k, v in rules.items() if v is not None and v is not False}
 
 
 def load_app(spec: str) -> App:

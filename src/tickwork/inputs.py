@@ -162,7 +162,7 @@ def make_schedule(
         raise ValidationError("an anchor applies only to an interval schedule", field="anchor")
     if cron is not None:
         return cron_schedule(cron, tz or "UTC", **cron_rules)
-    given_rules = [k for k, v in cron_rules.items() if v not in (None, False)]
+    given_rules = [k for k, v in cron_rules.items() if v is not None and v is not False]
     if given_rules:
         raise ValidationError(
             f"{given_rules[0]} applies only to a cron schedule", field=given_rules[0]

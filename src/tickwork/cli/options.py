@@ -231,4 +231,4 @@ def cron_rules(
         "business_day": business_day,
         "business_days_only": business_days_only,
     }
-    return {k: v for k, v in given.items() if v not in (None, False)}
+    return {k: v for k, v in given.items() if v is not None and v is not False}
