@@ -235,8 +235,8 @@ class Transition(NamedTuple):
 
 MAX_SHIFT = timedelta(hours=3)
 """More than any offset change in the tz database (the largest are 2 h): how far before a
-start :func:`fires` begins, so a second pass whose first pass lies before the start is
-found."""
+start :func:`fires` begins for ``dst_repeat`` twice on a wall-clock expression, so a second
+pass whose first pass lies before the start is found."""
 
 
 def transitions(tz: str, start: datetime, end: datetime) -> Iterator[Transition]:
@@ -272,7 +272,9 @@ def fires(
     gap = gap or default_gap(expr)
     repeat = repeat or default_repeat(expr)
     start = after.astimezone(UTC)
-    begin = max(start - MAX_SHIFT, _EARLIEST_SCAN)
+    # A second pass whose first pass lies before the start is found from the first pass.
+    lookback = MAX_SHIFT if wall and repeat is DstRepeat.TWICE else timedelta(0)
+    begin = max(start - lookback, _EARLIEST_SCAN)
     pending: list[tuple[datetime, int, Fire]] = []
     seq = 0
     last_firing: datetime | None = None
