@@ -310,7 +310,10 @@ class Cron:
         for change in cron.transitions(self.tz, now, now + DST_WARNING_HORIZON):
             span = abs(change.shift)
             window_end = change.at + span + span
-            for fire in self.fires(max(now, change.at - span - span)):
+            # From the first instant a note can fall at: the repeated span's first pass,
+            # or the gap's end (an every-second schedule must not be walked for hours).
+            begin = change.at - (span if change.shift < timedelta(0) else timedelta(0))
+            for fire in self.fires(max(now, begin - _ONE_US)):
                 if fire.at > window_end:
                     break
                 if fire.note is not None and "DST" in fire.note:
