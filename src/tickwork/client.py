@@ -19,12 +19,15 @@ No SQL here and no concrete store: the store comes from :func:`tickwork.store.op
 from __future__ import annotations
 
 import hmac
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from tickwork import auth
+from tickwork.calendar import Calendar, check_name, make_calendar, parse_date, parse_weekend
 from tickwork.config import resolve_db_url
-from tickwork.errors import ApiKeyNotFound, ValidationError
+from tickwork.cron import Fire
+from tickwork.errors import ApiKeyNotFound, NotFound, UnknownCalendar, ValidationError
 from tickwork.explain import Explanation, explain, latest_slot, parse_slot
 from tickwork.inputs import (
     check_id,
@@ -50,6 +53,8 @@ from tickwork.records import (
     DEFAULT_PAGE,
     KEEP,
     ApiKey,
+    CalendarChange,
+    CalendarRecord,
     Cluster,
     Keep,
     Lease,
@@ -62,6 +67,7 @@ from tickwork.records import (
     TenantStatus,
 )
 from tickwork.schedule import (
+    Cron,
     Once,
 )
 from tickwork.store import Store, open_store
@@ -69,6 +75,41 @@ from tickwork.worker.registry import Registry
 from tickwork.worker.task import Task
 
 MAX_FIRE_TIMES = 1000
+
+
+def with_warnings(submitted: Submitted) -> Submitted:
+    """``submitted`` with what its schedule should warn about: each DST change of the next
+    year that touches its slots (judged from the store's time of the write)."""
+    schedule = submitted.job.schedule
+    if not isinstance(schedule, Cron):
+        return submitted
+    found = schedule.dst_warnings(submitted.job.updated_at)
+    return replace(submitted, warnings=tuple(found)) if found else submitted
+
+
+def upcoming(schedule: Cron | Any, after: datetime, n: int) -> list[Fire]:
+    """The next ``n`` slots of a recurring schedule after ``after`` that run, with the
+    skipped slots met on the way (at most ``n`` of those too) and each slot's note."""
+    found: list[Fire] = []
+    running = skipped = 0
+    if isinstance(schedule, Cron):
+        for fire in schedule.fires(after):
+            if fire.skipped:
+                skipped += 1
+                if skipped <= n:
+                    found.append(fire)
+                continue
+            found.append(fire)
+            running += 1
+            if running >= n:
+                break
+        return found
+    slot: datetime | None = after
+    while slot is not None and len(found) < n:
+        slot = schedule.next_after(slot)
+        if slot is not None:
+            found.append(Fire(slot))
+    return found
 
 
 class Client:
@@ -108,7 +149,7 @@ class Client:
     def submit_spec(self, spec: JobSpec) -> Submitted:
         """Submit a job already validated by :func:`~tickwork.inputs.make_spec` (the CLI
         validates before it opens a database, so bad input never creates a file)."""
-        return self.store.submit(spec)
+        return with_warnings(self.store.submit(spec))
 
     def schedule(
         self, task: str | Task[..., Any], *, name: str | None = None, **options: Any
@@ -122,7 +163,7 @@ class Client:
             raise ValidationError("a schedule needs cron=... or every=...", field="schedule")
         resolved = resolve_task(self.registry, task)
         spec = make_spec(self.registry, resolved, name=name or resolved.name, **options)
-        return self.store.put_schedule(spec)
+        return with_warnings(self.store.put_schedule(spec))
 
     def get_job(self, job_id: int, *, tenant: str | None = None) -> Job:
         return self.store.get_job(check_id(job_id, "job"), tenant=tenant)
@@ -214,15 +255,18 @@ class Client:
             raise ValidationError(f"n must be from 1 to {MAX_FIRE_TIMES}, got {n!r}", field="n")
         if job.state in (JobState.CANCELLED, JobState.COMPLETED):
             return []
+        return [fire.at for fire in self.upcoming(job, n) if not fire.skipped]
+
+    def upcoming(self, job: Job, n: int = 5) -> list[Fire]:
+        """:meth:`next_fire_times` with what a DST change or the job's calendar does to
+        each (``note``), and the slots they skip on the way (``skipped``, not counted)."""
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_FIRE_TIMES:
+            raise ValidationError(f"n must be from 1 to {MAX_FIRE_TIMES}, got {n!r}", field="n")
+        if job.state in (JobState.CANCELLED, JobState.COMPLETED):
+            return []
         if isinstance(job.schedule, Once):
-            return [job.next_run_at or job.schedule.first_slot(job.created_at)]
-        times: list[datetime] = []
-        slot: datetime | None = self.store.now()
-        while slot is not None and len(times) < n:
-            slot = job.schedule.next_after(slot)
-            if slot is not None:
-                times.append(slot)
-        return times
+            return [Fire(job.next_run_at or job.schedule.first_slot(job.created_at))]
+        return upcoming(job.schedule, self.store.now(), n)
 
     def slot_ledger(
         self, job_id: int, *, tenant: str | None = None, limit: int = DEFAULT_PAGE
@@ -299,6 +343,89 @@ class Client:
     def run_stats(self, *, tenant: str | None = None) -> RunStats:
         """Runs by state, the due backlog and recent trigger lag."""
         return self.store.run_stats(tenant=tenant)
+
+    # -- calendars ---------------------------------------------------------------------------
+
+    def create_calendar(
+        self,
+        name: str,
+        *,
+        country: str | None = None,
+        subdiv: str | None = None,
+        weekend: str | None = None,
+        add: list[str] | None = None,
+        remove: list[str] | None = None,
+    ) -> CalendarRecord:
+        """A new calendar: ``country``'s public holidays (and ``subdiv``'s, a region), a
+        ``weekend`` (``"SAT,SUN"``, the default; ``"none"``), plus the dates in ``add``
+        (YYYY-MM-DD) and minus those in ``remove``. InvalidCalendar for an unknown country or
+        region or a malformed date; ValidationError when the name is taken."""
+        calendar = make_calendar(
+            name,
+            country=country,
+            subdiv=subdiv,
+            weekend=weekend,
+            add=add or (),
+            remove=remove or (),
+        )
+        return self.store.create_calendar(calendar)
+
+    def update_calendar(
+        self,
+        name: str,
+        *,
+        country: str | None = None,
+        subdiv: str | None = None,
+        weekend: str | None = None,
+        add: list[str] | None = None,
+        remove: list[str] | None = None,
+    ) -> CalendarChange:
+        """Change a calendar: a given ``country``, ``subdiv`` or ``weekend`` replaces the
+        stored one; dates in ``add`` become days off and dates in ``remove`` business days
+        (each undoes the other for its dates). The jobs that use it are re-planned in the
+        same transaction. CalendarNotFound when there is none."""
+        current = self.store.get_calendar(check_name(name)).calendar
+        added = {parse_date(d, field="add") for d in add or ()}
+        removed = {parse_date(d, field="remove") for d in remove or ()}
+        if added & removed:
+            raise ValidationError(
+                f"{min(added & removed).isoformat()} is both added and removed", field="add"
+            )
+        new_country = country if country is not None else current.country
+        calendar = Calendar(
+            name,
+            new_country,
+            subdiv if subdiv is not None else (current.subdiv if country is None else None),
+            parse_weekend(weekend) if weekend is not None else current.weekend,
+            tuple((set(current.added) - removed) | added),
+            tuple((set(current.removed) - added) | removed),
+        )
+        return self.store.update_calendar(calendar)
+
+    def get_calendar(self, name: str) -> CalendarRecord:
+        return self.store.get_calendar(check_name(name))
+
+    def list_calendars(self) -> list[CalendarRecord]:
+        return self.store.list_calendars()
+
+    def calendar_jobs(self, name: str) -> list[int]:
+        """The active and paused jobs that use calendar ``name``."""
+        return self.store.calendar_jobs(check_name(name))
+
+    def delete_calendar(self, name: str) -> None:
+        """Delete a calendar no active or paused job uses (CalendarInUse names them)."""
+        self.store.delete_calendar(check_name(name))
+
+    def bind_calendar(self, schedule: Cron) -> Cron:
+        """``schedule`` with the calendar it names read from the store (``tickwork next
+        --calendar``); UnknownCalendar when there is none."""
+        if schedule.calendar is None:
+            return schedule
+        try:
+            found = self.store.get_calendar(schedule.calendar).calendar
+        except NotFound:
+            raise UnknownCalendar(schedule.calendar) from None
+        return schedule.bind(found)
 
     # -- tenants -----------------------------------------------------------------------------
 

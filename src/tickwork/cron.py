@@ -10,15 +10,29 @@ The arithmetic is cronsim's, which follows Debian cron across DST changes:
 - a 6-field expression (``SEC MIN HOUR DOM MON DOW``, seconds first) always runs on elapsed
   time: six fields are not Debian cron, and get none of its quirks.
 
+That reading is the default DST policy. A schedule may choose another (:func:`fires`):
+
+- ``dst_gap``: what a slot whose wall time falls in a spring-forward gap does.
+  ``run-after`` runs it once, at the first instant after the gap (02:30 in Berlin on
+  2026-03-29 runs at 03:00 CEST); ``skip`` gives it no run. Default: ``run-after`` for a
+  wall-clock expression, ``skip`` for an elapsed-time one (its gap times do not exist).
+- ``dst_repeat``: what a slot whose wall time falls in a fall-back repeated hour does.
+  ``once`` runs it at the first pass only; ``twice`` runs it in both passes (02:30 CEST,
+  then 02:30 CET an hour later). Default: ``once`` for a wall-clock expression, ``twice``
+  for an elapsed-time one.
+
 Fire times end at the calendar's end (:data:`tickwork.clock.LATEST`): none falls later.
 """
 
 from __future__ import annotations
 
 import copy
+import heapq
 from collections.abc import Iterator
 from datetime import MAXYEAR, UTC, datetime, timedelta, timezone
+from enum import StrEnum
 from functools import lru_cache
+from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -142,6 +156,27 @@ def zone(name: str) -> ZoneInfo:
         raise InvalidTimezone(name) from None
 
 
+class DstGap(StrEnum):
+    RUN_AFTER = "run-after"  # once, at the first instant after the gap
+    SKIP = "skip"  # no run for a slot whose wall time does not exist
+
+
+class DstRepeat(StrEnum):
+    ONCE = "once"  # the first pass of a repeated wall time only
+    TWICE = "twice"  # both passes
+
+
+def default_gap(expr: str) -> DstGap:
+    """Debian cron's gap rule for ``expr`` (normalized): what a schedule without a policy
+    does."""
+    return DstGap.RUN_AFTER if _reads_wall_clock(expr) else DstGap.SKIP
+
+
+def default_repeat(expr: str) -> DstRepeat:
+    """Debian cron's repeat rule for ``expr`` (normalized)."""
+    return DstRepeat.ONCE if _reads_wall_clock(expr) else DstRepeat.TWICE
+
+
 def next_after(expr: str, tz: str, after: datetime) -> datetime | None:
     """The first fire time strictly after ``after``, in UTC; None past the calendar's end.
 
@@ -174,6 +209,198 @@ def iterate(expr: str, tz: str, after: datetime) -> Iterator[datetime]:
                 yield fire_utc
     except OverflowError:  # cronsim stepped past year 9999, beyond LATEST anyway
         return
+
+
+class Fire(NamedTuple):
+    """One slot as :func:`fires` reports it: ``at`` (UTC) is when it runs, or for a
+    ``skipped`` slot when it would have; ``note`` says what a DST change does to it."""
+
+    at: datetime
+    note: str | None = None
+    skipped: bool = False
+
+
+class Transition(NamedTuple):
+    """An instant at which the zone's UTC offset changes: a gap when ``shift`` is positive
+    (spring forward), a repeated span when negative (fall back)."""
+
+    at: datetime
+    before: timedelta
+    after: timedelta
+
+    @property
+    def shift(self) -> timedelta:
+        return self.after - self.before
+
+
+MAX_SHIFT = timedelta(hours=3)
+"""More than any offset change in the tz database (the largest are 2 h): how far before a
+start :func:`fires` begins for ``dst_repeat`` twice on a wall-clock expression, so a second
+pass whose first pass lies before the start is found."""
+
+
+def transitions(tz: str, start: datetime, end: datetime) -> Iterator[Transition]:
+    """The zone's offset changes in ``(start, end]``, ascending."""
+    tzinfo = zone(tz)
+    for year in range(start.year, min(end.year, MAXYEAR - 1) + 1):
+        for at in _offset_changes(tz, year):
+            if start < at <= end:
+                before = (at - timedelta(microseconds=1)).astimezone(tzinfo).utcoffset()
+                after = at.astimezone(tzinfo).utcoffset()
+                assert before is not None
+                assert after is not None
+                yield Transition(at, before, after)
+
+
+def fires(
+    expr: str,
+    tz: str,
+    after: datetime,
+    gap: DstGap | None = None,
+    repeat: DstRepeat | None = None,
+) -> Iterator[Fire]:
+    """The slots strictly after ``after``, ascending, under a DST policy (None: Debian
+    cron's, see the module docstring), each slot a DST change touches with its ``note``,
+    and the slots the policy skips as ``skipped`` entries.
+
+    Worked example, ``30 2 * * *`` in Europe/Berlin: on 2026-03-29 02:30 does not exist;
+    ``run-after`` fires at 03:00 CEST (01:00 UTC), ``skip`` reports a skipped slot there.
+    On 2026-10-25 02:30 happens twice; ``once`` fires at 02:30 CEST (00:30 UTC), ``twice``
+    also at 02:30 CET (01:30 UTC).
+    """
+    wall = _reads_wall_clock(expr)
+    gap = gap or default_gap(expr)
+    repeat = repeat or default_repeat(expr)
+    start = after.astimezone(UTC)
+    # A second pass whose first pass lies before the start is found from the first pass.
+    lookback = MAX_SHIFT if wall and repeat is DstRepeat.TWICE else timedelta(0)
+    begin = max(start - lookback, _EARLIEST_SCAN)
+    pending: list[tuple[datetime, int, Fire]] = []
+    seq = 0
+    last_firing: datetime | None = None
+    previous = begin
+
+    def push(fire: Fire) -> None:
+        nonlocal seq
+        heapq.heappush(pending, (fire.at, seq, fire))
+        seq += 1
+
+    def ready(bound: datetime | None) -> Iterator[Fire]:
+        nonlocal last_firing
+        while pending and (bound is None or pending[0][0] <= bound):
+            fire = heapq.heappop(pending)[2]
+            if fire.at <= start:
+                continue
+            if not fire.skipped:
+                if last_firing is not None and fire.at <= last_firing:
+                    continue  # two slots met at one instant (a gap's end): one run
+                last_firing = fire.at
+            yield fire
+
+    for at in iterate(expr, tz, begin):
+        for change in transitions(tz, previous, at):
+            if change.shift > timedelta(0) and not wall:
+                missing = _first_in_gap(expr, change)
+                if missing is not None:
+                    push(_gap_fire(tz, change, missing, gap))
+        previous = at
+        push(_classify(expr, tz, at, wall, gap=gap, repeat=repeat))
+        if wall and repeat is DstRepeat.TWICE:
+            fall = _repeat_around(tz, at)
+            if fall is not None and fall.at + fall.shift <= at < fall.at:
+                second = at - fall.shift
+                push(Fire(second, _second_pass_note(tz, second, repeat)))
+        yield from ready(at)
+    yield from ready(None)
+
+
+def _classify(
+    expr: str, tz: str, at: datetime, wall: bool, *, gap: DstGap, repeat: DstRepeat
+) -> Fire:
+    """The base fire ``at`` of :func:`iterate` as the policy has it."""
+    if wall:
+        change = _change_at(tz, at)
+        if change is not None and change.shift > timedelta(0) and not _matches(expr, tz, at):
+            missing = _first_in_gap(expr, change)
+            if missing is not None:
+                return _gap_fire(tz, change, missing, gap)
+    change = _repeat_around(tz, at)
+    if change is not None:
+        span = -change.shift
+        local = _wall(tz, at)
+        if change.at - span <= at < change.at:
+            what = (
+                "runs again at the second pass"
+                if repeat is DstRepeat.TWICE
+                else "runs at this first pass only"
+            )
+            return Fire(
+                at,
+                f"{local:%H:%M} happens twice on {local:%Y-%m-%d} (DST ends): {what} "
+                f"(--dst-repeat {repeat})",
+            )
+        if change.at <= at < change.at + span:
+            note = _second_pass_note(tz, at, repeat)
+            return Fire(at, note, skipped=repeat is DstRepeat.ONCE)
+    return Fire(at)
+
+
+def _second_pass_note(tz: str, at: datetime, repeat: DstRepeat) -> str:
+    local = _wall(tz, at)
+    what = "runs again" if repeat is DstRepeat.TWICE else "skipped"
+    return (
+        f"{local:%H:%M} {local.tzname()} is the second pass of a repeated hour on "
+        f"{local:%Y-%m-%d} (DST ends): {what} (--dst-repeat {repeat})"
+    )
+
+
+def _gap_fire(tz: str, change: Transition, missing: datetime, gap: DstGap) -> Fire:
+    """The fire (or skipped slot) at the end of a gap, for the first missing wall time."""
+    local = _wall(tz, change.at)
+    lost = f"{missing:%H:%M} does not exist on {missing:%Y-%m-%d} (DST starts)"
+    if gap is DstGap.RUN_AFTER:
+        note = f"{lost}: runs right after the gap, at {local:%H:%M} {local.tzname()}"
+        return Fire(change.at, f"{note} (--dst-gap run-after)")
+    return Fire(change.at, f"{lost}: skipped (--dst-gap skip)", skipped=True)
+
+
+def _first_in_gap(expr: str, change: Transition) -> datetime | None:
+    """The first wall time (naive) in the gap of ``change`` at which ``expr`` fires, or
+    None when it fires at none of them."""
+    old = timezone(change.before)
+    gap_start = change.at.astimezone(old).replace(tzinfo=None)
+    gap_end = gap_start + change.shift
+    first = next(iter(_fixed_offset_sim(expr, _naive_utc(gap_start) - timedelta(microseconds=1))))
+    found = first.replace(tzinfo=None)
+    return found if found < gap_end else None
+
+
+def _matches(expr: str, tz: str, at: datetime) -> bool:
+    """Whether ``expr`` names the wall time ``at`` shows in ``tz``."""
+    local = _naive_utc(_wall(tz, at).replace(tzinfo=None))
+    sim = _fixed_offset_sim(expr, local - timedelta(microseconds=1))
+    return bool(next(iter(sim)) == local)
+
+
+def _naive_utc(wall: datetime) -> datetime:
+    return wall.replace(tzinfo=UTC)
+
+
+def _wall(tz: str, at: datetime) -> datetime:
+    return at.astimezone(zone(tz))
+
+
+def _change_at(tz: str, at: datetime) -> Transition | None:
+    return next(transitions(tz, at - timedelta(microseconds=1), at), None)
+
+
+def _repeat_around(tz: str, at: datetime) -> Transition | None:
+    """The fall-back change whose repeated span (both passes) holds ``at``, if any."""
+    for change in transitions(tz, at - MAX_SHIFT, at + MAX_SHIFT):
+        span = -change.shift
+        if span > timedelta(0) and change.at - span <= at < change.at + span:
+            return change
+    return None
 
 
 def _reads_wall_clock(expr: str) -> bool:
@@ -268,6 +495,7 @@ def _offset_changes(tz: str, year: int) -> tuple[datetime, ...]:
 
 
 _END_OF_SCAN = LATEST + timedelta(days=1)
+_EARLIEST_SCAN = datetime(1, 1, 2, tzinfo=UTC)
 """Where the search for offset changes ends: past LATEST, so a fire at LATEST itself is
 found, and a day short of datetime's end, so every zone's offset can be read there."""
 

@@ -8,13 +8,17 @@
     │   ├── InvalidTimezone
     │   ├── InvalidSchedule        interval below 1 s, negative delay, no schedule ...
     │   ├── InvalidArgs            not a JSON object, or over the size limit
-    │   └── UnknownTask
+    │   ├── UnknownTask
+    │   ├── InvalidCalendar        unknown country or region, malformed date, bad weekend
+    │   └── UnknownCalendar        a schedule names a calendar that does not exist
     ├── NotFound                   no such job / run (for this tenant)   (HTTP 404)
     │   ├── JobNotFound
     │   ├── RunNotFound
     │   ├── ApiKeyNotFound
-    │   └── TenantNotFound         (HTTP: a tenant key asking for another tenant)
+    │   ├── TenantNotFound         (HTTP: a tenant key asking for another tenant)
+    │   └── CalendarNotFound
     ├── InvalidTransition          the row exists but its state forbids the change (HTTP 409)
+    │   └── CalendarInUse          a calendar that live jobs use cannot be deleted
     ├── FencingError               a write from a holder whose lease was taken over
     │   ├── LeaseLost              a run's fencing token is stale or its lease expired
     │   └── LeadershipLost         a scheduler's leader epoch is stale or expired
@@ -78,6 +82,21 @@ class UnknownTask(ValidationError):
         self.task = task
 
 
+class InvalidCalendar(ValidationError):
+    def __init__(self, message: str, *, field: str = "calendar") -> None:
+        super().__init__(message, field=field)
+
+
+class UnknownCalendar(ValidationError):
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"unknown calendar {name!r} (create it with: tickwork calendars create {name} "
+            "--country CC)",
+            field="calendar",
+        )
+        self.name = name
+
+
 class NotFound(TickworkError, LookupError):
     """No such row, or not one the caller's tenant may see (the two look the same)."""
 
@@ -106,14 +125,37 @@ class TenantNotFound(NotFound):
         self.tenant = tenant
 
 
+class CalendarNotFound(NotFound):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"calendar {name!r} not found")
+        self.name = name
+
+
 class InvalidTransition(TickworkError):
     """The row exists, but its current state does not allow the requested change."""
 
-    def __init__(self, what: str, ident: int, state: str, action: str) -> None:
+    def __init__(self, what: str, ident: int | str, state: str, action: str) -> None:
         super().__init__(f"cannot {action} {what} {ident}: it is {state}")
         self.ident = ident
         self.state = state
         self.action = action
+
+
+class CalendarInUse(InvalidTransition):
+    """A calendar that active or paused jobs use; ``job_ids`` names them."""
+
+    def __init__(self, name: str, job_ids: list[int]) -> None:
+        shown = ", ".join(str(i) for i in job_ids[:20]) + (" ..." if len(job_ids) > 20 else "")
+        TickworkError.__init__(
+            self,
+            f"cannot delete calendar {name!r}: {len(job_ids)} job(s) use it ({shown}); "
+            "cancel them or move them to another calendar first",
+        )
+        self.ident = name
+        self.state = "in use"
+        self.action = "delete"
+        self.name = name
+        self.job_ids = job_ids
 
 
 class FencingError(TickworkError):

@@ -68,7 +68,7 @@ def slot_before(job: Job, slot: datetime) -> datetime | None:
     if isinstance(schedule, Cron):
         for window in CRON_LOOKBACK:
             last = None
-            for fire in cron.iterate(schedule.expr, schedule.tz, slot - window):
+            for fire in schedule.iterate(slot - window):
                 if fire >= slot:
                     break
                 last = fire
@@ -140,11 +140,15 @@ def explain_slot(
     """One paragraph on the fate of ``job`` at ``slot`` (an aware instant)."""
     when = _fmt(slot, job)
     head = f"Job {job.id} ({job.name or job.task}, {job.schedule.describe()})"
+    note = job.schedule.note_at(slot) if isinstance(job.schedule, Cron) else None
     if runs:
-        return f"{head} was triggered for {when}: {_describe_run(runs[0], now, tenant)}"
+        text = f"{head} was triggered for {when}: {_describe_run(runs[0], now, tenant)}"
+        return f"{text} Note: {note}." if note else text
     matches, before, after = is_slot(job, slot)
     if matches and skips:
         return f"{head} did not run at {when}: {_describe_skip(skips[0], job)}"
+    if not matches and note is not None:
+        return f"{head} did not run at {when}: {note}."
     if not matches:
         if isinstance(job.schedule, Once):
             around = f"its one slot is {_fmt(after, job)}" if after else "it has no slot"
@@ -179,7 +183,8 @@ def explain_slot(
                 f"{head} will not run at {when} unless resumed before then: the job is "
                 "paused (slots that fall while paused are skipped)."
             )
-        return f"{head} has not reached {when} yet; it is {job.state} and will be triggered then."
+        text = f"{head} has not reached {when} yet; it is {job.state} and will be triggered then."
+        return f"{text} Note: {note}." if note else text
     if job.next_run_at is not None and slot >= job.next_run_at:
         if job.state is JobState.PAUSED:
             return (

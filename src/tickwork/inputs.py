@@ -18,6 +18,8 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, TypeVar
 
+from tickwork.calendar import HolidayPolicy, check_business_day, check_name
+from tickwork.cron import DstGap, DstRepeat
 from tickwork.errors import ValidationError
 from tickwork.job import (
     DEFAULT_MISFIRE_GRACE,
@@ -86,11 +88,13 @@ def make_spec(
     misfire_grace: Duration | None = None,
     overlap: OverlapPolicy | str | None = None,
     idempotency_key: str | None = None,
+    **cron_rules: Any,
 ) -> JobSpec:
     """A validated JobSpec for ``task``, with the task's defaults where the caller gave none.
 
     The schedule is at most one of ``at``, ``delay``, ``cron`` (with ``tz``, default UTC)
-    or ``every`` (with an optional ``anchor``); none means *now*.
+    or ``every`` (with an optional ``anchor``); none means *now*. ``cron_rules`` are a cron
+    schedule's DST policy and calendar (see :func:`cron_schedule`).
     """
     resolved = resolve_task(registry, task)
     args = {} if args is None else args
@@ -103,7 +107,9 @@ def make_spec(
     )
     return JobSpec(
         task=resolved.name,
-        schedule=make_schedule(at=at, delay=delay, cron=cron, tz=tz, every=every, anchor=anchor),
+        schedule=make_schedule(
+            at=at, delay=delay, cron=cron, tz=tz, every=every, anchor=anchor, **cron_rules
+        ),
         args=args,
         tenant=tenant or DEFAULT_TENANT,
         name=name,
@@ -141,8 +147,10 @@ def make_schedule(
     tz: str | None = None,
     every: Duration | None = None,
     anchor: Instant | None = None,
+    **cron_rules: Any,
 ) -> Schedule:
-    """The one schedule the arguments describe; none of them means *now*."""
+    """The one schedule the arguments describe; none of them means *now*. ``cron_rules``
+    (:func:`cron_schedule`'s) apply to a cron schedule only."""
     given = [
         k
         for k, v in (("at", at), ("delay", delay), ("cron", cron), ("every", every))
@@ -157,12 +165,66 @@ def make_schedule(
     if anchor is not None and every is None:
         raise ValidationError("an anchor applies only to an interval schedule", field="anchor")
     if cron is not None:
-        return Cron(cron, tz or "UTC")
+        return cron_schedule(cron, tz or "UTC", **cron_rules)
+    given_rules = [k for k, v in cron_rules.items() if v is not None and v is not False]
+    if given_rules:
+        raise ValidationError(
+            f"{given_rules[0]} applies only to a cron schedule", field=given_rules[0]
+        )
     if every is not None:
         return Interval(duration(every, "every"), instant(anchor, "anchor") if anchor else None)
     if at is not None:
         return Once(at=instant(at, "at"))
     return Once(delay=duration(delay, "delay") if delay is not None else timedelta(0))
+
+
+def cron_schedule(
+    expr: str,
+    tz: str = "UTC",
+    *,
+    dst_gap: DstGap | str | None = None,
+    dst_repeat: DstRepeat | str | None = None,
+    calendar: str | None = None,
+    on_holiday: HolidayPolicy | str | None = None,
+    business_day: int | None = None,
+    business_days_only: bool = False,
+) -> Cron:
+    """A cron schedule with its DST policy (None: Debian cron's) and calendar rules.
+
+    ``business_days_only`` is short for ``on_holiday="skip"``: with another ``on_holiday``
+    or a ``business_day`` it is a conflict (ValidationError), not a silent override.
+    """
+    if not isinstance(business_days_only, bool):
+        raise ValidationError(
+            f"business_days_only must be true or false, got {business_days_only!r}",
+            field="business_days_only",
+        )
+    if business_days_only:
+        if on_holiday is not None or business_day is not None:
+            other = "on_holiday" if on_holiday is not None else "business_day"
+            raise ValidationError(
+                f"business_days_only is short for on_holiday=skip: give it or {other}, not both",
+                field="business_days_only",
+            )
+        if calendar is None:
+            raise ValidationError(
+                "business_days_only needs a calendar (tickwork calendars create ...)",
+                field="calendar",
+            )
+        on_holiday = HolidayPolicy.SKIP
+    if calendar is not None:
+        check_name(calendar)
+    if business_day is not None:
+        check_business_day(business_day)
+    return Cron(
+        expr,
+        tz,
+        dst_gap=dst_gap,  # type: ignore[arg-type]  # Cron checks the names
+        dst_repeat=dst_repeat,  # type: ignore[arg-type]
+        calendar=calendar,
+        on_holiday=on_holiday,  # type: ignore[arg-type]
+        business_day=business_day,
+    )
 
 
 def duration(value: Duration, field: str) -> timedelta:

@@ -14,8 +14,10 @@ from datetime import datetime, timedelta
 from enum import Enum, StrEnum
 from typing import Any, Generic, NamedTuple, TypeVar
 
+from tickwork.calendar import Calendar
 from tickwork.errors import ValidationError
 from tickwork.job import Job, Run, shown_json, shown_object
+from tickwork.schedule import shown_json as shown_schedule
 from tickwork.skew import Skew
 
 DEFAULT_PAGE = 100
@@ -33,10 +35,28 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
+class CalendarRecord:
+    """A stored calendar: its definition and when it was created and last changed."""
+
+    calendar: Calendar
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class CalendarChange:
+    """What editing a calendar did: the calendar as stored, and the jobs re-planned."""
+
+    record: CalendarRecord
+    replanned: list[int]
+
+
+@dataclass(frozen=True, slots=True)
 class Submitted:
     job: Job
     created: bool  # False: an idempotency key or schedule name matched an existing job
     run: Run | None = None  # the run enqueued at submit, when the first slot was already due
+    warnings: tuple[str, ...] = ()  # e.g. the DST changes of the next year the job meets
 
 
 class SlotFate(StrEnum):
@@ -390,7 +410,17 @@ def _check_positive(field: str, value: float | None, ceiling: float) -> float | 
 
 
 JsonValue = (
-    Job | Run | Node | ApiKey | SlotSkip | Lease | RunStats | Cluster | TenantLimits | TenantStatus
+    Job
+    | Run
+    | Node
+    | ApiKey
+    | SlotSkip
+    | Lease
+    | RunStats
+    | Cluster
+    | TenantLimits
+    | TenantStatus
+    | CalendarRecord
 )
 
 
@@ -408,7 +438,7 @@ def to_json(value: JsonValue) -> dict[str, Any]:
     """
     if isinstance(value, Job):
         raw = _fields(value)
-        raw["schedule"] = value.schedule.to_json()
+        raw["schedule"] = shown_schedule(value.schedule)
         raw["args"] = shown_object(value.args)
     elif isinstance(value, Run):
         raw = _fields(value)
@@ -419,6 +449,12 @@ def to_json(value: JsonValue) -> dict[str, Any]:
             "leader": to_json(value.leader) if value.leader else None,
             "nodes": [{**to_json(node), "silent": node.silent(value.now)} for node in value.nodes],
             "now": value.now,
+        }
+    elif isinstance(value, CalendarRecord):
+        raw = {
+            **value.calendar.to_json(),
+            "created_at": value.created_at,
+            "updated_at": value.updated_at,
         }
     elif isinstance(value, TenantStatus):
         raw = {

@@ -4,7 +4,10 @@ Three kinds, each immutable and JSON-serialisable:
 
 - :class:`Once`: one slot, at an instant, or after a delay measured from the store's clock
   when the job is submitted (``resolve``).
-- :class:`Cron`: a cron expression in an IANA time zone (see :mod:`tickwork.cron` for DST).
+- :class:`Cron`: a cron expression in an IANA time zone, with an optional DST policy (see
+  :mod:`tickwork.cron`) and an optional business-day calendar (:mod:`tickwork.calendar`):
+  a slot on a day off is skipped or moved (``on_holiday``), or the day is the month's n-th
+  business day (``business_day``).
 - :class:`Interval`: every N seconds (N >= 1) from an anchor, in UTC elapsed time:
   slot k is ``anchor + k * every``, never wall-clock arithmetic, so DST cannot stretch or
   squeeze it. Without an anchor, the anchor is the submit time and the first slot is one
@@ -21,13 +24,17 @@ range rule); times already stored are read whatever they are.
 
 from __future__ import annotations
 
+import heapq
 import math
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from tickwork import cron
+from tickwork.calendar import Calendar, HolidayPolicy, calendar_from_definition, check_business_day
 from tickwork.clock import EARLIEST, LATEST, utc
+from tickwork.cron import DstGap, DstRepeat, Fire
 from tickwork.errors import InvalidSchedule, ValidationError
 
 MIN_INTERVAL = timedelta(seconds=1)
@@ -84,34 +91,291 @@ class Once:
         return {"kind": "once", "delay": self.delay.total_seconds()}
 
 
+class DstWarning(UserWarning):
+    """A schedule meets a DST change within a year (``app.schedule`` warns it; the job is
+    created all the same). The message names the date and what the policy does there."""
+
+
+DST_WARNING_HORIZON = timedelta(days=366)
+"""How far ahead a new schedule is checked for DST changes it meets."""
+
+
 @dataclass(frozen=True, slots=True)
 class Cron:
+    """A cron schedule. ``dst_gap``/``dst_repeat`` None: Debian cron's rules (see
+    :mod:`tickwork.cron`). ``calendar`` names a business-day calendar; ``on_holiday`` (default
+    ``skip`` with a calendar) says what a slot on a day off does, or ``business_day`` = n
+    makes the slot's day the month's n-th business day (-1: the last), at the expression's
+    times, in the months it names. ``calendar_def`` is the named calendar's definition, which
+    the store binds when the job is written (and re-binds when the calendar is edited)."""
+
     expr: str
     tz: str = "UTC"
+    dst_gap: DstGap | None = None
+    dst_repeat: DstRepeat | None = None
+    calendar: str | None = None
+    on_holiday: HolidayPolicy | None = None
+    business_day: int | None = None
+    calendar_def: Calendar | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "expr", cron.normalize(self.expr))
         cron.zone(self.tz)
+        object.__setattr__(self, "dst_gap", _policy(DstGap, self.dst_gap, "dst_gap"))
+        object.__setattr__(self, "dst_repeat", _policy(DstRepeat, self.dst_repeat, "dst_repeat"))
+        on_holiday = _policy(HolidayPolicy, self.on_holiday, "on_holiday")
+        if self.business_day is not None:
+            check_business_day(self.business_day)
+            if on_holiday is not None:
+                raise InvalidSchedule(
+                    "business_day picks a business day itself: on_holiday does not apply "
+                    "(give one of them)",
+                    field="on_holiday",
+                )
+            self._check_day_fields()
+        if self.calendar is None:
+            if on_holiday is not None or self.business_day is not None:
+                what = "on_holiday" if on_holiday is not None else "business_day"
+                raise InvalidSchedule(f"{what} needs a calendar", field="calendar")
+        elif self.business_day is None and on_holiday is None:
+            on_holiday = HolidayPolicy.SKIP
+        object.__setattr__(self, "on_holiday", on_holiday)
+        if self.calendar_def is not None and self.calendar_def.name != self.calendar:
+            raise InvalidSchedule("calendar_def is not the named calendar", field="calendar")
+
+    def _check_day_fields(self) -> None:
+        parts = self.expr.split()
+        dom, dow = parts[-3], parts[-1]
+        if dom not in ("*", "1") or dow != "*":
+            raise InvalidSchedule(
+                f"with business_day the day is the rule's: write the expression's "
+                f"day-of-month as * (or 1, as @monthly) and its day-of-week as *, "
+                f"got {dom!r} and {dow!r}",
+                field="business_day",
+            )
 
     kind = "cron"
+
+    @property
+    def plain(self) -> bool:
+        """No policy and no calendar: Debian cron, on the fast path."""
+        return self.dst_gap is None and self.dst_repeat is None and self.calendar is None
+
+    def bind(self, calendar: Calendar) -> Cron:
+        """This schedule with ``calendar``'s definition (the calendar it names)."""
+        return replace(self, calendar_def=calendar)
 
     def resolve(self, now: datetime) -> Cron:
         return self
 
     def first_slot(self, now: datetime) -> datetime:
-        first = cron.next_after(self.expr, self.tz, now)
+        first = self.next_after(now)
         if first is None:
             raise InvalidSchedule(f"cron {self.expr!r} fires no more before {LATEST.isoformat()}")
         return first
 
     def next_after(self, slot: datetime) -> datetime | None:
-        return cron.next_after(self.expr, self.tz, slot)
+        if self.plain:
+            return cron.next_after(self.expr, self.tz, slot)
+        for fire in self.fires(slot):
+            if not fire.skipped:
+                return fire.at
+        return None
+
+    def iterate(self, after: datetime) -> Iterator[datetime]:
+        """The slots that run, strictly after ``after``, ascending."""
+        if self.plain:
+            return cron.iterate(self.expr, self.tz, after)
+        return (fire.at for fire in self.fires(after) if not fire.skipped)
+
+    def note_at(self, slot: datetime) -> str | None:
+        """What a DST change or the calendar does at ``slot``: a slot that runs with a note,
+        a skipped one, or one the calendar moved away (``explain`` says it); else None."""
+        for fire in self.fires(slot - _ONE_US):
+            if fire.at > slot:
+                break
+            if fire.at == slot and fire.note is not None:
+                return fire.note
+        calendar = self.calendar_def
+        if calendar is not None and self.on_holiday is not None:
+            for fire in cron.fires(
+                self.expr, self.tz, slot - _ONE_US, self.dst_gap, self.dst_repeat
+            ):
+                if fire.at == slot and not fire.skipped:
+                    return self._on_holiday(calendar, fire, cron.zone(self.tz)).note
+                break
+        return None
+
+    def fires(self, after: datetime) -> Iterator[Fire]:
+        """Slots strictly after ``after``, ascending, each with what a DST change or the
+        calendar does to it (``note``), skipped slots included (``skipped``)."""
+        if self.calendar is None:
+            return cron.fires(self.expr, self.tz, after, self.dst_gap, self.dst_repeat)
+        calendar = self.calendar_def
+        if calendar is None:
+            raise InvalidSchedule(
+                f"calendar {self.calendar!r} is not loaded: a schedule reads it from the store",
+                field="calendar",
+            )
+        if self.business_day is not None:
+            return self._business_day_fires(calendar, self.business_day, after)
+        return self._holiday_fires(calendar, after)
+
+    def _holiday_fires(self, calendar: Calendar, after: datetime) -> Iterator[Fire]:
+        """Hazard: a moved slot can pass later ones (Saturday 17:00 moved to Monday comes
+        after Sunday 09:00 moved there), so moved slots wait in a heap until no slot still to
+        come can land before them."""
+        zone = cron.zone(self.tz)
+        policy = self.on_holiday
+        start = after.astimezone(UTC)
+        begin = start
+        if policy is HolidayPolicy.NEXT:
+            # A slot on a day off before ``after`` may move past it: start after the last
+            # business day before it.
+            before = calendar.previous_business_day(start.astimezone(zone).date())
+            if before is not None:
+                begin = min(start, _midnight(before + timedelta(days=1), self.tz))
+        pending: list[tuple[datetime, int, Fire]] = []
+        last: datetime | None = None
+
+        def ready(bound: datetime | None) -> Iterator[Fire]:
+            nonlocal last
+            while pending and (bound is None or pending[0][0] < bound):
+                fire = heapq.heappop(pending)[2]
+                if fire.at <= start:
+                    continue
+                if not fire.skipped:
+                    if last is not None and fire.at <= last:
+                        continue  # two slots moved onto one instant: one run
+                    last = fire.at
+                yield fire
+
+        base = cron.fires(self.expr, self.tz, begin, self.dst_gap, self.dst_repeat)
+        for seq, fire in enumerate(base):
+            moved = fire if fire.skipped else self._on_holiday(calendar, fire, zone)
+            heapq.heappush(pending, (moved.at, seq, moved))
+            if policy is HolidayPolicy.PREVIOUS:
+                day = fire.at.astimezone(zone).date()
+                floor = (
+                    day if calendar.is_business_day(day) else calendar.previous_business_day(day)
+                )
+                bound = _midnight(floor, self.tz) if floor is not None else fire.at
+            else:
+                bound = fire.at + timedelta(microseconds=1)
+            yield from ready(bound)
+        yield from ready(None)
+
+    def _on_holiday(self, calendar: Calendar, fire: Fire, zone: Any) -> Fire:
+        local = fire.at.astimezone(zone)
+        reason = calendar.closed(local.date())
+        if reason is None:
+            return fire
+        day = f"{local.date().isoformat()} is {reason}"
+        if self.on_holiday is HolidayPolicy.SKIP:
+            return Fire(fire.at, f"skipped: {day}", skipped=True)
+        forward = self.on_holiday is HolidayPolicy.NEXT
+        target = (
+            calendar.next_business_day(local.date())
+            if forward
+            else calendar.previous_business_day(local.date())
+        )
+        if target is None:
+            return Fire(fire.at, f"skipped: {day}, and no business day is near", skipped=True)
+        at = datetime.combine(target, local.time().replace(tzinfo=None), zone).astimezone(UTC)
+        which = "next" if forward else "previous"
+        return Fire(at, f"moved to the {which} business day, {target.isoformat()}: {day}")
+
+    def _business_day_fires(self, calendar: Calendar, n: int, after: datetime) -> Iterator[Fire]:
+        parts = self.expr.split()
+        parts[-3], parts[-1] = "*", "*"
+        daily = " ".join(parts)
+        zone = cron.zone(self.tz)
+        start = after.astimezone(UTC)
+        local = start.astimezone(zone)
+        year, month = local.year, local.month
+        while year <= LATEST.year:
+            day = calendar.nth_business_day(year, month, n)
+            if day is not None and _midnight(day + timedelta(days=1), self.tz) > start:
+                lower = max(start, _midnight(day, self.tz) - timedelta(microseconds=1))
+                for fire in cron.fires(daily, self.tz, lower, self.dst_gap, self.dst_repeat):
+                    if fire.at.astimezone(zone).date() != day:
+                        break
+                    yield fire
+            year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+
+    def dst_warnings(self, now: datetime) -> list[str]:
+        """What each DST change of the next year does to this schedule's slots, one line
+        each naming the date; empty when none touches them."""
+        found = []
+        for change in cron.transitions(self.tz, now, now + DST_WARNING_HORIZON):
+            span = abs(change.shift)
+            window_end = change.at + span + span
+            # From the first instant a note can fall at: the repeated span's first pass,
+            # or the gap's end (an every-second schedule must not be walked for hours).
+            begin = change.at - (span if change.shift < timedelta(0) else timedelta(0))
+            for fire in self.fires(max(now, begin - _ONE_US)):
+                if fire.at > window_end:
+                    break
+                if fire.note is not None and "DST" in fire.note:
+                    found.append(f"{self.expr!r} in {self.tz}: {fire.note}")
+                    break
+        return found
 
     def describe(self) -> str:
-        return f"{cron.explain(self.expr)} ({self.tz})"
+        text = f"{cron.explain(self.expr)} ({self.tz})"
+        if self.dst_gap is not None or self.dst_repeat is not None:
+            gap = self.dst_gap or cron.default_gap(self.expr)
+            repeat = self.dst_repeat or cron.default_repeat(self.expr)
+            text += f"; DST gap {gap}, repeat {repeat}"
+        if self.business_day is not None:
+            n = self.business_day
+            nth = "last" if n == -1 else (f"{_ordinal(-n)} last" if n < 0 else _ordinal(n))
+            text += f"; on the {nth} business day of the month in calendar {self.calendar}"
+        elif self.calendar is not None:
+            text += f"; on days off in calendar {self.calendar}: {self.on_holiday}"
+        return text
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": "cron", "expr": self.expr, "tz": self.tz}
+        data: dict[str, Any] = {"kind": "cron", "expr": self.expr, "tz": self.tz}
+        for key in ("dst_gap", "dst_repeat", "calendar", "on_holiday", "business_day"):
+            value = getattr(self, key)
+            if value is not None:
+                data[key] = str(value) if key != "business_day" else value
+        if self.calendar_def is not None:
+            data["calendar_def"] = self.calendar_def.definition()
+        return data
+
+
+def _policy(kind: type[Any], value: Any, field: str) -> Any:
+    if value is None:
+        return None
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(str(v) for v in kind)
+        raise InvalidSchedule(
+            f"{field} must be one of {allowed}, got {value!r}", field=field
+        ) from None
+
+
+_ONE_US = timedelta(microseconds=1)
+
+
+def _midnight(day: date, tz: str) -> datetime:
+    return datetime.combine(day, time(0), cron.zone(tz)).astimezone(UTC)
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def shown_json(schedule: Schedule) -> dict[str, Any]:
+    """A schedule as an interface shows it: :meth:`to_json` without the calendar definition
+    the store keeps beside the calendar's name."""
+    data = schedule.to_json()
+    data.pop("calendar_def", None)
+    return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +456,18 @@ def from_json(data: dict[str, Any]) -> Schedule:
                 return Once(at=_stored_instant(str(data["at"]), field="at"))
             return Once(delay=timedelta(seconds=float(data["delay"])))
         if kind == "cron":
-            return Cron(str(data["expr"]), str(data.get("tz") or "UTC"))
+            name = data.get("calendar")
+            definition = data.get("calendar_def")
+            return Cron(
+                str(data["expr"]),
+                str(data.get("tz") or "UTC"),
+                data.get("dst_gap"),
+                data.get("dst_repeat"),
+                name,
+                data.get("on_holiday"),
+                data.get("business_day"),
+                calendar_from_definition(str(name), str(definition)) if definition else None,
+            )
         if kind == "interval":
             return interval_from_json(data["every"], data.get("anchor"))
     except ValidationError:

@@ -80,7 +80,7 @@ def test_show_json_has_the_job_its_schedule_next_fire_times_runs_and_ledger(
 
     shown = ok("show", str(job.id), "--db", store.url, "--json").json()
 
-    assert set(shown) == {"job", "schedule", "next_fire_times", "runs", "slot_ledger"}
+    assert set(shown) == {"job", "schedule", "next_fire_times", "upcoming", "runs", "slot_ledger"}
     assert shown["job"]["id"] == job.id
     assert shown["schedule"] == "Every 10th minute of every hour (UTC)"
     fire_times = [datetime.fromisoformat(t) for t in shown["next_fire_times"]]

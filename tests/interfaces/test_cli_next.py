@@ -52,10 +52,14 @@ def test_prints_the_next_fire_times_in_the_zone_then_plain_english() -> None:
     )
     assert result.code == 0
     assert result.err == ""
+    # Each time a DST change touches is marked with what the (default) policy does there.
     assert result.lines == [
-        "2026-10-25T02:30:00+02:00",  # first pass
-        "2026-10-25T02:00:00+01:00",  # second pass
-        "2026-10-25T02:30:00+01:00",
+        "2026-10-25T02:30:00+02:00  <- 02:30 happens twice on 2026-10-25 (DST ends): runs "
+        "again at the second pass (--dst-repeat twice)",
+        "2026-10-25T02:00:00+01:00  <- 02:00 CET is the second pass of a repeated hour on "
+        "2026-10-25 (DST ends): runs again (--dst-repeat twice)",
+        "2026-10-25T02:30:00+01:00  <- 02:30 CET is the second pass of a repeated hour on "
+        "2026-10-25 (DST ends): runs again (--dst-repeat twice)",
         "2026-10-25T03:00:00+01:00",
         "2026-10-25T03:30:00+01:00",
         "2026-10-25T04:00:00+01:00",
@@ -76,7 +80,8 @@ def test_fixed_time_in_the_spring_gap_shows_once_right_after_it() -> None:
     )
     assert result.lines == [
         "2026-03-07T02:30:00-05:00",
-        "2026-03-08T03:00:00-04:00",
+        "2026-03-08T03:00:00-04:00  <- 02:30 does not exist on 2026-03-08 (DST starts): runs "
+        "right after the gap, at 03:00 EDT (--dst-gap run-after)",
         "2026-03-09T02:30:00-04:00",
         "At 02:30 every day (America/New_York)",
     ]

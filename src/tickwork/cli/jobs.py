@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import UTC
 from typing import Annotated
 
 import typer
 
 from tickwork.cli.app import app
-from tickwork.cli.listing import collect, print_page, print_table, when
+from tickwork.cli.listing import collect, fire_line, print_page, print_table, when
 from tickwork.cli.options import (
     DEFAULT_LIMIT,
     AfterOption,
@@ -98,7 +99,7 @@ def show(job_id: JobIdArgument, *, db: DbOption = "", as_json: JsonOption = Fals
     check_id(job_id, "job")
     with Client.open(db) as client:
         job = client.get_job(job_id)
-        fire_times = client.next_fire_times(job, FIRE_TIMES)
+        fires = client.upcoming(job, FIRE_TIMES)
         recent = client.list_runs(job_id=job.id, limit=SHOW_RUNS).items
         ledger = client.slot_ledger(job.id, limit=SHOW_LEDGER)
     if as_json:
@@ -106,7 +107,10 @@ def show(job_id: JobIdArgument, *, db: DbOption = "", as_json: JsonOption = Fals
             {
                 "job": to_json(job),
                 "schedule": job.schedule.describe(),
-                "next_fire_times": [t.isoformat() for t in fire_times],
+                "next_fire_times": [f.at.isoformat() for f in fires if not f.skipped],
+                "upcoming": [
+                    {"at": f.at.isoformat(), "run": not f.skipped, "note": f.note} for f in fires
+                ],
                 "runs": [to_json(run) for run in recent],
                 "slot_ledger": [to_json(skip) for skip in ledger],
             }
@@ -116,9 +120,9 @@ def show(job_id: JobIdArgument, *, db: DbOption = "", as_json: JsonOption = Fals
     for label, value in _facts(job):
         echo(f"  {label:<10} {value}")
     echo("")
-    echo("Next fire times" + (" (UTC)" if fire_times else ": none"))
-    for t in fire_times:
-        echo(f"  {t.isoformat()}")
+    echo("Next fire times" + (" (UTC)" if fires else ": none"))
+    for fire in fires:
+        echo(f"  {fire_line(fire, UTC)}")
     echo("")
     echo(f"Latest runs (newest {SHOW_RUNS})" if recent else "Runs: none")
     if recent:

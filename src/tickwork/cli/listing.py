@@ -10,13 +10,14 @@ more rows may follow.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Protocol, TypeVar
 
 from rich.console import Console
 from rich.table import Table
 
 from tickwork.cli.output import echo, stdout
+from tickwork.cron import Fire
 from tickwork.job import show_controls
 from tickwork.records import MAX_PAGE, Page
 
@@ -74,3 +75,12 @@ def when(value: datetime | None) -> str:
 
 def first_line(text: str | None, width: int = 60) -> str:
     return (text or "").partition("\n")[0][:width]
+
+
+def fire_line(fire: Fire, zone: tzinfo) -> str:
+    """One upcoming slot for a terminal: its time in ``zone``, then what a DST change or a
+    calendar does there; a skipped slot reads ``(no run)``."""
+    at = fire.at.astimezone(zone).isoformat()
+    if fire.skipped:
+        return f"{at}  (no run) {fire.note}"
+    return f"{at}  <- {fire.note}" if fire.note else at

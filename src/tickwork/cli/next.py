@@ -1,21 +1,35 @@
 """``tickwork next``: when would this cron expression fire?
 
 Reads the expression exactly as a job's schedule reads it (:class:`tickwork.schedule.Cron`,
-DST included), so the times it prints are the slots a job with that schedule gets.
+DST included), so the times it prints are the slots a job with that schedule gets. With a
+DST policy or a calendar (``--dst-gap``, ``--calendar de-by --on-holiday ...``), each time
+a DST change or the calendar touches says what happens there, and skipped slots are listed
+as ``(no run)``. Only ``--calendar`` opens the database (``--db``), to read the calendar.
 """
 
 from __future__ import annotations
 
-from itertools import islice
 from typing import Annotated
 
 import typer
 
 from tickwork import cron
 from tickwork.cli.app import app
+from tickwork.cli.listing import fire_line
+from tickwork.cli.options import (
+    BusinessDayOption,
+    BusinessDaysOnlyOption,
+    CalendarOption,
+    DbOption,
+    DstGapOption,
+    DstRepeatOption,
+    OnHolidayOption,
+)
 from tickwork.cli.output import echo, echo_json
+from tickwork.client import Client, upcoming
 from tickwork.clock import SYSTEM_CLOCK
-from tickwork.schedule import Cron, parse_instant
+from tickwork.inputs import cron_schedule
+from tickwork.schedule import parse_instant
 
 DEFAULT_COUNT = 5
 MAX_COUNT = 1000
@@ -57,18 +71,35 @@ def next_fire_times(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON list of the times, nothing else.")
     ] = False,
+    *,
+    dst_gap: DstGapOption = None,
+    dst_repeat: DstRepeatOption = None,
+    calendar: CalendarOption = None,
+    on_holiday: OnHolidayOption = None,
+    business_days_only: BusinessDaysOnlyOption = False,
+    business_day: BusinessDayOption = None,
+    db: DbOption = "",
 ) -> None:
     """Print the next fire times of a cron expression, one a line, then what it means."""
-    schedule = Cron(expr, tz)
+    schedule = cron_schedule(
+        expr,
+        tz,
+        dst_gap=dst_gap,
+        dst_repeat=dst_repeat,
+        calendar=calendar,
+        on_holiday=on_holiday,
+        business_day=business_day,
+        business_days_only=business_days_only,
+    )
     after = parse_instant(start, field="--from") if start is not None else SYSTEM_CLOCK.now()
+    if schedule.calendar is not None:
+        with Client.open(db) as client:
+            schedule = client.bind_calendar(schedule)
     zone = cron.zone(schedule.tz)
-    times = [
-        fire.astimezone(zone).isoformat()
-        for fire in islice(cron.iterate(schedule.expr, schedule.tz, after), count)
-    ]
+    fires = upcoming(schedule, after, count)
     if as_json:
-        echo_json(times)
+        echo_json([f.at.astimezone(zone).isoformat() for f in fires if not f.skipped])
         return
-    for line in times:
-        echo(line)
+    for fire in fires:
+        echo(fire_line(fire, zone))
     echo(schedule.describe())

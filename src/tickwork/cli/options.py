@@ -159,3 +159,76 @@ AllowShellOption = Annotated[
         help="Run shell tasks (commands from the database). Env TICKWORK_ALLOW_SHELL.",
     ),
 ]
+
+
+def _cron_rule(flag: str, metavar: str, text: str) -> Any:
+    return typer.Option(flag, metavar=metavar, show_default=False, help=text)
+
+
+DstGapOption = Annotated[
+    str | None,
+    _cron_rule(
+        "--dst-gap",
+        "run-after|skip",
+        "A slot in a DST spring-forward gap: run right after it, or skip it "
+        "(default: Debian cron's; docs/time.md).",
+    ),
+]
+DstRepeatOption = Annotated[
+    str | None,
+    _cron_rule(
+        "--dst-repeat",
+        "once|twice",
+        "A slot in a DST fall-back repeated hour: run at the first pass only, or at both.",
+    ),
+]
+CalendarOption = Annotated[
+    str | None,
+    _cron_rule("--calendar", "NAME", "A business-day calendar (tickwork calendars create)."),
+]
+OnHolidayOption = Annotated[
+    str | None,
+    _cron_rule(
+        "--on-holiday",
+        "skip|next-business-day|previous-business-day",
+        "A slot on a day off in --calendar (default skip).",
+    ),
+]
+BusinessDaysOnlyOption = Annotated[
+    bool,
+    typer.Option(
+        "--business-days-only",
+        help="Short for --on-holiday skip: run on the calendar's business days only.",
+    ),
+]
+BusinessDayOption = Annotated[
+    int | None,
+    _cron_rule(
+        "--business-day",
+        "N",
+        "Run on the month's N-th business day of --calendar (-1: the last), at the "
+        "expression's times: @monthly --business-day -1.",
+    ),
+]
+
+
+def cron_rules(
+    *,
+    dst_gap: str | None,
+    dst_repeat: str | None,
+    calendar: str | None,
+    on_holiday: str | None,
+    business_day: int | None,
+    business_days_only: bool,
+) -> dict[str, Any]:
+    """The cron rules options given, as :func:`tickwork.inputs.cron_schedule` takes them;
+    the ones not given are left out (an interval or one-off schedule takes none)."""
+    given = {
+        "dst_gap": dst_gap,
+        "dst_repeat": dst_repeat,
+        "calendar": calendar,
+        "on_holiday": on_holiday,
+        "business_day": business_day,
+        "business_days_only": business_days_only,
+    }
+    return {k: v for k, v in given.items() if v is not None and v is not False}

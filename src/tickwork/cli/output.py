@@ -54,6 +54,12 @@ def error(message: str) -> None:
     stderr.print(Text.assemble(f"{PROG}: ", ("error:", "bold red"), f" {line}"))
 
 
+def warn(message: str) -> None:
+    """One warning line on stderr, ``tickwork: warning: <message>``; the command goes on."""
+    line = " ".join(message.splitlines())
+    stderr.print(Text.assemble(f"{PROG}: ", ("warning:", "bold yellow"), f" {line}"))
+
+
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Stop a command with an error line and ``code`` (default: bad input, 2)."""
     error(message)

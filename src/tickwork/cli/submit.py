@@ -6,6 +6,8 @@
     tickwork submit --in 10m http https://example.com/hook --method POST
     tickwork submit --cron '*/5 * * * *' --tz Europe/Berlin shell -- backup.sh
     tickwork submit --every 30s --app myapp.tasks ping --args '{"host": "db1"}'
+    tickwork submit --cron '30 2 * * *' --tz Europe/Berlin --dst-gap skip shell -- nightly.sh
+    tickwork submit --cron @monthly --calendar de-by --business-day -1 shell -- payroll.sh
 
 The schedule is at most one of ``--at ISO`` / ``--in DURATION`` / ``--cron EXPR`` /
 ``--every DURATION`` (none: now). Then the task: ``shell -- CMD ARGS...`` (everything after
@@ -15,7 +17,9 @@ may add ``cwd`` and ``env``, for ``http`` ``headers``, ``json`` and ``allow_priv
 
 The job id is printed alone on the last line of stdout, so ``JOB=$(tickwork submit ... |
 tail -n1)`` works. Bad input exits 2 with one line on stderr, and nothing is written:
-every check runs before the database is opened.
+every check runs before the database is opened (an unknown ``--calendar`` is found in the
+submit's transaction, which then writes nothing). A schedule that meets a DST change in the
+next year gets a ``tickwork: warning:`` line on stderr per change; the job is submitted.
 """
 
 from __future__ import annotations
@@ -25,8 +29,18 @@ from typing import Annotated, Any
 import typer
 
 from tickwork.cli.app import app
-from tickwork.cli.options import AppOption, DbOption
-from tickwork.cli.output import echo
+from tickwork.cli.options import (
+    AppOption,
+    BusinessDayOption,
+    BusinessDaysOnlyOption,
+    CalendarOption,
+    DbOption,
+    DstGapOption,
+    DstRepeatOption,
+    OnHolidayOption,
+    cron_rules,
+)
+from tickwork.cli.output import echo, warn
 from tickwork.cli.worker import app_and_db
 from tickwork.client import Client
 from tickwork.errors import UnknownTask, ValidationError
@@ -106,6 +120,12 @@ def submit(
     method: Annotated[
         str | None, _opt("--method", "METHOD", "http only: the request method (default GET).")
     ] = None,
+    dst_gap: DstGapOption = None,
+    dst_repeat: DstRepeatOption = None,
+    calendar: CalendarOption = None,
+    on_holiday: OnHolidayOption = None,
+    business_days_only: BusinessDaysOnlyOption = False,
+    business_day: BusinessDayOption = None,
 ) -> None:
     """Submit a job; print its id on the last line."""
     loaded, url = app_and_db(app_module, db)
@@ -132,6 +152,14 @@ def submit(
             misfire=misfire,
             overlap=overlap,
             idempotency_key=idempotency_key,
+            **cron_rules(
+                dst_gap=dst_gap,
+                dst_repeat=dst_repeat,
+                calendar=calendar,
+                on_holiday=on_holiday,
+                business_day=business_day,
+                business_days_only=business_days_only,
+            ),
         )
     except UnknownTask:
         hint = "" if loaded is not None else "; load your tasks with --app MODULE"
@@ -146,6 +174,8 @@ def submit(
         if loaded is not None:
             loaded.close()
     job = submitted.job
+    for message in submitted.warnings:
+        warn(message)
     if submitted.created:
         echo(f"submitted job {job.id}: {job.task}, {job.schedule.describe()}")
     else:

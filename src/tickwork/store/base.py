@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from tickwork.calendar import Calendar
 from tickwork.config import RUN_LEASE, TRIGGER_BATCH
 from tickwork.job import ClaimedRun, Job, JobSpec, JobState, Run, RunState
 from tickwork.records import (
@@ -50,6 +51,8 @@ from tickwork.records import (
     NODE_SILENT_BEATS,
     NODE_SILENT_FLOOR,
     ApiKey,
+    CalendarChange,
+    CalendarRecord,
     Completion,
     Heartbeat,
     Keep,
@@ -77,6 +80,7 @@ __all__ = [
     "DEFAULT_RESCUE_BATCH", "KEEP", "LISTEN_NOTIFY",
     "MAX_PAGE", "MULTI_HOST", "NODE_DEFAULT_BEAT", "NODE_FORGET_AFTER", "NODE_SILENT_BEATS",
     "NODE_SILENT_FLOOR", "SESSION_FORGET_AFTER", "SESSION_SEEN_EVERY", "SKIP_LOCKED", "ApiKey",
+    "CalendarChange", "CalendarRecord",
     "Completion", "Heartbeat", "Keep", "Lease", "LeaseStatus", "Listener", "Node", "Page",
     "RescueResult", "RunStats", "Session", "SlotFate", "SlotSkip", "Store", "Submitted",
     "TenantLimits", "TenantStatus", "TriggerResult", "page_limit",
@@ -456,6 +460,38 @@ class Store(abc.ABC):
         self, *, tenant: str | None = None, lag_sample: int = 1000, now: datetime | None = None
     ) -> RunStats:
         """Counts by state, the due backlog and recent start lag (see RunStats)."""
+
+    # -- calendars -------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def create_calendar(self, calendar: Calendar, *, now: datetime | None = None) -> CalendarRecord:
+        """Store a new calendar. ValidationError naming it when the name is taken; nothing
+        is written then."""
+
+    @abc.abstractmethod
+    def update_calendar(self, calendar: Calendar, *, now: datetime | None = None) -> CalendarChange:
+        """Replace the calendar named ``calendar.name`` and, in the same transaction,
+        re-plan every active or paused job whose schedule uses it: the job's copy of the
+        calendar is replaced and its ``next_run_at`` becomes the new schedule's first slot
+        after now (a slot already due stays due). CalendarNotFound when there is none."""
+
+    @abc.abstractmethod
+    def get_calendar(self, name: str) -> CalendarRecord:
+        """The calendar ``name``; CalendarNotFound when there is none."""
+
+    @abc.abstractmethod
+    def list_calendars(self) -> list[CalendarRecord]:
+        """Every calendar, by name."""
+
+    @abc.abstractmethod
+    def calendar_jobs(self, name: str) -> list[int]:
+        """The ids of the active and paused jobs whose schedule uses calendar ``name``."""
+
+    @abc.abstractmethod
+    def delete_calendar(self, name: str) -> None:
+        """Delete the calendar ``name``. CalendarInUse (naming the jobs) while an active or
+        paused job uses it, CalendarNotFound when there is none; nothing is deleted then.
+        Cancelled and completed jobs keep their copy and need no calendar."""
 
     # -- tenants ---------------------------------------------------------------------------
 

@@ -31,7 +31,9 @@ from fastapi import APIRouter, Depends, Path, Query, Response, status
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
+from tickwork.calendar import HolidayPolicy
 from tickwork.client import Client
+from tickwork.cron import DstGap, DstRepeat
 from tickwork.errors import TenantNotFound, ValidationError
 from tickwork.inputs import parse_rate
 from tickwork.job import MAX_NAME_LENGTH, JobState, MisfirePolicy, OverlapPolicy, RunState
@@ -128,6 +130,22 @@ class ScheduleIn(BaseModel):
     anchor: Text = Field(
         None, description="ISO-8601 time the interval counts from, 1970-01-01 to 9999-12-30 UTC."
     )
+    dst_gap: DstGap | None = Field(
+        None, description="cron: a slot in a DST gap runs right after it, or is skipped."
+    )
+    dst_repeat: DstRepeat | None = Field(
+        None, description="cron: a slot in a repeated hour runs at the first pass, or at both."
+    )
+    calendar: Text = Field(None, description="cron: a business-day calendar's name.")
+    on_holiday: HolidayPolicy | None = Field(
+        None, description="cron, with calendar: a slot on a day off (default skip)."
+    )
+    business_day: Integer = Field(
+        None, description="cron, with calendar: the month's n-th business day (-1: the last)."
+    )
+    business_days_only: Annotated[bool | None, Strict()] = Field(
+        None, description="cron, with calendar: short for on_holiday skip."
+    )
 
 
 class JobIn(BaseModel):
@@ -198,11 +216,30 @@ class JobOut(BaseModel):
     updated_at: str
 
 
+class JobSubmittedOut(JobOut):
+    """A job just submitted, with what its schedule should warn about."""
+
+    warnings: list[str] = Field(
+        description="E.g. each DST change of the next year its slots meet, naming the date "
+        "and what the DST policy does there. The job is written all the same."
+    )
+
+
+class UpcomingOut(BaseModel):
+    at: str = Field(description="When the slot runs (or, when run is false, would have).")
+    run: bool = Field(description="False: the DST policy or the calendar skips the slot.")
+    note: str | None = Field(description="What a DST change or the calendar does here.")
+
+
 class JobDetailOut(JobOut):
     """A job, its schedule in plain English and its next fire times."""
 
     schedule_description: str
     next_fire_times: list[str]
+    upcoming: list[UpcomingOut] = Field(
+        description="The next fire times with what DST or the calendar does to each, and "
+        "the slots skipped on the way."
+    )
 
 
 class RunOut(BaseModel):
@@ -306,10 +343,13 @@ class ClusterOut(BaseModel):
 @router.post(
     "/jobs",
     status_code=status.HTTP_201_CREATED,
-    response_model=JobOut,
+    response_model=JobSubmittedOut,
     summary="Submit a job",
     responses={
-        200: {"description": "The idempotency key matched: the existing job.", "model": JobOut},
+        200: {
+            "description": "The idempotency key matched: the existing job.",
+            "model": JobSubmittedOut,
+        },
         400: _error("Invalid cron, unknown time zone or task, bad args ... (field named)."),
         403: _error(
             "A tenant key submitted a shell task, an http job with allow_private, or named "
@@ -349,7 +389,7 @@ def submit_job(
     response.headers["Location"] = f"{PREFIX}/jobs/{job.id}"
     if not submitted.created:
         response.status_code = status.HTTP_200_OK
-    return to_json(job)
+    return {**to_json(job), "warnings": list(submitted.warnings)}
 
 
 @router.get("/jobs", response_model=JobPage, summary="List jobs, newest first")
@@ -385,10 +425,12 @@ def get_job(
     n: Annotated[int, Query(ge=1, le=100, description="How many fire times.")] = 5,
 ) -> dict[str, Any]:
     job = client.get_job(job_id, tenant=principal.tenant)
+    fires = client.upcoming(job, n)
     return {
         **to_json(job),
         "schedule_description": job.schedule.describe(),
-        "next_fire_times": [t.isoformat() for t in client.next_fire_times(job, n)],
+        "next_fire_times": [f.at.isoformat() for f in fires if not f.skipped],
+        "upcoming": [{"at": f.at.isoformat(), "run": not f.skipped, "note": f.note} for f in fires],
     }
 
 
@@ -704,6 +746,113 @@ def patch_tenant(
             "nothing to change: give max_running, rate, burst or weight", field="body"
         )
     return to_json(client.set_tenant_limits(tenant, **changes))
+
+
+# -- calendars --------------------------------------------------------------------------------
+
+CalendarName = Annotated[
+    str, Path(max_length=63, pattern=r"^[a-z0-9][a-z0-9._-]*$", description="A calendar.")
+]
+DateList = Annotated[list[Annotated[str, Field(max_length=10)]] | None, Field(max_length=1000)]
+
+
+class CalendarOut(BaseModel):
+    name: str
+    country: str | None
+    subdiv: str | None
+    weekend: list[str]
+    added: list[str]
+    removed: list[str]
+    created_at: str
+    updated_at: str
+
+
+class CalendarIn(BaseModel):
+    """A new calendar, or (PATCH) a change: a given country, subdiv or weekend replaces the
+    stored one; add and remove list days off and business days (YYYY-MM-DD)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"country": "DE", "subdiv": "BY", "add": ["2026-12-24"]}]},
+    )
+
+    country: Text = Field(None, description="ISO 3166-1 code: its public holidays.")
+    subdiv: Text = Field(None, description="A region of the country: its holidays too.")
+    weekend: Text = Field(None, description="SAT,SUN (the default), FRI,SAT, or none.")
+    add: DateList = Field(None, description="Days off besides the holidays.")
+    remove: DateList = Field(None, description="Business days despite a holiday.")
+
+
+class CalendarChangeOut(BaseModel):
+    calendar: CalendarOut
+    replanned: list[int] = Field(description="The jobs whose next run was re-planned.")
+
+
+@router.get("/calendars", response_model=list[CalendarOut], summary="Every calendar, by name")
+def list_calendars(principal: PrincipalDep, client: ClientDep) -> list[dict[str, Any]]:
+    return [to_json(record) for record in client.list_calendars()]
+
+
+@router.get(
+    "/calendars/{name}",
+    response_model=CalendarOut,
+    summary="A calendar",
+    responses={**COMMON_ERRORS, 404: _error("No such calendar.")},
+)
+def get_calendar(name: CalendarName, principal: PrincipalDep, client: ClientDep) -> dict[str, Any]:
+    return to_json(client.get_calendar(name))
+
+
+@router.put(
+    "/calendars/{name}",
+    status_code=status.HTTP_201_CREATED,
+    response_model=CalendarOut,
+    summary="Create a calendar (admin keys only)",
+    responses={
+        **COMMON_ERRORS,
+        400: _error("Unknown country or region, a malformed date, or the name is taken."),
+        403: _error("A tenant key: calendars are for admins."),
+    },
+)
+def create_calendar(
+    name: CalendarName, body: CalendarIn, principal: AdminDep, client: ClientDep
+) -> dict[str, Any]:
+    record = client.create_calendar(name, **body.model_dump())
+    return to_json(record)
+
+
+@router.patch(
+    "/calendars/{name}",
+    response_model=CalendarChangeOut,
+    summary="Change a calendar (admin keys only); its jobs are re-planned in one transaction",
+    responses={
+        **COMMON_ERRORS,
+        400: _error("Unknown country or region, or a malformed date."),
+        403: _error("A tenant key: calendars are for admins."),
+        404: _error("No such calendar."),
+    },
+)
+def update_calendar(
+    name: CalendarName, body: CalendarIn, principal: AdminDep, client: ClientDep
+) -> dict[str, Any]:
+    change = client.update_calendar(name, **body.model_dump())
+    return {"calendar": to_json(change.record), "replanned": change.replanned}
+
+
+@router.delete(
+    "/calendars/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="Delete a calendar no active or paused job uses (admin keys only)",
+    responses={
+        **COMMON_ERRORS,
+        403: _error("A tenant key: calendars are for admins."),
+        404: _error("No such calendar."),
+        409: _error("Active or paused jobs use the calendar (the message names them)."),
+    },
+)
+def delete_calendar(name: CalendarName, principal: AdminDep, client: ClientDep) -> Response:
+    client.delete_calendar(name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 # -- helpers ----------------------------------------------------------------------------------

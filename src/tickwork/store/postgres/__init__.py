@@ -81,6 +81,7 @@ from tickwork.store.postgres.listener import PgListener
 from tickwork.store.postgres.pool import POOL_MAX_SIZE, Conn
 from tickwork.store.queries import for_queues, migration_files
 from tickwork.store.sql import SqlStore
+from tickwork.store.sql.calendars import bind_calendar
 
 HERE = Path(__file__).parent
 MIGRATIONS = migration_files(HERE / "migrations")
@@ -186,6 +187,7 @@ class PostgresStore(SqlStore):
     def _insert_plain(self, conn: Conn, specs: list[JobSpec], t: datetime) -> list[Submitted]:
         if not specs:
             return []
+        specs = [self._bound(conn, spec) for spec in specs]
         resolved = [spec.schedule.resolve(t) for spec in specs]
         firsts = [r.first_slot(t) for r in resolved]
         due = [
@@ -238,7 +240,14 @@ class PostgresStore(SqlStore):
     def _insert_job(self, tx: Tx, spec: JobSpec, t: datetime) -> Submitted:
         return self._insert_one(cast(PgTx, tx).conn, spec, t)
 
+    @staticmethod
+    def _bound(conn: Conn, spec: JobSpec) -> JobSpec:
+        return bind_calendar(
+            spec, lambda name: conn.execute(Q["calendar_for_share"], {"name": name}).fetchone()
+        )
+
     def _insert_one(self, conn: Conn, spec: JobSpec, t: datetime) -> Submitted:
+        spec = self._bound(conn, spec)
         resolved = spec.schedule.resolve(t)
         first = resolved.first_slot(t)
         due_once = isinstance(resolved, schedules.Once) and first <= t

@@ -711,3 +711,50 @@ DELETE FROM tickwork_task_limits WHERE task = %(task)s;
 
 -- name: task_limits
 SELECT task, max_running FROM tickwork_task_limits ORDER BY task;
+
+-- name: insert_calendar
+INSERT INTO tickwork_calendars (name, definition, created_at, updated_at)
+VALUES (%(name)s, %(definition)s, %(now)s, %(now)s)
+ON CONFLICT (name) DO NOTHING
+RETURNING *;
+
+-- name: update_calendar
+UPDATE tickwork_calendars SET definition = %(definition)s, updated_at = %(now)s
+WHERE name = %(name)s
+RETURNING *;
+
+-- name: get_calendar
+SELECT * FROM tickwork_calendars WHERE name = %(name)s;
+
+-- name: list_calendars
+SELECT * FROM tickwork_calendars ORDER BY name;
+
+-- name: delete_calendar
+DELETE FROM tickwork_calendars WHERE name = %(name)s RETURNING name;
+
+-- name: live_jobs_of_calendar
+-- Active and paused jobs whose schedule names the calendar, locked: a trigger that holds
+-- one finishes first, and none triggers them while they are re-planned.
+SELECT * FROM tickwork_jobs
+WHERE schedule ->> 'calendar' = %(name)s AND schedule ? 'calendar'
+  AND state IN ('active', 'paused')
+ORDER BY id
+FOR UPDATE;
+
+-- name: replan_job
+UPDATE tickwork_jobs SET schedule = %(schedule)s, next_run_at = %(next_run_at)s,
+    state = %(state)s, updated_at = %(now)s
+WHERE id = %(id)s;
+
+-- name: calendar_for_share
+-- A job write binding the calendar: its delete waits for us (and we for its delete).
+SELECT * FROM tickwork_calendars WHERE name = %(name)s FOR SHARE;
+
+-- name: calendar_for_update
+SELECT * FROM tickwork_calendars WHERE name = %(name)s FOR UPDATE;
+
+-- name: live_jobs_of_calendar_ids
+SELECT id FROM tickwork_jobs
+WHERE schedule ->> 'calendar' = %(name)s AND schedule ? 'calendar'
+  AND state IN ('active', 'paused')
+ORDER BY id;

@@ -21,6 +21,7 @@ from tickwork.store.base import (
 )
 from tickwork.store.driver import Tx
 from tickwork.store.planning import paused_slots, same_schedule, spec_matches
+from tickwork.store.sql.calendars import bind_calendar
 from tickwork.store.sql.core import SqlCore
 
 
@@ -37,6 +38,9 @@ class JobTransitions(SqlCore):
         by_name = self.q["job_by_name_for_update"]
         with self.driver.write() as tx:
             t = tx.now(now)
+            spec = bind_calendar(
+                spec, lambda name: tx.one(self.q["calendar_for_share"], {"name": name})
+            )
             row = tx.one(by_name, {"tenant": spec.tenant, "name": spec.name})
             if row is None:
                 try:

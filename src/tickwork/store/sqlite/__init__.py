@@ -61,6 +61,7 @@ from tickwork.store.limits import (
 from tickwork.store.planning import plan_batch
 from tickwork.store.queries import for_queues, migration_files
 from tickwork.store.sql import SqlStore
+from tickwork.store.sql.calendars import bind_calendar
 from tickwork.store.sqlite.driver import (
     SQLITE_CODEC,
     Q,
@@ -165,6 +166,9 @@ class SqliteStore(SqlStore):
         return self._insert_one(cast(SqliteTx, tx).conn, spec, to_micros(t))
 
     def _insert_one(self, conn: sqlite3.Connection, spec: JobSpec, t: int) -> Submitted:
+        spec = bind_calendar(
+            spec, lambda name: conn.execute(Q["calendar_for_share"], {"name": name}).fetchone()
+        )
         now_dt = from_micros(t)
         resolved = spec.schedule.resolve(now_dt)
         first = resolved.first_slot(now_dt)

@@ -467,3 +467,45 @@ DELETE FROM tickwork_task_limits WHERE task = :task;
 
 -- name: task_limits
 SELECT task, max_running, 1 AS held FROM tickwork_task_limits ORDER BY task;
+
+-- name: insert_calendar
+INSERT INTO tickwork_calendars (name, definition, created_at, updated_at)
+VALUES (:name, :definition, :now, :now)
+ON CONFLICT (name) DO NOTHING
+RETURNING *;
+
+-- name: update_calendar
+UPDATE tickwork_calendars SET definition = :definition, updated_at = :now
+WHERE name = :name
+RETURNING *;
+
+-- name: get_calendar
+SELECT * FROM tickwork_calendars WHERE name = :name;
+
+-- name: list_calendars
+SELECT * FROM tickwork_calendars ORDER BY name;
+
+-- name: delete_calendar
+DELETE FROM tickwork_calendars WHERE name = :name RETURNING name;
+
+-- name: live_jobs_of_calendar
+-- Active and paused jobs whose schedule names the calendar (the write lock orders us).
+SELECT * FROM tickwork_jobs
+WHERE json_extract(schedule, '$.calendar') = :name AND state IN ('active', 'paused')
+ORDER BY id;
+
+-- name: replan_job
+UPDATE tickwork_jobs SET schedule = :schedule, next_run_at = :next_run_at, state = :state,
+    updated_at = :now
+WHERE id = :id;
+
+-- name: calendar_for_share
+SELECT * FROM tickwork_calendars WHERE name = :name;
+
+-- name: calendar_for_update
+SELECT * FROM tickwork_calendars WHERE name = :name;
+
+-- name: live_jobs_of_calendar_ids
+SELECT id FROM tickwork_jobs
+WHERE json_extract(schedule, '$.calendar') = :name AND state IN ('active', 'paused')
+ORDER BY id;

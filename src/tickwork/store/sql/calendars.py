@@ -1,0 +1,114 @@
+"""Calendars, written once for every dialect: create, update (re-planning the jobs that use
+the calendar, in the same transaction), read, list, delete; and the binding of a job's
+schedule to the calendar it names, which every job write does."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from tickwork import schedule as schedules
+from tickwork.calendar import Calendar, calendar_from_definition
+from tickwork.errors import CalendarInUse, CalendarNotFound, UnknownCalendar, ValidationError
+from tickwork.job import JobSpec, JobState
+from tickwork.store import rows
+from tickwork.store.base import CHANNEL_JOBS, CalendarChange, CalendarRecord
+from tickwork.store.sql.core import SqlCore
+
+
+def bind_calendar(spec: JobSpec, lookup: Callable[[str], Any]) -> JobSpec:
+    """``spec`` with its schedule's calendar definition read by ``lookup`` (the calendar's
+    row, or None), in the transaction that writes the job: a job never names a calendar
+    that is not there. UnknownCalendar when it is not."""
+    found = spec.schedule
+    if not isinstance(found, schedules.Cron) or found.calendar is None:
+        return spec
+    row = lookup(found.calendar)
+    if row is None:
+        raise UnknownCalendar(found.calendar)
+    calendar = calendar_from_definition(row["name"], row["definition"])
+    return JobSpec(**{**_spec_fields(spec), "schedule": found.bind(calendar)})
+
+
+def _spec_fields(spec: JobSpec) -> dict[str, Any]:
+    return {name: getattr(spec, name) for name in JobSpec.__dataclass_fields__}
+
+
+class CalendarTransitions(SqlCore):
+    def create_calendar(self, calendar: Calendar, *, now: datetime | None = None) -> CalendarRecord:
+        with self.driver.write() as tx:
+            t = self.codec.time(tx.now(now))
+            params = {"name": calendar.name, "definition": calendar.definition(), "now": t}
+            row = tx.one(self.q["insert_calendar"], params)
+        if row is None:
+            raise ValidationError(
+                f"calendar {calendar.name!r} exists (change it with: tickwork calendars "
+                f"update {calendar.name} ...)",
+                field="name",
+            )
+        return self._record(row)
+
+    def update_calendar(self, calendar: Calendar, *, now: datetime | None = None) -> CalendarChange:
+        time = self.codec.time
+        with self.driver.write() as tx:
+            t = tx.now(now)
+            params = {"name": calendar.name, "definition": calendar.definition(), "now": time(t)}
+            row = tx.one(self.q["update_calendar"], params)
+            if row is None:
+                raise CalendarNotFound(calendar.name)
+            replanned = []
+            for job_row in tx.all(self.q["live_jobs_of_calendar"], {"name": calendar.name}):
+                job = rows.job(job_row, self.codec)
+                assert isinstance(job.schedule, schedules.Cron)
+                bound = job.schedule.bind(calendar)
+                due = job.next_run_at is not None and job.next_run_at <= t
+                next_run_at = job.next_run_at if due else bound.next_after(t)
+                state = job.state if next_run_at is not None else JobState.COMPLETED
+                tx.count(
+                    self.q["replan_job"],
+                    {
+                        "id": job.id,
+                        "schedule": self.codec.schedule(bound),
+                        "next_run_at": time(next_run_at),
+                        "state": state,
+                        "now": time(t),
+                    },
+                )
+                replanned.append(job.id)
+            if replanned:
+                tx.notify(CHANNEL_JOBS)
+        return CalendarChange(self._record(row), replanned)
+
+    def get_calendar(self, name: str) -> CalendarRecord:
+        with self.driver.read() as tx:
+            row = tx.one(self.q["get_calendar"], {"name": name})
+        if row is None:
+            raise CalendarNotFound(name)
+        return self._record(row)
+
+    def list_calendars(self) -> list[CalendarRecord]:
+        with self.driver.read() as tx:
+            return [self._record(r) for r in tx.all(self.q["list_calendars"], {})]
+
+    def calendar_jobs(self, name: str) -> list[int]:
+        with self.driver.read() as tx:
+            return [r["id"] for r in tx.all(self.q["live_jobs_of_calendar_ids"], {"name": name})]
+
+    def delete_calendar(self, name: str) -> None:
+        with self.driver.write() as tx:
+            # The row first: a submit binding the calendar holds it shared until it commits,
+            # so its job is among the users read next, or it finds the calendar gone.
+            tx.one(self.q["calendar_for_update"], {"name": name})
+            users = [r["id"] for r in tx.all(self.q["live_jobs_of_calendar"], {"name": name})]
+            if users:
+                raise CalendarInUse(name, users)
+            if tx.one(self.q["delete_calendar"], {"name": name}) is None:
+                raise CalendarNotFound(name)
+
+    def _record(self, row: Any) -> CalendarRecord:
+        return CalendarRecord(
+            calendar_from_definition(row["name"], row["definition"]),
+            self.codec.from_time(row["created_at"]),
+            self.codec.from_time(row["updated_at"]),
+        )

@@ -1,3 +1,0 @@
--- v6: reserved for another branch of this release (the lead drops this file at merge and
--- keeps that branch's 0006). Versions must run 1..n without gaps.
-SELECT 1;
