@@ -73,7 +73,7 @@ from datetime import timedelta
 from typing import Any
 
 from tickwork.clock import SYSTEM_CLOCK, Clock
-from tickwork.config import Config
+from tickwork.config import ASYNC_CONCURRENCY, SYNC_CONCURRENCY, Config
 from tickwork.errors import StoreUnavailable
 from tickwork.job import ClaimedRun
 from tickwork.service import Backoff, Service
@@ -139,6 +139,9 @@ class Worker(Service):
         self.registry = registry
         self.config = config or Config()
         self.node_id = self.config.node_id
+        self.concurrency = self.config.concurrency or default_concurrency(
+            registry, allow_shell=self.config.allow_shell
+        )
         self.egress = egress or EgressPolicy.from_entries(self.config.http_allow)
         self.skew = SkewWatch.on(self.node_id, clock, store.now)
         self._http = http_task(self.egress)
@@ -155,7 +158,7 @@ class Worker(Service):
         self._listener: Listener | None = None
         self._listen_thread: threading.Thread | None = None
         self.executor = Executor(
-            self.config.concurrency,
+            self.concurrency,
             on_outcome=self._on_outcome,
             on_exit=self._on_exit,
             clock=clock,
@@ -191,7 +194,7 @@ class Worker(Service):
         log.info(
             "worker %s started: concurrency %d, queues %s, tasks %s%s; http-allow %s",
             self.node_id,
-            self.config.concurrency,
+            self.concurrency,
             ",".join(self.config.queues) if self.config.queues else "(all)",
             ", ".join(self.registry.names()),
             "" if self.config.allow_shell else " (shell disabled)",
@@ -253,7 +256,7 @@ class Worker(Service):
     def _node_info(self) -> dict[str, Any]:
         """What the cluster view shows of this worker; sent with every node heartbeat."""
         return {
-            "concurrency": self.config.concurrency,
+            "concurrency": self.concurrency,
             "queues": list(self.config.queues) if self.config.queues else None,
             "tasks": self.registry.names(),
             "allow_shell": self.config.allow_shell,
@@ -346,7 +349,7 @@ class Worker(Service):
         occupied = (
             max(self.executor.busy, len(self._held)) + self._arriving - len(taken.completions)
         )
-        want = max(0, min(self.config.concurrency - occupied, self.config.claim_batch))
+        want = max(0, min(self.concurrency - occupied, self.config.claim_batch))
         if want == 0 and not taken.completions:
             return _Pass(no_room=True)
         try:
@@ -576,8 +579,29 @@ class Worker(Service):
             return [a for a in self._held.values() if a.state is AttemptState.RUNNING]
 
 
+def default_concurrency(registry: Registry, *, allow_shell: bool = False) -> int:
+    """A worker's concurrency when none is configured: ASYNC_CONCURRENCY (200) when every
+    task of its app is ``async def``, else SYNC_CONCURRENCY (10).
+
+    A sync run holds a pool thread while it runs, and CPU-bound handlers on 200 threads
+    would only thrash a few cores; async runs share the event loop's one thread, where a
+    slot costs a coroutine. The built-in ``http`` task does not count (it waits on the
+    network, not on a core), ``shell`` does when this worker runs it (its commands may be
+    CPU-bound). A worker with no task of its own (built-ins only) gets the sync default.
+    """
+    counted = [
+        task
+        for name in registry.names()
+        if (task := registry.find(name)) is not None
+        and (not task.builtin or (task.name == SHELL and allow_shell))
+    ]
+    if counted and all(task.is_async for task in counted):
+        return ASYNC_CONCURRENCY
+    return SYNC_CONCURRENCY
+
+
 def _unknown(ctx: Context, **args: Any) -> None:
     raise AssertionError("never called: the run is refused before execution")
 
 
-__all__ = ["Context", "Discard", "Registry", "Retry", "Task", "Worker"]
+__all__ = ["Context", "Discard", "Registry", "Retry", "Task", "Worker", "default_concurrency"]
