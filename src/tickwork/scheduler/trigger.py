@@ -55,6 +55,12 @@ RETRY = (0.05, 1.0)
 STALL_BACKOFF = timedelta(milliseconds=1)
 """First retry delay when a job is due but a trigger advanced nothing; doubles each time,
 up to ``poll_interval``."""
+TIMER_SLACK = 0.0003
+"""Seconds: the timer to the next due slot runs from the moment the store read its clock,
+which a call's own round trip and commit would otherwise add to the sleep (1-3 ms). That
+moment is not seen here: the call's start stands for it, and this allowance for the
+request's way to the server keeps the timer from running out a hair early (an empty
+trigger, a round trip lost)."""
 MAX_BATCHES = 100
 """Full batches triggered back to back before the loop yields (re-checks stop, leadership)."""
 
@@ -122,12 +128,16 @@ class Trigger(Service):
         try:
             if not on_time:
                 due = self.store.next_due_at()
+                read_at = self.clock.monotonic()
                 now = self.clock.store_now() or self.store.now()
                 if due is None or due > now:
-                    return self._until(due, now)
-            result = self._trigger(epoch)
-            if result is None:
+                    return self._until(due, now, read_at)
+            triggered = self._trigger(epoch)
+            if triggered is None:
                 return 0.0, False  # the next cycle re-checks stop and leadership
+            result, read_at = triggered
+            if result.now is None:
+                read_at = self.clock.monotonic()
             now = result.now or self.clock.store_now() or self.store.now()
             due = result.next_due_at
             if due is not None and due <= now and result.jobs_advanced == 0:
@@ -138,7 +148,7 @@ class Trigger(Service):
                 return min(backoff, self.config.poll_interval.total_seconds()), False
             self._stalls = 0
             self._retry.reset()
-            return self._until(due, now)
+            return self._until(due, now, read_at)
         except LeadershipLost:
             self.election.lost(epoch)
             return 0.0, False
@@ -155,27 +165,32 @@ class Trigger(Service):
             log.exception("trigger failed; retrying in %.2f s", wait)
             return wait, False
 
-    def _until(self, due: datetime | None, now: datetime) -> tuple[float, bool]:
+    def _until(self, due: datetime | None, now: datetime, read_at: float) -> tuple[float, bool]:
+        """How long to sleep toward ``due``, given the store's clock read ``now`` at about
+        ``read_at`` (monotonic): the time since then is already spent."""
         idle = self._idle()
         if due is None:
             return idle, False
-        delay = (due - now).total_seconds()
+        spent = max(0.0, self.clock.monotonic() - read_at - TIMER_SLACK)
+        delay = (due - now).total_seconds() - spent
         if delay > idle:
             return idle, False
         return max(0.0, delay), True
 
-    def _trigger(self, epoch: int) -> TriggerResult | None:
-        """Trigger batches back to back while they come back full. None: stopped acting
-        (leadership lapsed, a stop, or too many full batches in a row) before the end."""
+    def _trigger(self, epoch: int) -> tuple[TriggerResult, float] | None:
+        """Trigger batches back to back while they come back full; the last batch's result
+        and when its call began (monotonic). None: stopped acting (leadership lapsed, a
+        stop, or too many full batches in a row) before the end."""
         for _ in range(MAX_BATCHES):
             if self.stopping.is_set() or self.election.epoch() != epoch:
                 return None
+            began = self.clock.monotonic()
             result = self.store.trigger(
                 epoch, limit=self.config.trigger_batch, now=self.clock.store_now()
             )
             self._log(epoch, result)
             if not result.batch_full:
-                return result
+                return result, began
         return None
 
     def _log(self, epoch: int, result: TriggerResult) -> None:
