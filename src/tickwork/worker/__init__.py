@@ -404,7 +404,9 @@ class Worker(Service):
         )
         cap = max(IDLE_RECHECK.total_seconds(), poll) if notified else poll
         try:
-            now = self.clock.store_now() or self.store.now()
+            # The store's time by this node's clock and skew, not a round trip: this only
+            # sets a timer, and a claim loop busy asking the time is late for the next run.
+            now = self.clock.store_now() or self.skew.earliest_store_now() or self.store.now()
             next_run = self.store.next_claimable_at(queues=self.config.queues)
             # Without notifications, a job's next trigger is the best hint of when a run
             # will appear: be awake then rather than up to a poll interval later.
