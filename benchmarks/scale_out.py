@@ -237,10 +237,19 @@ def scale_once(
     }
 
 
+def others_pct(r: dict[str, float]) -> float:
+    """CPU of every other process over the drain, in % of one core."""
+    return r["machine_pct"] * r["cores"] - r["workers_pct"] - r["postgres_pct"]
+
+
 def verdict(r: dict[str, float]) -> str:
     if r["machine_pct"] >= 90:
-        side = "the workers" if r["workers_pct"] >= r["postgres_pct"] else "PostgreSQL"
-        return f"CPU: the machine ({side} the larger share)"
+        shares = {
+            "the workers": r["workers_pct"],
+            "PostgreSQL": r["postgres_pct"],
+            "other processes": others_pct(r),
+        }
+        return f"CPU: the machine ({max(shares, key=lambda k: shares[k])} the largest share)"
     if r["busiest_pct"] >= 90:
         return "CPU: one worker process's core (the GIL)"
     if r["runs_per_s"] >= 0.9 * r["ideal"]:
@@ -259,6 +268,7 @@ def scale_out(args: argparse.Namespace) -> None:
         "workers %cpu",
         "busiest %",
         "postgres %cpu",
+        "others %cpu",
         "machine %",
         "saturated",
     ]
@@ -285,6 +295,7 @@ def scale_out(args: argparse.Namespace) -> None:
                     fmt(m["workers_pct"]),
                     fmt(m["busiest_pct"]),
                     fmt(m["postgres_pct"]),
+                    fmt(others_pct(m)),
                     fmt(m["machine_pct"]),
                     verdict(m),
                 ]
