@@ -68,6 +68,7 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -131,9 +132,13 @@ class Worker(Service):
         clock: Clock = SYSTEM_CLOCK,
         *,
         egress: EgressPolicy | None = None,
+        hears_triggers: Callable[[], bool] | None = None,
     ) -> None:
         """``egress`` decides where ``http`` runs may connect; by default the policy of
-        ``config.http_allow`` on the system's resolver."""
+        ``config.http_allow`` on the system's resolver. ``hears_triggers`` says whether
+        every trigger now wakes this worker even without LISTEN/NOTIFY (``tickwork run``:
+        the scheduler beside it leads, and its triggers signal in-process); then a job
+        falling due is not polled for."""
         super().__init__(clock)
         self.store = store
         self.registry = registry
@@ -145,6 +150,7 @@ class Worker(Service):
         self.egress = egress or EgressPolicy.from_entries(self.config.http_allow)
         self.skew = SkewWatch.on(self.node_id, clock, store.now)
         self._http = http_task(self.egress)
+        self._hears_triggers = hears_triggers or _never
         self._held: dict[int, Attempt] = {}
         self._held_lock = threading.Lock()
         self._wakeup = threading.Event()
@@ -410,7 +416,7 @@ class Worker(Service):
             next_run = self.store.next_claimable_at(queues=self.config.queues)
             # Without notifications, a job's next trigger is the best hint of when a run
             # will appear: be awake then rather than up to a poll interval later.
-            next_job = None if notified else self.store.next_due_at()
+            next_job = None if notified or self._hears_triggers() else self.store.next_due_at()
         except StoreUnavailable as exc:
             log.debug("could not ask the store when to claim next: %s", exc)
             return poll
@@ -600,6 +606,10 @@ def default_concurrency(registry: Registry, *, allow_shell: bool = False) -> int
     if counted and all(task.is_async for task in counted):
         return ASYNC_CONCURRENCY
     return SYNC_CONCURRENCY
+
+
+def _never() -> bool:
+    return False
 
 
 def _unknown(ctx: Context, **args: Any) -> None:
