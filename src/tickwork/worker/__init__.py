@@ -3,7 +3,9 @@ leader-only: run any number, on any host.
 
 The claim loop
     Whenever the worker has room (``concurrency`` minus the runs it holds: a run occupies a
-    slot from its claim until its outcome is written) it calls ``Store.complete_and_claim``
+    slot from its claim until its outcome is written; by default 200 for a worker of async
+    tasks, 10 with any sync one, see :func:`default_concurrency`) it calls
+    ``Store.complete_and_claim``
     once: the successes finished since its last call are completed and up to
     ``min(room, claim_batch)`` runs are claimed, each with a lease of ``run_lease``
     (default 15 s) and a new fencing token, in one round trip and one commit. The claimed
@@ -12,7 +14,9 @@ The claim loop
     a delayed job), a notification on ``tickwork_runs``, or a handler finishing, whichever
     is first. With LISTEN/NOTIFY (PostgreSQL) it re-checks at least every IDLE_RECHECK;
     without it (SQLite across processes), and while the LISTEN connection is being
-    re-established, every ``poll_interval`` (default 200 ms).
+    re-established, every ``poll_interval`` (default 200 ms). That sleep is timed by the
+    store's time as this node's clock and measured skew put it (no round trip in the way
+    of the next notification); what is claimable is judged by the claim.
 
 Outages
     A claim that fails for want of the database is retried after a capped, jittered
