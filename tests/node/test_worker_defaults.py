@@ -9,7 +9,7 @@ import threading
 
 from worker_support import DEADLINE, finished, make_app, running
 
-from tickwork.app import App, Context
+from tickwork.app import Context
 from tickwork.config import ASYNC_CONCURRENCY, CLAIM_BATCH, SYNC_CONCURRENCY, Config
 from tickwork.job import RunState
 from tickwork.store import Store
