@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from datetime import timedelta
+from typing import Any
 
-from worker_support import DEADLINE, finished, make_app, running
+from worker_support import DEADLINE, CountingStore, finished, make_app, running
 
 from tickwork.app import Context
 from tickwork.config import ASYNC_CONCURRENCY, CLAIM_BATCH, SYNC_CONCURRENCY, Config
 from tickwork.job import RunState
+from tickwork.node import Node
 from tickwork.store import Store
 from tickwork.testing import wait_until
-from tickwork.worker import default_concurrency
+from tickwork.worker import Worker, default_concurrency
 
 
 def test_a_worker_of_async_tasks_defaults_to_the_async_concurrency(store: Store) -> None:
@@ -121,3 +124,42 @@ def test_sync_runs_at_defaults_hold_no_more_than_the_sync_limit(store: Store) ->
                 assert finished(store, job).state is RunState.SUCCEEDED
     finally:
         app.close()
+
+
+class CallerStore(CountingStore):
+    """The real store, noting which thread asks for the next due time."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(inner)
+        self.due_askers: list[str] = []
+
+    def next_due_at(self, *args: Any, **kwargs: Any) -> Any:
+        self.due_askers.append(threading.current_thread().name)
+        return self.__getattr__("next_due_at")(*args, **kwargs)
+
+
+def test_beside_its_leading_scheduler_a_worker_does_not_poll_for_due_jobs(
+    store: Store,
+) -> None:
+    """``tickwork run`` on SQLite: every trigger wakes the worker in-process, so the worker
+    need not look for a job falling due (each look a write transaction on SQLite)."""
+    app = make_app(store)
+
+    @app.task
+    async def tick(ctx: Context) -> None:
+        return None
+
+    watched = CallerStore(app.store)
+    node = Node(app.config, app.registry, store=watched)  # type: ignore[arg-type]
+    try:
+        node.start()
+        assert node.scheduler is not None
+        wait_until(lambda: node.scheduler is not None and node.scheduler.leading, DEADLINE)
+        job = app.submit(tick, delay=timedelta(milliseconds=300))
+        wait_until(lambda: store.list_runs(job_id=job.id).items, DEADLINE)  # triggered
+        assert finished(store, job).state is RunState.SUCCEEDED
+    finally:
+        node.stop(timedelta(0))
+        app.close()
+    assert watched.due_askers  # the trigger loop asks
+    assert Worker.name not in watched.due_askers
