@@ -29,6 +29,9 @@ throughput, no-op async handlers where the peer supports them):
   the scheduler triggers each into a run on time;
 - ``tickwork-b500`` (``tickwork-bN`` for any N): the same worker claiming N runs at a
   time, concurrency 2N (two batches in flight);
+- ``tickwork-defaults``: the same worker with no settings at all (``Config()``: an
+  async task's default concurrency and claim batch), against ``pgqueuer`` at its
+  defaults: the row for users who never change a setting;
 - ``tickwork-store``: no worker machinery, ``complete_and_claim(limit=100)`` in a loop
   (each call completes the batch before): the store alone, what the worker would reach
   if dispatch cost nothing (lag phase: same Scheduler, woken by LISTEN/NOTIFY).
@@ -72,10 +75,12 @@ SYSTEMS = (
     "procrastinate",
     "tickwork",
     "tickwork-b500",
+    "tickwork-defaults",
     "tickwork-store",
 )
 TICKWORK = "tickwork"
 TICKWORK_STORE = "tickwork-store"
+TICKWORK_DEFAULTS = "tickwork-defaults"
 NOOP = "noop"
 CLAIM_BATCH = 100
 """Runs per claim (tickwork's default claim batch)."""
@@ -200,10 +205,13 @@ async def procrastinate_worker(url: str, phase: str, expect: int) -> dict[str, A
     return rec.report(seconds, engine)
 
 
-def tickwork_worker(url: str, phase: str, expect: int, batch: int = CLAIM_BATCH) -> dict[str, Any]:
+def tickwork_worker(
+    url: str, phase: str, expect: int, batch: int | None = CLAIM_BATCH
+) -> dict[str, Any]:
     """The real ``tickwork.worker.Worker`` with an async no-op task, claiming ``batch``
-    runs at a time with two batches in flight; in the lag phase the real ``Scheduler``
-    runs in the same process (as under ``tickwork run``)."""
+    runs at a time with two batches in flight (None: every setting at its default); in
+    the lag phase the real ``Scheduler`` runs in the same process (as under ``tickwork
+    run``)."""
     from tickwork.config import Config
     from tickwork.scheduler import Scheduler
     from tickwork.store.postgres import PostgresStore
@@ -217,8 +225,11 @@ def tickwork_worker(url: str, phase: str, expect: int, batch: int = CLAIM_BATCH)
 
     registry = Registry()
     registry.add(Task(NOOP, noop))
-    concurrency = TICKWORK_CONCURRENCY * batch // CLAIM_BATCH
-    config = Config(db_url=url, concurrency=concurrency, claim_batch=batch)
+    if batch is None:
+        config = Config(db_url=url)
+    else:
+        concurrency = TICKWORK_CONCURRENCY * batch // CLAIM_BATCH
+        config = Config(db_url=url, concurrency=concurrency, claim_batch=batch)
     store = PostgresStore(url)
     scheduler = None
     if phase == "lag":
@@ -236,7 +247,11 @@ def tickwork_worker(url: str, phase: str, expect: int, batch: int = CLAIM_BATCH)
     if scheduler is not None:
         scheduler.stop()
     store.close()
-    engine = f"tickwork Worker concurrency={concurrency} claim_batch={batch}, async no-op"
+    settings = "defaults: " if batch is None else ""
+    engine = (
+        f"tickwork Worker {settings}concurrency={worker.concurrency} "
+        f"claim_batch={config.claim_batch}, async no-op"
+    )
     return rec.report(seconds, engine + (", Scheduler in-process" if scheduler else ""))
 
 
@@ -298,6 +313,8 @@ def worker_main(system: str, url: str, phase: str, expect: int) -> None:
         result = asyncio.run(pgqueuer_worker(url, phase, expect, batch_size=batch))
     elif system == "procrastinate":
         result = asyncio.run(procrastinate_worker(url, phase, expect))
+    elif system == TICKWORK_DEFAULTS:
+        result = tickwork_worker(url, phase, expect, batch=None)
     elif system == TICKWORK_STORE:
         result = tickwork_store_worker(url, phase, expect)
     elif system.startswith("tickwork-b"):
@@ -585,10 +602,10 @@ def report(summary: dict[str, Sample], args: argparse.Namespace) -> str:
             )
         lines.append(table(["ratio", "enqueue/s", "runs/s", "lag p99 (lower: better)"], ratio_rows))
         lines.append("")
-    best = best_of(summary)
-    if best:
-        lines.append(best)
-        lines.append("")
+    for best in (best_of(summary), defaults_of(summary)):
+        if best:
+            lines.append(best)
+            lines.append("")
     for s in summary.values():
         lines.append(f"{s.system}: {s.engine}")
         if s.parts:
@@ -617,6 +634,17 @@ def best_of(summary: dict[str, Sample]) -> str | None:
         return None
     return (
         f"best worker configuration, runs/s: {tick.system} {fmt(tick.runs_per_s)} / "
+        f"{peer.system} {fmt(peer.runs_per_s)} = {fmt(tick.runs_per_s / peer.runs_per_s, 2)}x"
+    )
+
+
+def defaults_of(summary: dict[str, Sample]) -> str | None:
+    """The runs/s ratio of tickwork to pgqueuer, both at their default settings."""
+    tick, peer = summary.get(TICKWORK_DEFAULTS), summary.get("pgqueuer")
+    if tick is None or peer is None:
+        return None
+    return (
+        f"default settings, runs/s: {tick.system} {fmt(tick.runs_per_s)} / "
         f"{peer.system} {fmt(peer.runs_per_s)} = {fmt(tick.runs_per_s / peer.runs_per_s, 2)}x"
     )
 

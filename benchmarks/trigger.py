@@ -10,13 +10,16 @@ check that every job got exactly one run and moved to its next slot.
 
 ``--breakdown`` also splits each ``trigger`` call into the time spent waiting on PostgreSQL
 (every exchange with the server, pipelined or not: psycopg's ``Connection.wait``) and the
-rest, the Python that maps rows, plans slots and builds the result.
+rest, the Python that maps rows, plans slots and builds the result; and prints the CPU
+each slot cost this process and the database's backends (from ``/proc``): on a loaded
+machine wall times stretch with the load, CPU per slot much less.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -57,6 +60,26 @@ def timed_waits() -> Iterator[None]:
         psycopg.Connection.wait = original  # type: ignore[method-assign]
 
 
+def backend_cpu(url: str) -> float:
+    """Seconds of CPU used so far by the PostgreSQL backends connected to ``url``'s
+    database (other than the one asking), from ``/proc``: the server is on this host."""
+    with psycopg.connect(url) as conn:
+        pids = [
+            r[0]
+            for r in conn.execute(
+                "SELECT pid FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchall()
+        ]
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def run_once(server: str, jobs: int, batch: int, breakdown: bool) -> dict[str, float]:
     with fresh_database(server, "bench_trigger") as url:
         store = PostgresStore(url, migrate=True)
@@ -67,6 +90,8 @@ def run_once(server: str, jobs: int, batch: int, breakdown: bool) -> dict[str, f
             calls: list[float] = []
             created = 0
             WAITED[0] = 0.0
+            backends0 = backend_cpu(url)
+            cpu0 = time.process_time()
             with timed_waits() if breakdown else contextlib.nullcontext():
                 t0 = time.perf_counter()
                 while True:
@@ -77,6 +102,8 @@ def run_once(server: str, jobs: int, batch: int, breakdown: bool) -> dict[str, f
                     if not result.batch_full:
                         break
                 seconds = time.perf_counter() - t0
+            cpu = time.process_time() - cpu0
+            backends = backend_cpu(url) - backends0
         finally:
             store.close()
         with psycopg.connect(url) as conn:
@@ -92,7 +119,9 @@ def run_once(server: str, jobs: int, batch: int, breakdown: bool) -> dict[str, f
         waited = WAITED[0] * 1000 / len(calls)
         python = sum(calls) / len(calls) - waited
         print(
-            f"  per trigger call: {waited:.1f} ms waiting on PostgreSQL, {python:.1f} ms in Python",
+            f"  per trigger call: {waited:.1f} ms waiting on PostgreSQL, {python:.1f} ms in Python;"
+            f" CPU per slot: {cpu / created * 1e6:.1f} us here, {backends / created * 1e6:.1f} us"
+            " in PostgreSQL",
             flush=True,
         )
     return {

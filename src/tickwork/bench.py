@@ -59,7 +59,7 @@ from tickwork.schedule import Once
 from tickwork.scheduler import Scheduler
 from tickwork.stats import percentile
 from tickwork.store import SQLITE_PREFIX, Store, open_store
-from tickwork.worker import Worker
+from tickwork.worker import Worker, default_concurrency
 from tickwork.worker.task import Context
 
 log = logging.getLogger("tickwork.bench")
@@ -121,7 +121,8 @@ def __getattr__(name: str) -> App:
 @dataclass(frozen=True)
 class BenchOptions:
     """What to measure. ``db_url`` None: a temporary SQLite file. ``concurrency`` None: the
-    workers' configured concurrency (``TICKWORK_CONCURRENCY``, default 10)."""
+    workers' configured concurrency (``TICKWORK_CONCURRENCY``; by default 10: the no-op
+    task is sync)."""
 
     db_url: str | None = None
     runs: int = DEFAULT_RUNS
@@ -211,6 +212,10 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> BenchR
     try:
         url = options.db_url or "sqlite:///" + str(work_dir / "bench.db")
         config = Config.from_env(db_url=url, concurrency=options.concurrency)
+        if config.concurrency is None:
+            config = dataclasses.replace(
+                config, concurrency=default_concurrency(bench_app().registry)
+            )
         store = _open_scratch(url)
         try:
             say(f"store: {_kind(url)}")
@@ -286,7 +291,7 @@ def _measure(
         store=_kind(config.db_url),
         runs=options.runs,
         workers=options.workers,
-        concurrency=config.concurrency,
+        concurrency=config.concurrency or default_concurrency(bench_app().registry),
         submit_seconds=submit_seconds,
         drain_seconds=drain_seconds,
         lag_rate=options.lag_rate,

@@ -40,9 +40,18 @@ POLL_INTERVAL = timedelta(milliseconds=200)
 """Without LISTEN/NOTIFY (SQLite), sleepers re-check this often for work from other processes."""
 SHUTDOWN_GRACE = timedelta(seconds=30)
 """On SIGTERM a worker lets running handlers finish for this long, then releases them."""
-WORKER_CONCURRENCY = 10
+SYNC_CONCURRENCY = 10
+"""Runs executed at once by a worker that has a sync task (``def``) and no
+``--concurrency``: each sync run holds a pool thread, and a few threads per core is what
+CPU-bound handlers can use without thrashing."""
+ASYNC_CONCURRENCY = 200
+"""Runs executed at once by a worker whose tasks are all ``async def`` and that has no
+``--concurrency``: they share one event loop thread, so a slot costs a coroutine, not a
+thread or a core. 200 is two full claim batches: one executes while the next is claimed
+(benchmarks/README.md, "Defaults")."""
 CLAIM_BATCH = 100
-"""A worker claims at most this many runs per call (and no more than its free capacity)."""
+"""A worker claims at most this many runs per call, and never more than its free slots: a
+worker at 10 claims up to 10, one at 200 up to 100 (two batches in flight)."""
 TRIGGER_BATCH = 1000
 """Jobs examined per trigger transaction."""
 
@@ -117,7 +126,9 @@ class Config:
     retention: timedelta = RETENTION
     poll_interval: timedelta = POLL_INTERVAL
     shutdown_grace: timedelta = SHUTDOWN_GRACE
-    concurrency: int = WORKER_CONCURRENCY
+    concurrency: int | None = None
+    """Runs a worker executes at once; None: by its tasks (SYNC_CONCURRENCY when any is
+    sync, else ASYNC_CONCURRENCY; see :func:`tickwork.worker.default_concurrency`)."""
     claim_batch: int = CLAIM_BATCH
     trigger_batch: int = TRIGGER_BATCH
     queues: tuple[str, ...] | None = None  # None: every queue
@@ -139,7 +150,7 @@ class Config:
                 "leader renew interval plus safety margin must be shorter than the leader lease",
                 field="leader_renew",
             )
-        if self.concurrency < 1:
+        if self.concurrency is not None and self.concurrency < 1:
             raise ValidationError("concurrency must be at least 1", field="concurrency")
         if self.claim_batch < 1 or self.trigger_batch < 1:
             raise ValidationError("batch sizes must be at least 1", field="claim_batch")
@@ -172,12 +183,16 @@ class Config:
         return replace(cls(), **values)
 
 
+OPTIONAL_INTS = frozenset({"concurrency"})
+"""Fields whose default is None (decided later) but whose value is an integer."""
+
+
 def _parse(name: str, raw: str, default: object) -> Any:
     if isinstance(default, timedelta):
         return parse_duration(raw, field=name)
     if isinstance(default, bool):
         return raw.strip().lower() in ("1", "true", "yes", "on")
-    if isinstance(default, int):
+    if isinstance(default, int) or name in OPTIONAL_INTS:
         try:
             return int(raw)
         except ValueError:

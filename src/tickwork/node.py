@@ -47,7 +47,20 @@ class Node:
         self.scheduler = (
             Scheduler(self.store, config, clock, register=not worker) if scheduler else None
         )
-        self.worker = Worker(self.store, registry, config, clock) if worker else None
+        # Beside a leading scheduler, a worker hears every trigger (in-process signals on
+        # SQLite): it need not poll for a job that falls due.
+        scheduler_here = self.scheduler
+        self.worker = (
+            Worker(
+                self.store,
+                registry,
+                config,
+                clock,
+                hears_triggers=(lambda: scheduler_here.leading) if scheduler_here else None,
+            )
+            if worker
+            else None
+        )
 
     def start(self) -> None:
         if self.scheduler is not None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from tickwork.clock import Clock
 
@@ -127,6 +127,16 @@ class SkewWatch:
             log.info("clock of node %s is back within %g s: %s", self.node_id, SKEW_WARNING, skew)
         self._off = skew.off
         return skew
+
+    def earliest_store_now(self) -> datetime | None:
+        """The earliest the store's clock can read now, by this node's wall clock and the
+        last reading (None before one): ``wall - offset - bound``. For timers only, never
+        for judging due-ness: a timer to a store time set by it does not run out early
+        (unless the host's clock jumped since the reading), and costs no round trip."""
+        skew = self.last
+        if skew is None:
+            return None
+        return self._wall() - timedelta(seconds=skew.offset + skew.bound)
 
     def info(self, *, measure: bool = True) -> dict[str, dict[str, float]]:
         """``{"clock": ...}`` to merge into a heartbeat's info, measured now unless

@@ -176,6 +176,6 @@ def test_a_running_worker_shows_in_the_cluster_view_until_it_stops(app: App, sto
     with running(worker):
         (node,) = wait_until(store.list_nodes, DEADLINE)
         assert (node.id, node.kind) == ("test-worker", "worker")
-        assert node.info["concurrency"] == app.config.concurrency
+        assert node.info["concurrency"] == worker.concurrency
 
     assert store.list_nodes() == []

@@ -131,3 +131,14 @@ def test_a_reading_from_a_call_made_anyway_counts_like_a_measurement() -> None:
     assert skew == watch.last
     assert skew.offset == pytest.approx(5.002)
     assert watch.info(measure=False) == {"clock": skew.to_info()}
+
+
+def test_the_earliest_store_time_is_the_wall_clock_less_offset_and_bound() -> None:
+    host = Host(ahead=5.0, trip=0.004)
+    watch = host.watch()
+    assert watch.earliest_store_now() is None  # no reading yet: a timer must ask the store
+    watch.measure()
+    earliest = watch.earliest_store_now()
+    assert earliest is not None
+    # The store's clock is `real`; the estimate may be early by the bound, never late.
+    assert host.real - timedelta(seconds=0.0021) <= earliest <= host.real

@@ -105,9 +105,10 @@ def run(
                     raise
             served = f"; API and dashboard at {server.url}" if server is not None else ""
             allowed = f"; http-allow: {','.join(config.http_allow)}" if config.http_allow else ""
+            concurrency = node.worker.concurrency if node.worker is not None else 0
             echo(
                 f"tickwork run: ready on {redact(config.db_url)} (scheduler + worker, "
-                f"concurrency {config.concurrency}; tasks: {tasks}{allowed}{served})"
+                f"concurrency {concurrency}; tasks: {tasks}{allowed}{served})"
             )
             echo("try: tickwork submit --in 5s http https://example.com   (then: tickwork runs)")
 

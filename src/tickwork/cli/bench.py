@@ -28,7 +28,7 @@ from tickwork.cli.app import app
 from tickwork.cli.listing import print_table
 from tickwork.cli.options import JsonOption
 from tickwork.cli.output import echo, echo_json, redact, stderr
-from tickwork.config import WORKER_CONCURRENCY
+from tickwork.config import SYNC_CONCURRENCY
 
 
 @app.command("bench")
@@ -57,7 +57,7 @@ def bench(
             "-c",
             min=1,
             show_default=False,
-            help=f"Runs each worker executes at once. Default {WORKER_CONCURRENCY}; "
+            help=f"Runs each worker executes at once. Default {SYNC_CONCURRENCY} (a sync task); "
             "env TICKWORK_CONCURRENCY.",
         ),
     ] = None,

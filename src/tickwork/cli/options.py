@@ -11,10 +11,11 @@ from typing import Annotated, Any
 import typer
 
 from tickwork.config import (
+    ASYNC_CONCURRENCY,
     DB_ENV,
     DEFAULT_DB_URL,
     HTTP_ALLOW_FLAG,
-    WORKER_CONCURRENCY,
+    SYNC_CONCURRENCY,
     Config,
     resolve_db_url,
 )
@@ -148,7 +149,8 @@ ConcurrencyOption = Annotated[
         "-c",
         min=1,
         show_default=False,
-        help=f"Runs executed at once. Default {WORKER_CONCURRENCY}; env TICKWORK_CONCURRENCY.",
+        help=f"Runs executed at once. Default {ASYNC_CONCURRENCY} when every task of the app is "
+        f"async, else {SYNC_CONCURRENCY}; env TICKWORK_CONCURRENCY.",
     ),
 ]
 """A worker's concurrency (``tickwork worker`` and ``tickwork run``); None: the config's."""

@@ -6,7 +6,12 @@ While this node leads, it calls ``store.trigger(epoch)`` in batches of ``trigger
 jobs, again at once while a batch came back full, then sleeps until the earliest
 ``next_run_at`` of any job: an exact timer, not a tick, so a run is queued within
 milliseconds of its slot (when that timer runs out it triggers straight away, without
-re-reading the due time). It wakes up earlier when:
+re-reading the due time). The timer is set from the store's clock as a trigger read it,
+before its commit; so as not to oversleep by that commit and the round trips after the
+read, it is sharpened by the node's wall clock and its last measured skew from the store's
+(:meth:`~tickwork.skew.SkewWatch.earliest_store_now`), never by more than the call took.
+
+It wakes up earlier when:
 
 - a job is submitted or changed: a listener thread waits on ``CHANNEL_JOBS`` and wakes
   the loop. With the ``listen_notify`` capability (PostgreSQL) that covers every process
@@ -122,12 +127,14 @@ class Trigger(Service):
         try:
             if not on_time:
                 due = self.store.next_due_at()
+                began = self.clock.monotonic()
                 now = self.clock.store_now() or self.store.now()
                 if due is None or due > now:
-                    return self._until(due, now)
-            result = self._trigger(epoch)
-            if result is None:
+                    return self._until(due, now, began)
+            triggered = self._trigger(epoch)
+            if triggered is None:
                 return 0.0, False  # the next cycle re-checks stop and leadership
+            result, began = triggered
             now = result.now or self.clock.store_now() or self.store.now()
             due = result.next_due_at
             if due is not None and due <= now and result.jobs_advanced == 0:
@@ -138,7 +145,7 @@ class Trigger(Service):
                 return min(backoff, self.config.poll_interval.total_seconds()), False
             self._stalls = 0
             self._retry.reset()
-            return self._until(due, now)
+            return self._until(due, now, began)
         except LeadershipLost:
             self.election.lost(epoch)
             return 0.0, False
@@ -155,27 +162,45 @@ class Trigger(Service):
             log.exception("trigger failed; retrying in %.2f s", wait)
             return wait, False
 
-    def _until(self, due: datetime | None, now: datetime) -> tuple[float, bool]:
+    def _until(self, due: datetime | None, now: datetime, began: float) -> tuple[float, bool]:
+        """How long to sleep toward ``due``, the store's clock having read ``now`` in a call
+        that began at ``began`` (monotonic)."""
         idle = self._idle()
         if due is None:
             return idle, False
-        delay = (due - now).total_seconds()
+        delay = self._sharpen(due, (due - now).total_seconds(), began)
         if delay > idle:
             return idle, False
         return max(0.0, delay), True
 
-    def _trigger(self, epoch: int) -> TriggerResult | None:
-        """Trigger batches back to back while they come back full. None: stopped acting
-        (leadership lapsed, a stop, or too many full batches in a row) before the end."""
+    def _sharpen(self, due: datetime, delay: float, began: float) -> float:
+        """``delay`` (seconds to ``due`` by the store's clock as a call read it) less what
+        has passed since, by the node's clock and its skew; but never less than ``delay``
+        minus all the time since the call began (a clock that jumped since the last skew
+        reading cannot make the timer run out much early). Unchanged under a test clock."""
+        if self.clock.store_now() is not None:
+            return delay
+        earliest = self.election.skew.earliest_store_now()
+        if earliest is None:
+            return delay
+        sharp = (due - earliest).total_seconds()
+        floor = delay - (self.clock.monotonic() - began)
+        return min(delay, max(sharp, floor))
+
+    def _trigger(self, epoch: int) -> tuple[TriggerResult, float] | None:
+        """Trigger batches back to back while they come back full; the last batch's result
+        and when its call began (monotonic). None: stopped acting (leadership lapsed, a
+        stop, or too many full batches in a row) before the end."""
         for _ in range(MAX_BATCHES):
             if self.stopping.is_set() or self.election.epoch() != epoch:
                 return None
+            began = self.clock.monotonic()
             result = self.store.trigger(
                 epoch, limit=self.config.trigger_batch, now=self.clock.store_now()
             )
             self._log(epoch, result)
             if not result.batch_full:
-                return result
+                return result, began
         return None
 
     def _log(self, epoch: int, result: TriggerResult) -> None:

@@ -3,7 +3,9 @@ leader-only: run any number, on any host.
 
 The claim loop
     Whenever the worker has room (``concurrency`` minus the runs it holds: a run occupies a
-    slot from its claim until its outcome is written) it calls ``Store.complete_and_claim``
+    slot from its claim until its outcome is written; by default 200 for a worker of async
+    tasks, 10 with any sync one, see :func:`default_concurrency`) it calls
+    ``Store.complete_and_claim``
     once: the successes finished since its last call are completed and up to
     ``min(room, claim_batch)`` runs are claimed, each with a lease of ``run_lease``
     (default 15 s) and a new fencing token, in one round trip and one commit. The claimed
@@ -12,7 +14,9 @@ The claim loop
     a delayed job), a notification on ``tickwork_runs``, or a handler finishing, whichever
     is first. With LISTEN/NOTIFY (PostgreSQL) it re-checks at least every IDLE_RECHECK;
     without it (SQLite across processes), and while the LISTEN connection is being
-    re-established, every ``poll_interval`` (default 200 ms).
+    re-established, every ``poll_interval`` (default 200 ms). That sleep is timed by the
+    store's time as this node's clock and measured skew put it (no round trip in the way
+    of the next notification); what is claimable is judged by the claim.
 
 Outages
     A claim that fails for want of the database is retried after a capped, jittered
@@ -68,12 +72,13 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from tickwork.clock import SYSTEM_CLOCK, Clock
-from tickwork.config import Config
+from tickwork.config import ASYNC_CONCURRENCY, SYNC_CONCURRENCY, Config
 from tickwork.errors import StoreUnavailable
 from tickwork.job import ClaimedRun
 from tickwork.service import Backoff, Service
@@ -131,17 +136,25 @@ class Worker(Service):
         clock: Clock = SYSTEM_CLOCK,
         *,
         egress: EgressPolicy | None = None,
+        hears_triggers: Callable[[], bool] | None = None,
     ) -> None:
         """``egress`` decides where ``http`` runs may connect; by default the policy of
-        ``config.http_allow`` on the system's resolver."""
+        ``config.http_allow`` on the system's resolver. ``hears_triggers`` says whether
+        every trigger now wakes this worker even without LISTEN/NOTIFY (``tickwork run``:
+        the scheduler beside it leads, and its triggers signal in-process); then a job
+        falling due is not polled for."""
         super().__init__(clock)
         self.store = store
         self.registry = registry
         self.config = config or Config()
         self.node_id = self.config.node_id
+        self.concurrency = self.config.concurrency or default_concurrency(
+            registry, allow_shell=self.config.allow_shell
+        )
         self.egress = egress or EgressPolicy.from_entries(self.config.http_allow)
         self.skew = SkewWatch.on(self.node_id, clock, store.now)
         self._http = http_task(self.egress)
+        self._hears_triggers = hears_triggers or _never
         self._held: dict[int, Attempt] = {}
         self._held_lock = threading.Lock()
         self._wakeup = threading.Event()
@@ -155,7 +168,7 @@ class Worker(Service):
         self._listener: Listener | None = None
         self._listen_thread: threading.Thread | None = None
         self.executor = Executor(
-            self.config.concurrency,
+            self.concurrency,
             on_outcome=self._on_outcome,
             on_exit=self._on_exit,
             clock=clock,
@@ -191,7 +204,7 @@ class Worker(Service):
         log.info(
             "worker %s started: concurrency %d, queues %s, tasks %s%s; http-allow %s",
             self.node_id,
-            self.config.concurrency,
+            self.concurrency,
             ",".join(self.config.queues) if self.config.queues else "(all)",
             ", ".join(self.registry.names()),
             "" if self.config.allow_shell else " (shell disabled)",
@@ -253,7 +266,7 @@ class Worker(Service):
     def _node_info(self) -> dict[str, Any]:
         """What the cluster view shows of this worker; sent with every node heartbeat."""
         return {
-            "concurrency": self.config.concurrency,
+            "concurrency": self.concurrency,
             "queues": list(self.config.queues) if self.config.queues else None,
             "tasks": self.registry.names(),
             "allow_shell": self.config.allow_shell,
@@ -346,7 +359,7 @@ class Worker(Service):
         occupied = (
             max(self.executor.busy, len(self._held)) + self._arriving - len(taken.completions)
         )
-        want = max(0, min(self.config.concurrency - occupied, self.config.claim_batch))
+        want = max(0, min(self.concurrency - occupied, self.config.claim_batch))
         if want == 0 and not taken.completions:
             return _Pass(no_room=True)
         try:
@@ -401,11 +414,13 @@ class Worker(Service):
         )
         cap = max(IDLE_RECHECK.total_seconds(), poll) if notified else poll
         try:
-            now = self.clock.store_now() or self.store.now()
+            # The store's time by this node's clock and skew, not a round trip: this only
+            # sets a timer, and a claim loop busy asking the time is late for the next run.
+            now = self.clock.store_now() or self.skew.earliest_store_now() or self.store.now()
             next_run = self.store.next_claimable_at(queues=self.config.queues)
             # Without notifications, a job's next trigger is the best hint of when a run
             # will appear: be awake then rather than up to a poll interval later.
-            next_job = None if notified else self.store.next_due_at()
+            next_job = None if notified or self._hears_triggers() else self.store.next_due_at()
         except StoreUnavailable as exc:
             log.debug("could not ask the store when to claim next: %s", exc)
             return poll
@@ -576,8 +591,33 @@ class Worker(Service):
             return [a for a in self._held.values() if a.state is AttemptState.RUNNING]
 
 
+def default_concurrency(registry: Registry, *, allow_shell: bool = False) -> int:
+    """A worker's concurrency when none is configured: ASYNC_CONCURRENCY (200) when every
+    task of its app is ``async def``, else SYNC_CONCURRENCY (10).
+
+    A sync run holds a pool thread while it runs, and CPU-bound handlers on 200 threads
+    would only thrash a few cores; async runs share the event loop's one thread, where a
+    slot costs a coroutine. The built-in ``http`` task does not count (it waits on the
+    network, not on a core), ``shell`` does when this worker runs it (its commands may be
+    CPU-bound). A worker with no task of its own (built-ins only) gets the sync default.
+    """
+    counted = [
+        task
+        for name in registry.names()
+        if (task := registry.find(name)) is not None
+        and (not task.builtin or (task.name == SHELL and allow_shell))
+    ]
+    if counted and all(task.is_async for task in counted):
+        return ASYNC_CONCURRENCY
+    return SYNC_CONCURRENCY
+
+
+def _never() -> bool:
+    return False
+
+
 def _unknown(ctx: Context, **args: Any) -> None:
     raise AssertionError("never called: the run is refused before execution")
 
 
-__all__ = ["Context", "Discard", "Registry", "Retry", "Task", "Worker"]
+__all__ = ["Context", "Discard", "Registry", "Retry", "Task", "Worker", "default_concurrency"]
