@@ -29,6 +29,7 @@ trigger, claim, complete and heartbeat. Every other transition is
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
@@ -162,76 +163,34 @@ class PostgresStore(SqlStore):
     def submit_many(
         self, specs: Sequence[JobSpec], *, now: datetime | None = None
     ) -> list[Submitted]:
-        results: list[Submitted | None] = [None] * len(specs)
+        # One statement for the whole batch (submit_jobs): jobs, and the runs of those due
+        # now. The records returned are built here from the specs, not read back.
+        if not specs:
+            return []
         with self._tx() as conn:
             t = now_in(conn, now)
-            # Plain jobs (no key, no name) in one statement; the rest one by one, in order.
-            plain = [
-                i for i, spec in enumerate(specs) if not spec.idempotency_key and not spec.name
+            _check_names(conn, specs)
+            resolved = [spec.schedule.resolve(t) for spec in specs]
+            firsts = [r.first_slot(t) for r in resolved]
+            slots = [
+                f if f <= t and isinstance(r, schedules.Once) else None
+                for r, f in zip(resolved, firsts, strict=True)
             ]
-            for i, submitted in zip(
-                plain, self._insert_plain(conn, [specs[i] for i in plain], t), strict=True
-            ):
-                results[i] = submitted
-            for i, spec in enumerate(specs):
-                if results[i] is None:
-                    results[i] = self._insert_one(conn, spec, t)
-            done = [r for r in results if r is not None]
+            args = [spec.args_json if spec.args else "{}" for spec in specs]
+            params = _batch_params(specs, args, resolved, firsts, slots, t)
+            try:
+                rows = conn.cursor(row_factory=tuple_row).execute(
+                    Q["submit_jobs"], params
+                ).fetchall()
+            except pg_errors.UniqueViolation:  # a name taken by a concurrent submit
+                raise ValidationError(
+                    "a job name in the batch was taken meanwhile; nothing was submitted",
+                    field="name",
+                ) from None
+            done = _submitted(conn, specs, args, resolved, firsts, slots, rows, t)
             if any(r.created for r in done):
                 notify(conn, CHANNEL_JOBS, *([CHANNEL_RUNS] if any(r.run for r in done) else []))
         return done
-
-    def _insert_plain(self, conn: Conn, specs: list[JobSpec], t: datetime) -> list[Submitted]:
-        if not specs:
-            return []
-        resolved = [spec.schedule.resolve(t) for spec in specs]
-        firsts = [r.first_slot(t) for r in resolved]
-        due = [
-            isinstance(r, schedules.Once) and f <= t for r, f in zip(resolved, firsts, strict=True)
-        ]
-        params = [
-            mapping.job_params(spec, r, PG_CODEC) for spec, r in zip(specs, resolved, strict=True)
-        ]
-        columns = {
-            "tenants": "tenant",
-            "tasks": "task",
-            "args": "args",
-            "schedules": "schedule",
-            "queues": "queue",
-            "priorities": "priority",
-            "max_attempts": "max_attempts",
-            "backoff_bases": "backoff_base",
-            "backoff_caps": "backoff_cap",
-            "timeouts": "timeout",
-            "misfires": "misfire",
-            "graces": "misfire_grace",
-            "overlaps": "overlap",
-        }
-        arrays: dict[str, Any] = {key: [p[col] for p in params] for key, col in columns.items()}
-        arrays["states"] = [JobState.COMPLETED if d else JobState.ACTIVE for d in due]
-        arrays["next_run_ats"] = [None if d else f for d, f in zip(due, firsts, strict=True)]
-        arrays["now"] = t
-        rows = sorted(conn.execute(Q["insert_jobs"], arrays).fetchall(), key=lambda r: r["id"])
-        jobs = [_job(r) for r in rows]
-        due_jobs = [(job, f) for job, d, f in zip(jobs, due, firsts, strict=True) if d]
-        runs: dict[int, Run] = {}
-        if due_jobs:
-            run_rows = conn.execute(
-                Q["insert_runs"],
-                {
-                    "job_ids": [j.id for j, _ in due_jobs],
-                    "slots": [f for _, f in due_jobs],
-                    "now": t,
-                },
-            ).fetchall()
-            by_id = {j.id: j for j, _ in due_jobs}
-            runs = {
-                r["job_id"]: new_run(
-                    by_id[r["job_id"]], r["id"], r["scheduled_for"], r["created_at"]
-                )
-                for r in run_rows
-            }
-        return [Submitted(job, created=True, run=runs.get(job.id)) for job in jobs]
 
     def _insert_job(self, tx: Tx, spec: JobSpec, t: datetime) -> Submitted:
         return self._insert_one(cast(PgTx, tx).conn, spec, t)
@@ -682,3 +641,142 @@ def _job(r: DictRow) -> Job:
 
 def _run(r: DictRow) -> Run:
     return mapping.run(r, PG_CODEC)
+
+
+def _check_names(conn: Conn, specs: Sequence[JobSpec]) -> None:
+    """ValidationError, naming the first job at fault, when a name repeats within the batch
+    or is taken in its tenant (names are unique per tenant)."""
+    first: dict[tuple[str, str], int] = {}
+    for i, spec in enumerate(specs):
+        if spec.name is None:
+            continue
+        key = (spec.tenant, spec.name)
+        if key in first:
+            raise ValidationError(
+                f"job {first[key]} of the batch has the name {spec.name!r} too", field="name"
+            ).at(i)
+        first[key] = i
+    if not first:
+        return
+    taken = conn.execute(
+        Q["jobs_by_names"],
+        {"tenants": [k[0] for k in first], "names": [k[1] for k in first]},
+    ).fetchall()
+    if taken:
+        i = min(first[(r["tenant"], r["name"])] for r in taken)
+        spec = specs[i]
+        raise ValidationError(
+            f"tenant {spec.tenant!r} already has a job named {spec.name!r}", field="name"
+        ).at(i)
+
+
+def _batch_params(
+    specs: Sequence[JobSpec],
+    args: list[str],
+    resolved: list[schedules.Schedule],
+    firsts: list[datetime],
+    slots: list[datetime | None],
+    t: datetime,
+) -> dict[str, Any]:
+    """The column arrays of ``submit_jobs``."""
+    retries = [s.retry for s in specs]
+    return {
+        "tenants": [s.tenant for s in specs],
+        "names": [s.name for s in specs],
+        "tasks": [s.task for s in specs],
+        "args": args,
+        "schedules": [_schedule_json(r) for r in resolved],
+        "states": [JobState.ACTIVE.value if s is None else JobState.COMPLETED.value for s in slots],
+        "next_run_ats": [f if s is None else None for f, s in zip(firsts, slots, strict=True)],
+        "queues": [s.queue for s in specs],
+        "priorities": [s.priority for s in specs],
+        "max_attempts": [r.max_attempts for r in retries],
+        "backoff_bases": [float(r.backoff_base) for r in retries],
+        "backoff_caps": [float(r.backoff_cap) for r in retries],
+        "timeouts": [s.timeout.total_seconds() if s.timeout else None for s in specs],
+        "misfires": [s.misfire.value for s in specs],
+        "graces": [s.misfire_grace.total_seconds() for s in specs],
+        "overlaps": [s.overlap.value for s in specs],
+        "keys": [s.idempotency_key for s in specs],
+        "slots": slots,
+        "now": t,
+    }
+
+
+def _schedule_json(schedule: schedules.Schedule) -> str:
+    return json.dumps(schedule.to_json(), separators=(",", ":"))
+
+
+def _submitted(
+    conn: Conn,
+    specs: Sequence[JobSpec],
+    args: list[str],
+    resolved: list[schedules.Schedule],
+    firsts: list[datetime],
+    slots: list[datetime | None],
+    rows: list[tuple[Any, ...]],
+    t: datetime,
+) -> list[Submitted]:
+    """The records of a ``submit_jobs`` answer: new jobs from their specs; a job whose
+    idempotency key matched is the earlier job of the batch with that key, else read."""
+    out: list[Submitted | None] = []
+    by_key: dict[tuple[str, str], Job] = {}
+    missing: list[int] = []
+    for i, (spec, text, schedule, first, slot, (job_id, created, run_id)) in enumerate(
+        zip(specs, args, resolved, firsts, slots, rows, strict=True)
+    ):
+        key = spec.idempotency_key
+        if not created:
+            assert key is not None
+            earlier = by_key.get((spec.tenant, key))
+            out.append(Submitted(earlier, created=False) if earlier else None)
+            if earlier is None:
+                missing.append(i)
+            continue
+        job = _new_job(job_id, spec, text, schedule, first if slot is None else None, t)
+        if key is not None:
+            by_key[(spec.tenant, key)] = job
+        run = new_run(job, run_id, slot, t) if slot is not None and run_id is not None else None
+        out.append(Submitted(job, created=True, run=run))
+    if missing:
+        keyed = [specs[i] for i in missing]
+        found = conn.execute(
+            Q["jobs_by_idempotency_keys"],
+            {"tenants": [s.tenant for s in keyed], "keys": [s.idempotency_key for s in keyed]},
+        ).fetchall()
+        existing = {(r["tenant"], r["idempotency_key"]): _job(r) for r in found}
+        for i, spec in zip(missing, keyed, strict=True):
+            out[i] = Submitted(existing[(spec.tenant, cast(str, spec.idempotency_key))], False)
+    return [s for s in out if s is not None]
+
+
+def _new_job(
+    job_id: int,
+    spec: JobSpec,
+    args: str,
+    schedule: schedules.Schedule,
+    next_run_at: datetime | None,
+    t: datetime,
+) -> Job:
+    """The job row ``submit_jobs`` wrote for ``spec`` (its args as sent, ``next_run_at``
+    None when its only slot was due and run), as :func:`_job` would read it."""
+    return Job(
+        id=job_id,
+        tenant=spec.tenant,
+        name=spec.name,
+        task=spec.task,
+        args=json.loads(args) if spec.args else {},
+        schedule=schedule,
+        state=JobState.ACTIVE if next_run_at is not None else JobState.COMPLETED,
+        next_run_at=next_run_at,
+        queue=spec.queue,
+        priority=spec.priority,
+        retry=spec.retry,
+        timeout=spec.timeout,
+        misfire=spec.misfire,
+        misfire_grace=spec.misfire_grace,
+        overlap=spec.overlap,
+        idempotency_key=spec.idempotency_key,
+        created_at=t,
+        updated_at=t,
+    )
