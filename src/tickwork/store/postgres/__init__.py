@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -170,24 +171,19 @@ class PostgresStore(SqlStore):
         with self._tx() as conn:
             t = now_in(conn, now)
             _check_names(conn, specs)
-            resolved = [spec.schedule.resolve(t) for spec in specs]
-            firsts = [r.first_slot(t) for r in resolved]
-            slots = [
-                f if f <= t and isinstance(r, schedules.Once) else None
-                for r, f in zip(resolved, firsts, strict=True)
-            ]
-            args = [spec.args_json if spec.args else "{}" for spec in specs]
-            params = _batch_params(specs, args, resolved, firsts, slots, t)
+            batch = _Batch.of(specs, t)
             try:
-                rows = conn.cursor(row_factory=tuple_row).execute(
-                    Q["submit_jobs"], params
-                ).fetchall()
+                rows = (
+                    conn.cursor(row_factory=tuple_row)
+                    .execute(Q["submit_jobs"], batch.params())
+                    .fetchall()
+                )
             except pg_errors.UniqueViolation:  # a name taken by a concurrent submit
                 raise ValidationError(
                     "a job name in the batch was taken meanwhile; nothing was submitted",
                     field="name",
                 ) from None
-            done = _submitted(conn, specs, args, resolved, firsts, slots, rows, t)
+            done = batch.submitted(conn, rows)
             if any(r.created for r in done):
                 notify(conn, CHANNEL_JOBS, *([CHANNEL_RUNS] if any(r.run for r in done) else []))
         return done
@@ -670,113 +666,113 @@ def _check_names(conn: Conn, specs: Sequence[JobSpec]) -> None:
         ).at(i)
 
 
-def _batch_params(
-    specs: Sequence[JobSpec],
-    args: list[str],
-    resolved: list[schedules.Schedule],
-    firsts: list[datetime],
-    slots: list[datetime | None],
-    t: datetime,
-) -> dict[str, Any]:
-    """The column arrays of ``submit_jobs``."""
-    retries = [s.retry for s in specs]
-    return {
-        "tenants": [s.tenant for s in specs],
-        "names": [s.name for s in specs],
-        "tasks": [s.task for s in specs],
-        "args": args,
-        "schedules": [_schedule_json(r) for r in resolved],
-        "states": [JobState.ACTIVE.value if s is None else JobState.COMPLETED.value for s in slots],
-        "next_run_ats": [f if s is None else None for f, s in zip(firsts, slots, strict=True)],
-        "queues": [s.queue for s in specs],
-        "priorities": [s.priority for s in specs],
-        "max_attempts": [r.max_attempts for r in retries],
-        "backoff_bases": [float(r.backoff_base) for r in retries],
-        "backoff_caps": [float(r.backoff_cap) for r in retries],
-        "timeouts": [s.timeout.total_seconds() if s.timeout else None for s in specs],
-        "misfires": [s.misfire.value for s in specs],
-        "graces": [s.misfire_grace.total_seconds() for s in specs],
-        "overlaps": [s.overlap.value for s in specs],
-        "keys": [s.idempotency_key for s in specs],
-        "slots": slots,
-        "now": t,
-    }
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """A bulk submit's specs and what the store derives from them at ``t``."""
 
+    specs: Sequence[JobSpec]
+    t: datetime
+    args: list[str]  # JSON text
+    resolved: list[schedules.Schedule]
+    firsts: list[datetime]
+    slots: list[datetime | None]  # the run's slot, for a one-off job due now
 
-def _schedule_json(schedule: schedules.Schedule) -> str:
-    return json.dumps(schedule.to_json(), separators=(",", ":"))
+    @classmethod
+    def of(cls, specs: Sequence[JobSpec], t: datetime) -> _Batch:
+        resolved = [spec.schedule.resolve(t) for spec in specs]
+        firsts = [r.first_slot(t) for r in resolved]
+        slots = [
+            f if f <= t and isinstance(r, schedules.Once) else None
+            for r, f in zip(resolved, firsts, strict=True)
+        ]
+        args = [spec.args_json if spec.args else "{}" for spec in specs]
+        return cls(specs, t, args, resolved, firsts, slots)
 
+    def params(self) -> dict[str, Any]:
+        """The column arrays of ``submit_jobs``."""
+        specs = self.specs
+        retries = [s.retry for s in specs]
+        texts: dict[schedules.Schedule, str] = {}  # most batches share a few schedules
+        for r in self.resolved:
+            if r not in texts:
+                texts[r] = json.dumps(r.to_json(), separators=(",", ":"))
+        active, completed = JobState.ACTIVE.value, JobState.COMPLETED.value
+        return {
+            "tenants": [s.tenant for s in specs],
+            "names": [s.name for s in specs],
+            "tasks": [s.task for s in specs],
+            "args": self.args,
+            "schedules": [texts[r] for r in self.resolved],
+            "states": [active if s is None else completed for s in self.slots],
+            "next_run_ats": [
+                f if s is None else None for f, s in zip(self.firsts, self.slots, strict=True)
+            ],
+            "queues": [s.queue for s in specs],
+            "priorities": [s.priority for s in specs],
+            "max_attempts": [r.max_attempts for r in retries],
+            "backoff_bases": [float(r.backoff_base) for r in retries],
+            "backoff_caps": [float(r.backoff_cap) for r in retries],
+            "timeouts": [s.timeout.total_seconds() if s.timeout else None for s in specs],
+            "misfires": [s.misfire.value for s in specs],
+            "graces": [s.misfire_grace.total_seconds() for s in specs],
+            "overlaps": [s.overlap.value for s in specs],
+            "keys": [s.idempotency_key for s in specs],
+            "slots": self.slots,
+            "now": self.t,
+        }
 
-def _submitted(
-    conn: Conn,
-    specs: Sequence[JobSpec],
-    args: list[str],
-    resolved: list[schedules.Schedule],
-    firsts: list[datetime],
-    slots: list[datetime | None],
-    rows: list[tuple[Any, ...]],
-    t: datetime,
-) -> list[Submitted]:
-    """The records of a ``submit_jobs`` answer: new jobs from their specs; a job whose
-    idempotency key matched is the earlier job of the batch with that key, else read."""
-    out: list[Submitted | None] = []
-    by_key: dict[tuple[str, str], Job] = {}
-    missing: list[int] = []
-    for i, (spec, text, schedule, first, slot, (job_id, created, run_id)) in enumerate(
-        zip(specs, args, resolved, firsts, slots, rows, strict=True)
-    ):
-        key = spec.idempotency_key
-        if not created:
-            assert key is not None
-            earlier = by_key.get((spec.tenant, key))
-            out.append(Submitted(earlier, created=False) if earlier else None)
-            if earlier is None:
-                missing.append(i)
-            continue
-        job = _new_job(job_id, spec, text, schedule, first if slot is None else None, t)
-        if key is not None:
-            by_key[(spec.tenant, key)] = job
-        run = new_run(job, run_id, slot, t) if slot is not None and run_id is not None else None
-        out.append(Submitted(job, created=True, run=run))
-    if missing:
-        keyed = [specs[i] for i in missing]
-        found = conn.execute(
-            Q["jobs_by_idempotency_keys"],
-            {"tenants": [s.tenant for s in keyed], "keys": [s.idempotency_key for s in keyed]},
-        ).fetchall()
-        existing = {(r["tenant"], r["idempotency_key"]): _job(r) for r in found}
-        for i, spec in zip(missing, keyed, strict=True):
-            out[i] = Submitted(existing[(spec.tenant, cast(str, spec.idempotency_key))], False)
-    return [s for s in out if s is not None]
+    def submitted(self, conn: Conn, rows: list[tuple[Any, ...]]) -> list[Submitted]:
+        """The records of the ``submit_jobs`` answer: a new job built from its spec; one
+        whose idempotency key matched is the batch's earlier job with that key, else read."""
+        out: list[Submitted | None] = []
+        by_key: dict[tuple[str, str], Job] = {}
+        missing: list[int] = []
+        for i, (job_id, created, run_id) in enumerate(rows):
+            spec, slot = self.specs[i], self.slots[i]
+            key = spec.idempotency_key
+            if not created:
+                assert key is not None
+                earlier = by_key.get((spec.tenant, key))
+                out.append(Submitted(earlier, created=False) if earlier else None)
+                if earlier is None:
+                    missing.append(i)
+                continue
+            job = self.job(i, job_id)
+            if key is not None:
+                by_key[(spec.tenant, key)] = job
+            run = new_run(job, run_id, slot, self.t) if slot is not None else None
+            out.append(Submitted(job, created=True, run=run))
+        if missing:
+            keyed = [self.specs[i] for i in missing]
+            found = conn.execute(
+                Q["jobs_by_idempotency_keys"],
+                {"tenants": [s.tenant for s in keyed], "keys": [s.idempotency_key for s in keyed]},
+            ).fetchall()
+            existing = {(r["tenant"], r["idempotency_key"]): _job(r) for r in found}
+            for i, spec in zip(missing, keyed, strict=True):
+                out[i] = Submitted(existing[(spec.tenant, cast(str, spec.idempotency_key))], False)
+        return [s for s in out if s is not None]
 
-
-def _new_job(
-    job_id: int,
-    spec: JobSpec,
-    args: str,
-    schedule: schedules.Schedule,
-    next_run_at: datetime | None,
-    t: datetime,
-) -> Job:
-    """The job row ``submit_jobs`` wrote for ``spec`` (its args as sent, ``next_run_at``
-    None when its only slot was due and run), as :func:`_job` would read it."""
-    return Job(
-        id=job_id,
-        tenant=spec.tenant,
-        name=spec.name,
-        task=spec.task,
-        args=json.loads(args) if spec.args else {},
-        schedule=schedule,
-        state=JobState.ACTIVE if next_run_at is not None else JobState.COMPLETED,
-        next_run_at=next_run_at,
-        queue=spec.queue,
-        priority=spec.priority,
-        retry=spec.retry,
-        timeout=spec.timeout,
-        misfire=spec.misfire,
-        misfire_grace=spec.misfire_grace,
-        overlap=spec.overlap,
-        idempotency_key=spec.idempotency_key,
-        created_at=t,
-        updated_at=t,
-    )
+    def job(self, i: int, job_id: int) -> Job:
+        """The row ``submit_jobs`` wrote for spec ``i``, as :func:`_job` would read it."""
+        spec, slot, t = self.specs[i], self.slots[i], self.t
+        return Job(
+            id=job_id,
+            tenant=spec.tenant,
+            name=spec.name,
+            task=spec.task,
+            args=json.loads(self.args[i]) if spec.args else {},
+            schedule=self.resolved[i],
+            state=JobState.ACTIVE if slot is None else JobState.COMPLETED,
+            next_run_at=self.firsts[i] if slot is None else None,
+            queue=spec.queue,
+            priority=spec.priority,
+            retry=spec.retry,
+            timeout=spec.timeout,
+            misfire=spec.misfire,
+            misfire_grace=spec.misfire_grace,
+            overlap=spec.overlap,
+            idempotency_key=spec.idempotency_key,
+            created_at=t,
+            updated_at=t,
+        )
