@@ -86,8 +86,10 @@ def test_keys_match_per_tenant_and_each_result_is_the_job_its_key_names(store: S
     )
     assert [s.created for s in out] == [True, False, False, True]
     assert out[1].job == before.job
-    assert out[2].job == out[0].job and out[2].run is None
-    assert out[0].job.tenant == "default" and out[0].job.args == {"i": 1}
+    assert out[2].job == out[0].job
+    assert out[2].run is None
+    assert out[0].job.tenant == "default"
+    assert out[0].job.args == {"i": 1}
     assert len(store.list_runs(limit=1000).items) == 3  # one per job created due now
 
 
