@@ -39,6 +39,7 @@ configuration (the best of ``tickwork``/``tickwork-bN`` over the best of
 ``pgqueuer``/``pgqueuer-bN``): the figure issue 5 sets a target for. ``--quick``
 (N = 5,000, one repeat, 2 s of lag, without ``tickwork-store``) finishes in under three
 minutes on an idle 2-core machine; the default is N = 20,000, three repeats, 5 s of lag.
+``--enqueue-only`` measures the enqueue/s column alone (no worker, no lag phase): seconds.
 """
 
 from __future__ import annotations
@@ -473,13 +474,17 @@ class Sample:
     parts: dict[str, float] = field(default_factory=dict)  # tickwork's lag, split (ms)
 
 
-async def measure(system: str, server: str, runs: int, rate: float, lag_seconds: float) -> Sample:
+async def measure(
+    system: str, server: str, runs: int, rate: float, lag_seconds: float, *, drain: bool = True
+) -> Sample:
     sample = Sample(system)
     family = system.split("-", maxsplit=1)[0]
     with fresh_database(server, f"bench_{family}") as url:
         await install(system, url)
         seconds = await enqueue(system, url, None, runs)
         sample.enqueue_per_s = runs / seconds
+        if not drain:
+            return sample
 
         worker = WorkerProcess(system, url, "drain", runs)
         worker.wait_ready()
@@ -639,6 +644,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--only", help=f"comma-separated subset of {','.join(SYSTEMS)}")
     p.add_argument("--pg", default=PG_SERVER, help="PostgreSQL server URL, no database")
     p.add_argument("--json", type=Path, help="also write every sample to this file")
+    p.add_argument("--enqueue-only", action="store_true", help="measure the enqueue/s column alone")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--url", help=argparse.SUPPRESS)
     p.add_argument("--phase", help=argparse.SUPPRESS)
@@ -677,7 +683,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             t = time.perf_counter()
             try:
                 sample = asyncio.run(
-                    measure(system, args.pg, args.runs, args.rate, args.lag_seconds)
+                    measure(
+                        system,
+                        args.pg,
+                        args.runs,
+                        args.rate,
+                        args.lag_seconds,
+                        drain=not args.enqueue_only,
+                    )
                 )
             except RuntimeError as exc:  # a worker that failed or stalled: note it, go on
                 sample = Sample(system, notes=[f"repeat {k + 1} failed: {exc}"])

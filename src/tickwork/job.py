@@ -319,9 +319,8 @@ def check_label(what: str, value: object) -> None:
             f"{what} must be a non-empty string of at most {MAX_NAME_LENGTH} characters",
             field=what,
         )
-    if value.isascii() and value.isprintable():  # the common case, without a walk
-        if value == value.strip():
-            return
+    if value.isascii() and value.isprintable() and value == value.strip():
+        return  # the common case, without a walk over its characters
     if value != value.strip() or any(
         ch in BIDI_CONTROLS or unicodedata.category(ch) == "Cc" for ch in value
     ):

@@ -672,7 +672,6 @@ class _Batch:
 
     specs: Sequence[JobSpec]
     t: datetime
-    args: list[str]  # JSON text
     resolved: list[schedules.Schedule]
     firsts: list[datetime]
     slots: list[datetime | None]  # the run's slot, for a one-off job due now
@@ -685,41 +684,51 @@ class _Batch:
             f if f <= t and isinstance(r, schedules.Once) else None
             for r, f in zip(resolved, firsts, strict=True)
         ]
-        args = [spec.args_json if spec.args else "{}" for spec in specs]
-        return cls(specs, t, args, resolved, firsts, slots)
+        return cls(specs, t, resolved, firsts, slots)
 
     def params(self) -> dict[str, Any]:
-        """The column arrays of ``submit_jobs``."""
-        specs = self.specs
-        retries = [s.retry for s in specs]
-        texts: dict[schedules.Schedule, str] = {}  # most batches share a few schedules
-        for r in self.resolved:
-            if r not in texts:
-                texts[r] = json.dumps(r.to_json(), separators=(",", ":"))
+        """``submit_jobs``'s parameters: the rows as one JSON array of objects."""
+        # Most batches share a few schedules, times and policies: each is converted once.
+        schedules_json: dict[schedules.Schedule, dict[str, Any]] = {}
+        times: dict[datetime | None, str | None] = {None: None}
+        seconds: dict[timedelta | None, float | None] = {None: None}
+        rows: list[dict[str, Any]] = []
         active, completed = JobState.ACTIVE.value, JobState.COMPLETED.value
-        return {
-            "tenants": [s.tenant for s in specs],
-            "names": [s.name for s in specs],
-            "tasks": [s.task for s in specs],
-            "args": self.args,
-            "schedules": [texts[r] for r in self.resolved],
-            "states": [active if s is None else completed for s in self.slots],
-            "next_run_ats": [
-                f if s is None else None for f, s in zip(self.firsts, self.slots, strict=True)
-            ],
-            "queues": [s.queue for s in specs],
-            "priorities": [s.priority for s in specs],
-            "max_attempts": [r.max_attempts for r in retries],
-            "backoff_bases": [float(r.backoff_base) for r in retries],
-            "backoff_caps": [float(r.backoff_cap) for r in retries],
-            "timeouts": [s.timeout.total_seconds() if s.timeout else None for s in specs],
-            "misfires": [s.misfire.value for s in specs],
-            "graces": [s.misfire_grace.total_seconds() for s in specs],
-            "overlaps": [s.overlap.value for s in specs],
-            "keys": [s.idempotency_key for s in specs],
-            "slots": self.slots,
-            "now": self.t,
-        }
+        for spec, schedule, first, slot in zip(
+            self.specs, self.resolved, self.firsts, self.slots, strict=True
+        ):
+            if schedule not in schedules_json:
+                schedules_json[schedule] = schedule.to_json()
+            due = slot if slot is not None else first
+            if due not in times:
+                times[due] = due.isoformat()
+            for d in (spec.timeout, spec.misfire_grace):
+                if d is not None and d not in seconds:
+                    seconds[d] = d.total_seconds()
+            retry = spec.retry
+            rows.append(
+                {
+                    "tenant": spec.tenant,
+                    "name": spec.name,
+                    "task": spec.task,
+                    "args": spec.args,
+                    "schedule": schedules_json[schedule],
+                    "state": active if slot is None else completed,
+                    "next_run_at": times[first] if slot is None else None,
+                    "queue": spec.queue,
+                    "priority": spec.priority,
+                    "max_attempts": retry.max_attempts,
+                    "backoff_base": retry.backoff_base,
+                    "backoff_cap": retry.backoff_cap,
+                    "timeout": seconds[spec.timeout],
+                    "misfire": spec.misfire.value,
+                    "misfire_grace": seconds[spec.misfire_grace],
+                    "overlap": spec.overlap.value,
+                    "idempotency_key": spec.idempotency_key,
+                    "slot": times[slot] if slot is not None else None,
+                }
+            )
+        return {"jobs": json.dumps(rows, separators=(",", ":")), "now": self.t}
 
     def submitted(self, conn: Conn, rows: list[tuple[Any, ...]]) -> list[Submitted]:
         """The records of the ``submit_jobs`` answer: a new job built from its spec; one
@@ -761,7 +770,8 @@ class _Batch:
             tenant=spec.tenant,
             name=spec.name,
             task=spec.task,
-            args=json.loads(self.args[i]) if spec.args else {},
+            # As stored: JSON turns a tuple into a list, a number key into text.
+            args=json.loads(json.dumps(spec.args)) if spec.args else {},
             schedule=self.resolved[i],
             state=JobState.ACTIVE if slot is None else JobState.COMPLETED,
             next_run_at=self.firsts[i] if slot is None else None,

@@ -19,21 +19,18 @@ RETURNING *;
 -- is inserted beside it; a job whose idempotency key is taken (before, or by an earlier
 -- row of the batch) is not inserted and gets no run. One row per input row, in order:
 -- the id drawn for it, whether it was inserted, and its run's id (NULL: none).
--- Parameters go binary: a text array of 1,000 JSON documents dumps much faster so.
+-- The batch comes as ONE JSON array of row objects: encoding it is one C call in the
+-- client, where a dozen array parameters of 1,000 values cost a Python call per value.
 WITH s AS MATERIALIZED (
-    SELECT nextval('tickwork_jobs_id_seq'::regclass) AS id, u.tenant, u.name, u.task,
-        u.args::jsonb AS args, u.schedule::jsonb AS schedule, u.state, u.next_run_at, u.queue,
-        u.priority, u.max_attempts, u.backoff_base, u.backoff_cap, u.timeout, u.misfire,
-        u.misfire_grace, u.overlap, u.idempotency_key, u.slot, u.ord
-    FROM unnest(%(tenants)b::text[], %(names)b::text[], %(tasks)b::text[], %(args)b::text[],
-        %(schedules)b::text[], %(states)b::text[], %(next_run_ats)b::timestamptz[],
-        %(queues)b::text[], %(priorities)b::integer[], %(max_attempts)b::integer[],
-        %(backoff_bases)b::float8[], %(backoff_caps)b::float8[], %(timeouts)b::float8[],
-        %(misfires)b::text[], %(graces)b::float8[], %(overlaps)b::text[], %(keys)b::text[],
-        %(slots)b::timestamptz[]) WITH ORDINALITY
-        AS u (tenant, name, task, args, schedule, state, next_run_at, queue, priority,
-              max_attempts, backoff_base, backoff_cap, timeout, misfire, misfire_grace, overlap,
-              idempotency_key, slot, ord)
+    SELECT nextval('tickwork_jobs_id_seq'::regclass) AS id, u.*
+    FROM ROWS FROM (json_to_recordset(%(jobs)s::json)
+        AS (tenant text, name text, task text, args jsonb, schedule jsonb, state text,
+            next_run_at timestamptz, queue text, priority integer, max_attempts integer,
+            backoff_base float8, backoff_cap float8, timeout float8, misfire text,
+            misfire_grace float8, overlap text, idempotency_key text, slot timestamptz))
+        WITH ORDINALITY AS u (tenant, name, task, args, schedule, state, next_run_at, queue,
+            priority, max_attempts, backoff_base, backoff_cap, timeout, misfire,
+            misfire_grace, overlap, idempotency_key, slot, ord)
 ), j AS (
     INSERT INTO tickwork_jobs (id, tenant, name, task, args, schedule, state, next_run_at,
         queue, priority, max_attempts, backoff_base, backoff_cap, timeout, misfire,
