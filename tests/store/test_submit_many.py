@@ -111,3 +111,20 @@ def test_returned_records_are_the_stored_rows(store: Store, t0: datetime) -> Non
 def test_an_empty_batch_writes_nothing(store: Store) -> None:
     assert store.submit_many([]) == []
     assert store.list_jobs().items == []
+
+
+def test_a_batch_larger_than_one_statement_keeps_order_keys_and_all_or_none(
+    store: Store,
+) -> None:
+    n = 12_000  # more than PostgreSQL's rows per statement (5,000): three statements
+    specs = [spec(i, idempotency_key=f"k{i % 7000}") for i in range(n)]
+    out = store.submit_many(specs)
+    assert [s.job.args["i"] for s in out[:7000]] == list(range(7000))
+    assert [s.created for s in out] == [True] * 7000 + [False] * (n - 7000)
+    assert all(out[i].job == out[i - 7000].job for i in range(7000, n))
+    store.submit(JobSpec(task="tick", schedule=Cron("@daily"), name="taken"))
+    late = JobSpec(task="tick", schedule=Cron("@hourly"), name="taken")
+    with pytest.raises(ValidationError) as caught:
+        store.submit_many([spec(i) for i in range(n)] + [late])
+    assert caught.value.index == n
+    assert store.run_stats().by_state.get("queued") == 7000

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import IO, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 
 from tickwork.cli.app import app
 from tickwork.cli.options import AppOption, DbOption
@@ -267,7 +267,7 @@ def _progress() -> Iterator[Progress | None]:
     if not stderr.is_terminal:
         yield None
         return
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn())
     with Progress(*columns, console=stderr, transient=True) as progress:
         yield progress
 

@@ -88,6 +88,9 @@ from tickwork.store.sql import SqlStore
 HERE = Path(__file__).parent
 MIGRATIONS = migration_files(HERE / "migrations")
 LATEST_VERSION = MIGRATIONS[-1][0]
+SUBMIT_STATEMENT_ROWS = 5000
+"""Jobs per ``submit_jobs`` statement: a bulk submit of more (``tickwork submit --file``)
+takes several statements in its one transaction, so no one parameter grows unbounded."""
 DEFAULT_APPLICATION_NAME = "tickwork"
 """How tickwork's sessions show in ``pg_stat_activity`` unless told who they are."""
 
@@ -172,12 +175,14 @@ class PostgresStore(SqlStore):
             t = now_in(conn, now)
             _check_names(conn, specs)
             batch = _Batch.of(specs, t)
+            rows: list[tuple[Any, ...]] = []
             try:
-                rows = (
-                    conn.cursor(row_factory=tuple_row)
-                    .execute(Q["submit_jobs"], batch.params())
-                    .fetchall()
-                )
+                for start in range(0, len(specs), SUBMIT_STATEMENT_ROWS):
+                    rows += (
+                        conn.cursor(row_factory=tuple_row)
+                        .execute(Q["submit_jobs"], batch.params(start, SUBMIT_STATEMENT_ROWS))
+                        .fetchall()
+                    )
             except pg_errors.UniqueViolation:  # a name taken by a concurrent submit
                 raise ValidationError(
                     "a job name in the batch was taken meanwhile; nothing was submitted",
@@ -686,8 +691,10 @@ class _Batch:
         ]
         return cls(specs, t, resolved, firsts, slots)
 
-    def params(self) -> dict[str, Any]:
-        """``submit_jobs``'s parameters: the rows as one JSON array of objects."""
+    def params(self, start: int, count: int) -> dict[str, Any]:
+        """``submit_jobs``'s parameters for ``count`` specs from ``start``: the rows as one
+        JSON array of objects."""
+        end = start + count
         # Most batches share a few schedules, times and policies: each is converted once.
         schedules_json: dict[schedules.Schedule, dict[str, Any]] = {}
         times: dict[datetime | None, str | None] = {None: None}
@@ -695,7 +702,11 @@ class _Batch:
         rows: list[dict[str, Any]] = []
         active, completed = JobState.ACTIVE.value, JobState.COMPLETED.value
         for spec, schedule, first, slot in zip(
-            self.specs, self.resolved, self.firsts, self.slots, strict=True
+            self.specs[start:end],
+            self.resolved[start:end],
+            self.firsts[start:end],
+            self.slots[start:end],
+            strict=True,
         ):
             if schedule not in schedules_json:
                 schedules_json[schedule] = schedule.to_json()
