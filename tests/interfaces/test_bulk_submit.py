@@ -272,7 +272,7 @@ def test_submit_file_refuses_a_job_option_beside_it(
     jobs = write_lines(tmp_path / "jobs.jsonl", shell(0))
     code = main(["submit", "--db", store.url, "--file", str(jobs), "--queue", "ops"])
     assert code == 2
-    assert "--file takes every job from the file" in capsys.readouterr().err
+    assert "--file takes every job from the file; drop --queue" in capsys.readouterr().err
     assert main(["submit", "--db", store.url, "--file", str(tmp_path / "missing")]) == 2
     assert "cannot read" in capsys.readouterr().err
     assert counts(store) == (0, 0)

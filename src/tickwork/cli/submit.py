@@ -133,7 +133,7 @@ def submit(
         given = [k for k, v in locals().items() if k not in _FILE_KEEPS and v is not None]
         if given:
             raise ValidationError(
-                f"--file takes every job from the file; drop {given[0].rstrip('_')}",
+                f"--file takes every job from the file; drop {_shown_option(given[0])}",
                 field="file",
             )
         _submit_file(file, app_module, db)
@@ -189,6 +189,13 @@ _FILE_KEEPS = frozenset({"file", "db", "app_module"})
 """The options that go with --file; every other one is a job's, and lives in the file."""
 
 
+def _shown_option(name: str) -> str:
+    """How the user typed the option ``name``: ``TASK``, ``--in``, ``--max-attempts``."""
+    if name.startswith("task"):
+        return "TASK" if name == "task" else "the task's arguments"
+    return "--" + name.rstrip("_").replace("_", "-")
+
+
 def _submit_file(path: str, app_module: str | None, db: str) -> None:
     loaded, url = app_and_db(app_module, db)
     registry = loaded.registry if loaded is not None else Registry()
@@ -219,7 +226,7 @@ def _read_specs(path: str, registry: Registry) -> list[JobSpec]:
         progress = stack.enter_context(_progress())
         size = _size(stream)
         bar = progress.add_task(f"checking {path}", total=size) if progress else None
-        for number, line in _lines(stream):
+        for number, line in _lines(stream, path):
             if progress is not None and bar is not None:
                 progress.advance(bar, len(line))
             if not line.strip():
@@ -252,13 +259,13 @@ def _size(stream: IO[str]) -> int | None:
         return None
 
 
-def _lines(stream: IO[str]) -> Iterator[tuple[int, str]]:
+def _lines(stream: IO[str], path: str) -> Iterator[tuple[int, str]]:
     number = 0
     try:
         for number, line in enumerate(stream, start=1):
             yield number, line
     except UnicodeDecodeError:
-        raise ValidationError(f"line {number + 1}: not UTF-8 text", field="file") from None
+        raise ValidationError(f"{path}:{number + 1}: not UTF-8 text", field="file") from None
 
 
 @contextmanager
