@@ -42,6 +42,7 @@ configuration (the best of ``tickwork``/``tickwork-bN`` over the best of
 ``pgqueuer``/``pgqueuer-bN``): the figure issue 5 sets a target for. ``--quick``
 (N = 5,000, one repeat, 2 s of lag, without ``tickwork-store``) finishes in under three
 minutes on an idle 2-core machine; the default is N = 20,000, three repeats, 5 s of lag.
+``--enqueue-only`` measures the enqueue/s column alone (no worker, no lag phase): seconds.
 """
 
 from __future__ import annotations
@@ -85,7 +86,9 @@ NOOP = "noop"
 CLAIM_BATCH = 100
 """Runs per claim (tickwork's default claim batch)."""
 SUBMIT_BATCH = 1000
-"""One-off jobs per ``submit_many`` call (one transaction) when tickwork enqueues."""
+"""One-off jobs per ``app.submit_many`` call (one transaction) when tickwork enqueues: the
+public API, jobs as dicts checked against the task registry, as ``POST /jobs/batch``'s
+1,000."""
 TICKWORK_CONCURRENCY = 200
 """Runs in flight in tickwork's worker: two claim batches, so one batch executes while
 the next is claimed (pgqueuer bounds nothing: it dispatches every batch it picks). At
@@ -361,10 +364,15 @@ def _never_called() -> None:
     raise AssertionError("the driving process never runs tasks")
 
 
+def _never_run(ctx: Any) -> None:
+    """tickwork's task in the driving process: registered so submits are checked, not run."""
+    _never_called()
+
+
 async def enqueue(system: str, url: str, dues: Sequence[float] | None, n: int) -> float:
     """Enqueue ``n`` runs due now (``dues`` None) or at the given epoch seconds; return
     the seconds it took. The peers take one bulk statement per 10,000 runs, tickwork one
-    ``submit_many`` transaction per SUBMIT_BATCH one-off jobs."""
+    ``app.submit_many`` call (one transaction) per SUBMIT_BATCH one-off jobs."""
     buckets = _buckets(dues) if dues is not None else [(None, n)]
     t0 = time.perf_counter()
     if system.startswith("pgqueuer"):
@@ -401,25 +409,26 @@ async def enqueue(system: str, url: str, dues: Sequence[float] | None, n: int) -
                 for start in range(0, n, 10_000):
                     await app.job_manager.batch_defer_jobs_async(jobs[start : start + 10_000])
     else:
-        from tickwork.job import JobSpec
-        from tickwork.schedule import Once
-        from tickwork.store.postgres import PostgresStore
+        from tickwork.app import App
 
-        store = PostgresStore(url)
+        # The public API, as a user's code would enqueue: app.submit_many with one dict per
+        # job, validated against the task registry, one transaction per SUBMIT_BATCH.
+        app = App(url)
+        app.task(name=NOOP)(_never_run)
         try:
-            specs: list[JobSpec] = []
+            jobs: list[dict[str, Any]] = []
             for due, count in buckets:
-                schedule = (
-                    Once(delay=timedelta(0))
-                    if due is None
-                    else Once(at=datetime.fromtimestamp(due, UTC))
-                )
-                specs += [JobSpec(task=NOOP, schedule=schedule)] * count
+                job = {"task": NOOP} if due is None else {"task": NOOP, "at": _utc(due)}
+                jobs += [job] * count
             for start in range(0, n, SUBMIT_BATCH):
-                store.submit_many(specs[start : start + SUBMIT_BATCH])
+                app.submit_many(jobs[start : start + SUBMIT_BATCH])
         finally:
-            store.close()
+            app.close()
     return time.perf_counter() - t0
+
+
+def _utc(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
 
 
 def _buckets(dues: Sequence[float]) -> list[tuple[float | None, int]]:
@@ -482,13 +491,17 @@ class Sample:
     parts: dict[str, float] = field(default_factory=dict)  # tickwork's lag, split (ms)
 
 
-async def measure(system: str, server: str, runs: int, rate: float, lag_seconds: float) -> Sample:
+async def measure(
+    system: str, server: str, runs: int, rate: float, lag_seconds: float, *, drain: bool = True
+) -> Sample:
     sample = Sample(system)
     family = system.split("-", maxsplit=1)[0]
     with fresh_database(server, f"bench_{family}") as url:
         await install(system, url)
         seconds = await enqueue(system, url, None, runs)
         sample.enqueue_per_s = runs / seconds
+        if not drain:
+            return sample
 
         worker = WorkerProcess(system, url, "drain", runs)
         worker.wait_ready()
@@ -659,6 +672,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--only", help=f"comma-separated subset of {','.join(SYSTEMS)}")
     p.add_argument("--pg", default=PG_SERVER, help="PostgreSQL server URL, no database")
     p.add_argument("--json", type=Path, help="also write every sample to this file")
+    p.add_argument("--enqueue-only", action="store_true", help="measure the enqueue/s column alone")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--url", help=argparse.SUPPRESS)
     p.add_argument("--phase", help=argparse.SUPPRESS)
@@ -697,7 +711,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             t = time.perf_counter()
             try:
                 sample = asyncio.run(
-                    measure(system, args.pg, args.runs, args.rate, args.lag_seconds)
+                    measure(
+                        system,
+                        args.pg,
+                        args.runs,
+                        args.rate,
+                        args.lag_seconds,
+                        drain=not args.enqueue_only,
+                    )
                 )
             except RuntimeError as exc:  # a worker that failed or stalled: note it, go on
                 sample = Sample(system, notes=[f"repeat {k + 1} failed: {exc}"])

@@ -36,7 +36,7 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar, overload
@@ -200,6 +200,24 @@ class App:
             timeout=timeout,
             idempotency_key=idempotency_key,
         ).job
+
+    def submit_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
+        """Submit many jobs in one transaction: all of them, or (on any error) none.
+
+        Each job is a dict of ``task`` (a name or a Task) and :meth:`submit`'s options::
+
+            app.submit_many([
+                {"task": send_report, "args": {"to": "a@example.com"}},
+                {"task": "send_report", "args": {"to": "b@example.com"}, "delay": "10m",
+                 "idempotency_key": "report-b"},
+            ])
+
+        Returns the jobs in order; where an ``idempotency_key`` matched (a job submitted
+        before, or an earlier one of this batch), the existing job. A bad job raises
+        ValidationError whose ``index`` is its position and ``field`` the option at fault.
+        Jobs due now get their run in the same transaction, so workers start them at once.
+        """
+        return [s.job for s in self.client.submit_many(jobs)]
 
     def schedule(
         self,

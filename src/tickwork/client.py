@@ -19,6 +19,7 @@ No SQL here and no concrete store: the store comes from :func:`tickwork.store.op
 from __future__ import annotations
 
 import hmac
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,6 +34,7 @@ from tickwork.inputs import (
     check_id,
     check_page,
     instant,
+    job_specs,
     job_state,
     make_spec,
     parse_rate,
@@ -150,6 +152,26 @@ class Client:
         """Submit a job already validated by :func:`~tickwork.inputs.make_spec` (the CLI
         validates before it opens a database, so bad input never creates a file)."""
         return with_warnings(self.store.submit(spec))
+
+    def submit_many(self, jobs: Iterable[Any]) -> list[Submitted]:
+        """Validate and submit many jobs in one transaction: all are written, or none.
+
+        Each job is a mapping of ``task`` and :meth:`submit`'s options, e.g.
+        ``{"task": "send", "args": {"to": "a@example.com"}, "delay": "10m"}``. Every job
+        is checked before the store is called; a bad one raises ValidationError with
+        ``.index`` (0-based) and ``.field`` set, and nothing is written. The result has
+        one Submitted per job, in order; a job whose ``idempotency_key`` the tenant
+        already used (before, or earlier in this batch) is the existing job, with
+        ``created`` False."""
+        return self.submit_specs(self.specs(jobs))
+
+    def specs(self, jobs: Iterable[Any]) -> list[JobSpec]:
+        """The validated specs of a batch (ValidationError with ``.index``, as submit_many)."""
+        return job_specs(self.registry, jobs)
+
+    def submit_specs(self, specs: list[JobSpec]) -> list[Submitted]:
+        """Submit jobs already validated by :meth:`specs`, in one transaction."""
+        return self.store.submit_many(specs)
 
     def schedule(
         self, task: str | Task[..., Any], *, name: str | None = None, **options: Any

@@ -1,4 +1,4 @@
-"""``tickwork submit``: submit one job and print its id.
+"""``tickwork submit``: submit one job and print its id, or many from a file.
 
 ::
 
@@ -8,6 +8,7 @@
     tickwork submit --every 30s --app myapp.tasks ping --args '{"host": "db1"}'
     tickwork submit --cron '30 2 * * *' --tz Europe/Berlin --dst-gap skip shell -- nightly.sh
     tickwork submit --cron @monthly --calendar de-by --business-day -1 shell -- payroll.sh
+    tickwork submit --file jobs.jsonl --app myapp.tasks                # many, all or none
 
 The schedule is at most one of ``--at ISO`` / ``--in DURATION`` / ``--cron EXPR`` /
 ``--every DURATION`` (none: now). Then the task: ``shell -- CMD ARGS...`` (everything after
@@ -20,13 +21,31 @@ tail -n1)`` works. Bad input exits 2 with one line on stderr, and nothing is wri
 every check runs before the database is opened (an unknown ``--calendar`` is found in the
 submit's transaction, which then writes nothing). A schedule that meets a DST change in the
 next year gets a ``tickwork: warning:`` line on stderr per change; the job is submitted.
+
+``--file PATH`` (``-`` for stdin) takes one job per line, a JSON object of ``task`` and
+the options of Python's ``app.submit`` (``{"task": "ping", "args": {"host": "db1"},
+"delay": "10m", "idempotency_key": "ping-db1"}``; ``at``, ``delay``, ``cron`` with ``tz``,
+``every`` with ``anchor``, ``name``, ``tenant``, ``queue``, ``priority``, ``max_attempts``,
+``timeout``, ``misfire``, ``misfire_grace``, ``overlap``, and a cron schedule's
+``dst_gap``, ``dst_repeat``, ``calendar``, ``on_holiday``, ``business_day``,
+``business_days_only``); blank lines are skipped. Every
+line is checked first (a progress bar shows it on a terminal), then all jobs are submitted
+in ONE transaction: all or none. A bad line exits 2 naming its line number, and nothing is
+written. It prints how many jobs were created and how many matched an idempotency key.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import IO, Annotated, Any
 
 import typer
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 
 from tickwork.cli.app import app
 from tickwork.cli.options import (
@@ -40,12 +59,12 @@ from tickwork.cli.options import (
     OnHolidayOption,
     cron_rules,
 )
-from tickwork.cli.output import echo, warn
+from tickwork.cli.output import echo, stderr, warn
 from tickwork.cli.worker import app_and_db
 from tickwork.client import Client
 from tickwork.errors import UnknownTask, ValidationError
-from tickwork.inputs import make_spec
-from tickwork.job import parse_args
+from tickwork.inputs import job_spec, make_spec
+from tickwork.job import JobSpec, parse_args
 from tickwork.worker.builtins import HTTP, SHELL
 from tickwork.worker.registry import Registry
 
@@ -57,13 +76,13 @@ def _opt(flag: str, metavar: str, text: str) -> Any:
 @app.command("submit")
 def submit(
     task: Annotated[
-        str,
+        str | None,
         typer.Argument(
             metavar="TASK",
             show_default=False,
             help="shell, http, or a task registered by --app.",
         ),
-    ],
+    ] = None,
     task_args: Annotated[
         list[str] | None,
         typer.Argument(
@@ -126,8 +145,23 @@ def submit(
     on_holiday: OnHolidayOption = None,
     business_days_only: BusinessDaysOnlyOption = False,
     business_day: BusinessDayOption = None,
+    file: Annotated[
+        str | None,
+        _opt("--file", "PATH", "Submit one job per line of this JSON-lines file (- : stdin)."),
+    ] = None,
 ) -> None:
-    """Submit a job; print its id on the last line."""
+    """Submit a job; print its id on the last line. Or many, with --file."""
+    if file is not None:
+        given = [k for k, v in locals().items() if k not in _FILE_KEEPS and v not in (None, False)]
+        if given:
+            raise ValidationError(
+                f"--file takes every job from the file; drop {_shown_option(given[0])}",
+                field="file",
+            )
+        _submit_file(file, app_module, db)
+        return
+    if task is None:
+        raise ValidationError("name a TASK to submit, or give --file", field="task")
     loaded, url = app_and_db(app_module, db)
     registry = loaded.registry if loaded is not None else Registry()
     job_args = _task_args(
@@ -181,6 +215,100 @@ def submit(
     else:
         echo(f"job {job.id} exists with idempotency key {job.idempotency_key!r}: not submitted")
     echo(str(job.id))
+
+
+_FILE_KEEPS = frozenset({"file", "db", "app_module"})
+"""The options that go with --file; every other one is a job's, and lives in the file."""
+
+
+def _shown_option(name: str) -> str:
+    """How the user typed the option ``name``: ``TASK``, ``--in``, ``--max-attempts``."""
+    if name.startswith("task"):
+        return "TASK" if name == "task" else "the task's arguments"
+    return "--" + name.rstrip("_").replace("_", "-")
+
+
+def _submit_file(path: str, app_module: str | None, db: str) -> None:
+    loaded, url = app_and_db(app_module, db)
+    registry = loaded.registry if loaded is not None else Registry()
+    try:
+        specs = _read_specs(path, registry)
+        if not specs:
+            raise ValidationError(f"{path}: no jobs in the file", field="file")
+        with _progress() as progress:
+            if progress is not None:
+                progress.add_task(f"submitting {len(specs)} jobs", total=None)
+            client = Client.open(url, registry)  # only now: bad input creates no file
+            try:
+                submitted = client.submit_specs(specs)
+            finally:
+                client.close()
+    finally:
+        if loaded is not None:
+            loaded.close()
+    created = sum(s.created for s in submitted)
+    echo(f"submitted {created} jobs; {len(submitted) - created} matched an idempotency key")
+
+
+def _read_specs(path: str, registry: Registry) -> list[JobSpec]:
+    """Every line's spec, checked; ValidationError naming the line of the first bad one."""
+    specs: list[JobSpec] = []
+    with ExitStack() as stack:
+        stream = _open(path, stack)
+        progress = stack.enter_context(_progress())
+        size = _size(stream)
+        bar = progress.add_task(f"checking {path}", total=size) if progress else None
+        for number, line in _lines(stream, path):
+            if progress is not None and bar is not None:
+                progress.advance(bar, len(line))
+            if not line.strip():
+                continue
+            try:
+                job = json.loads(line)
+            except ValueError as exc:
+                raise ValidationError(f"{path}:{number}: not JSON ({exc})", field="file") from None
+            try:
+                specs.append(job_spec(registry, job))
+            except ValidationError as exc:
+                raise ValidationError(f"{path}:{number}: {exc.message}", field=exc.field) from None
+    return specs
+
+
+def _open(path: str, stack: ExitStack) -> IO[str]:
+    if path == "-":
+        return sys.stdin
+    try:
+        return stack.enter_context(Path(path).open(encoding="utf-8"))
+    except OSError as exc:
+        raise ValidationError(f"cannot read {path}: {exc.strerror}", field="file") from None
+
+
+def _size(stream: IO[str]) -> int | None:
+    """The file's size (the bar's total, in characters of ASCII lines), or None for a pipe."""
+    try:
+        return os.fstat(stream.fileno()).st_size if stream.seekable() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _lines(stream: IO[str], path: str) -> Iterator[tuple[int, str]]:
+    number = 0
+    try:
+        for number, line in enumerate(stream, start=1):
+            yield number, line
+    except UnicodeDecodeError:
+        raise ValidationError(f"{path}:{number + 1}: not UTF-8 text", field="file") from None
+
+
+@contextmanager
+def _progress() -> Iterator[Progress | None]:
+    """A rich progress bar on stderr when it is a terminal; None otherwise."""
+    if not stderr.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn())
+    with Progress(*columns, console=stderr, transient=True) as progress:
+        yield progress
 
 
 def _task_args(

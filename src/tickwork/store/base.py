@@ -164,8 +164,12 @@ class Store(abc.ABC):
         self, specs: Sequence[JobSpec], *, now: datetime | None = None
     ) -> list[Submitted]:
         """:meth:`submit` for many jobs in one transaction, in order: all are written or,
-        when one is refused (a taken name), none. Idempotency keys behave as in submit
-        (also between specs of one call: the first with a key creates the job)."""
+        when one is refused (a taken name, also one taken twice within the call), none;
+        the ValidationError's ``index`` is then the position of the spec at fault.
+        Idempotency keys behave as in submit (also between specs of one call: the first
+        with a key creates the job, the later ones return it with ``created=False``).
+        One-off jobs due now get their queued run in the same transaction, as in submit.
+        Notifies as submit does, once for the call."""
 
     @abc.abstractmethod
     def put_schedule(self, spec: JobSpec, *, now: datetime | None = None) -> Submitted:

@@ -128,14 +128,24 @@ class SqliteStore(SqlStore):
     # -- bulk submit ------------------------------------------------------------------------
 
     def submit(self, spec: JobSpec, *, now: datetime | None = None) -> Submitted:
-        return self.submit_many([spec], now=now)[0]
+        return self._submit([spec], now, batch=False)[0]
 
     def submit_many(
         self, specs: Sequence[JobSpec], *, now: datetime | None = None
     ) -> list[Submitted]:
+        return self._submit(specs, now, batch=True)
+
+    def _submit(
+        self, specs: Sequence[JobSpec], now: datetime | None, *, batch: bool
+    ) -> list[Submitted]:
         t = self._now(now)
+        submitted: list[Submitted] = []
         with self._write() as conn:
-            submitted = [self._submit_one(conn, spec, t) for spec in specs]
+            for i, spec in enumerate(specs):
+                try:
+                    submitted.append(self._submit_one(conn, spec, t))
+                except ValidationError as exc:
+                    raise exc.at(i) if batch else exc from None
         channels = [CHANNEL_JOBS] if any(s.created for s in submitted) else []
         if any(s.run for s in submitted):
             channels.append(CHANNEL_RUNS)
