@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -340,6 +341,31 @@ class Store(abc.ABC):
     ) -> list[int]:
         """:meth:`complete` for many runs in one statement; returns the run ids it rejected
         (fenced out), having applied the others."""
+
+    @abc.abstractmethod
+    def complete_in_transaction(
+        self,
+        run_id: int,
+        fencing_token: int,
+        *,
+        result: dict[str, Any] | None = None,
+    ) -> AbstractContextManager[Any]:
+        """A transaction on the store's own database that completes the run when it
+        commits: what a handler writes through the connection it yields and the run's
+        running -> succeeded (with ``result``) commit together, or neither does.
+
+        Yields the dialect's connection, inside the transaction: a psycopg connection
+        (rows as dicts) on PostgreSQL, the ``sqlite3`` connection (``BEGIN IMMEDIATE``:
+        it holds the database's write lock until the block ends) on SQLite. The caller
+        must not commit or roll back on it.
+
+        Fencing: at the end of the block, before the commit, the completion is written
+        with ``fencing_token``; when the run is no longer running with that token (its
+        lease was taken over) the whole transaction is rolled back and LeaseLost raised:
+        the caller's writes never land. A block that raises rolls back and completes
+        nothing; its exception propagates. The completion's row lock is taken only at
+        the end, so the run's heartbeats are not held up meanwhile.
+        """
 
     @abc.abstractmethod
     def fail(

@@ -444,6 +444,7 @@ class Worker(Service):
         refused: list[tuple[Attempt, Outcome]] = []
         find = self.registry.find
         monotonic = self.clock.monotonic
+        now, transaction = self.skew.store_now, self.store.complete_in_transaction
         for run in runs:
             # http is a built-in (no app can replace it): this worker's own, under its
             # egress policy.
@@ -453,7 +454,7 @@ class Worker(Service):
                 task = Task(run.task, _unknown)
             timeout = run.timeout
             deadline = monotonic() + timeout.total_seconds() if timeout is not None else None
-            attempt = Attempt(run, task, Context(run, self.skew.store_now), deadline)
+            attempt = Attempt(run, task, Context(run, now, transaction), deadline)
             made.append(attempt)
             if refusal is not None:
                 refused.append((attempt, refusal))
@@ -503,6 +504,20 @@ class Worker(Service):
 
     def _on_outcome(self, attempt: Attempt, outcome: Outcome) -> None:
         run = attempt.run
+        if attempt.ctx.completed:
+            # ctx.transaction() committed the completion: there is nothing left to write.
+            if outcome.succeeded:
+                log.info("run %d (%s) succeeded (in its transaction)", run.id, run.task)
+            else:
+                log.warning(
+                    "run %d (%s) raised after its transaction committed; it stays "
+                    "succeeded (its effect landed): %s",
+                    run.id,
+                    run.task,
+                    (outcome.error or "").partition("\n")[0],
+                )
+            self._on_reported([attempt], False)
+            return
         if outcome.succeeded:
             self.reporter.complete(attempt, outcome.result)  # logged once the store took it
             return
@@ -536,8 +551,9 @@ class Worker(Service):
             self._wakeup.set()
 
     def _leases(self) -> list[tuple[int, int]]:
+        # A run its handler's transaction completed is no longer running: not beaten.
         with self._held_lock:
-            return [a.lease for a in self._held.values()]
+            return [a.lease for a in self._held.values() if not a.ctx.completed]
 
     def _on_status(self, statuses: dict[tuple[int, int], LeaseStatus]) -> None:
         for lease, status in statuses.items():
@@ -545,7 +561,7 @@ class Worker(Service):
                 continue
             with self._held_lock:
                 attempt = self._held.get(lease[0])
-            if attempt is not None and attempt.lease == lease:
+            if attempt is not None and attempt.lease == lease and not attempt.ctx.completed:
                 self._abandon(attempt, status)
 
     def _abandon(self, attempt: Attempt, status: LeaseStatus) -> None:

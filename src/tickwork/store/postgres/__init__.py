@@ -29,8 +29,8 @@ trigger, claim, complete and heartbeat. Every other transition is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -106,6 +106,7 @@ class PostgresStore(SqlStore):
         super().__init__(driver)
         self.health = driver.health
         self._pool = driver.pool
+        self._handler_pool = driver.handler_pool
         # The hot paths below take connections straight from the driver, no Tx in between.
         self._conn: Callable[[], AbstractContextManager[Conn]] = driver.conn
         self._tx: Callable[[], AbstractContextManager[Conn]] = driver.tx
@@ -650,6 +651,22 @@ class PostgresStore(SqlStore):
         self, completions: Sequence[Completion], now: datetime | None, query: str = "complete"
     ) -> list[DictRow]:
         return self._all(Q[query], {**_completion_params(completions), "now": now})
+
+    @contextmanager
+    def complete_in_transaction(
+        self,
+        run_id: int,
+        fencing_token: int,
+        *,
+        result: dict[str, Any] | None = None,
+    ) -> Iterator[Conn]:
+        # The handler's own errors reach it as psycopg raised them (not translated: they
+        # are its SQL's); only the completion below is tickwork's.
+        params = {**_completion_params([Completion(run_id, fencing_token, result)]), "now": None}
+        with self._handler_pool.connection() as conn, conn.transaction():
+            yield conn
+            if not conn.execute(Q["complete_ids"], params).fetchall():
+                raise LeaseLost(run_id, fencing_token)  # rolls the whole block back
 
     # -- notifications ----------------------------------------------------------------------
 

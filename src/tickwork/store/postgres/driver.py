@@ -116,13 +116,14 @@ class PgDriver(Driver):
 
     def __init__(self, url: str, application_name: str, *, pool_size: int = POOL_MAX_SIZE) -> None:
         self.health = StoreHealth(redact(url))
-        self.pool = Pool(
-            url,
-            connect_kwargs(url, application_name),
-            health=self.health,
-            configure=_configure,
-            max_size=pool_size,
+        kwargs = connect_kwargs(url, application_name)
+        self.pool = Pool(url, kwargs, health=self.health, configure=_configure, max_size=pool_size)
+        self.handler_pool = Pool(
+            url, kwargs, health=self.health, configure=_configure, max_size=pool_size
         )
+        """Connections for handlers' own transactions (``ctx.transaction()``): a handler
+        holding one while it works never takes a connection the worker's heartbeats and
+        claims need. Opened on first use: a process that runs no such handler opens none."""
 
     @contextmanager
     def conn(self) -> Iterator[Conn]:
@@ -184,6 +185,7 @@ class PgDriver(Driver):
 
     def close(self) -> None:
         self.pool.close()
+        self.handler_pool.close()
 
 
 def now_in(conn: Conn, now: datetime | None) -> datetime:

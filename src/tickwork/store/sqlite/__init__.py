@@ -21,7 +21,8 @@ over :class:`.driver.SqliteDriver`.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -449,6 +450,20 @@ class SqliteStore(SqlStore):
             if row is None:
                 rejected.append(c.run_id)
         return rejected
+
+    @contextmanager
+    def complete_in_transaction(
+        self,
+        run_id: int,
+        fencing_token: int,
+        *,
+        result: dict[str, Any] | None = None,
+    ) -> Iterator[sqlite3.Connection]:
+        with self._write() as conn:  # BEGIN IMMEDIATE: the write lock until the block ends
+            yield conn
+            done = [Completion(run_id, fencing_token, result)]
+            if self._complete_in(conn, done, self._now(None)):
+                raise LeaseLost(run_id, fencing_token)  # rolls the whole block back
 
     # -- notifications ----------------------------------------------------------------------
 
