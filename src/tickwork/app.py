@@ -171,10 +171,21 @@ class App:
         backoff: Backoff | None = None,
         timeout: Duration | None = None,
         idempotency_key: str | None = None,
+        conn: object | None = None,
     ) -> Job:
         """Submit a one-off job: now, ``at`` an instant, or after ``delay``. Durable when
         this returns. With an ``idempotency_key`` the tenant already used, the existing job
-        is returned and nothing is written."""
+        is returned and nothing is written.
+
+        ``conn``: write the job inside your own open transaction on the store's PostgreSQL
+        (the outbox pattern): a psycopg 3 connection (Django: ``connection.connection``),
+        or a SQLAlchemy ``Connection`` or ``Session``. The job exists only if you commit;
+        workers are woken at the commit::
+
+            with psycopg.connect(url) as conn:     # one transaction, committed at the end
+                conn.execute("INSERT INTO orders ...")
+                app.submit(send_receipt, {"order": 42}, conn=conn)
+        """
         if at is not None and delay is not None:
             raise ValidationError("give at most one of at= and delay=", field="schedule")
         return self.client.submit(
@@ -190,6 +201,7 @@ class App:
             backoff=backoff,
             timeout=timeout,
             idempotency_key=idempotency_key,
+            conn=conn,
         ).job
 
     def schedule(

@@ -99,14 +99,21 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def submit(self, task: str | Task[..., Any], **options: Any) -> Submitted:
-        """Validate (see :func:`~tickwork.inputs.make_spec` for the options) and submit a job."""
-        return self.submit_spec(make_spec(self.registry, task, **options))
+    def submit(
+        self, task: str | Task[..., Any], *, conn: object | None = None, **options: Any
+    ) -> Submitted:
+        """Validate (see :func:`~tickwork.inputs.make_spec` for the options) and submit a
+        job; with ``conn``, inside the caller's open transaction (see :meth:`submit_spec`)."""
+        return self.submit_spec(make_spec(self.registry, task, **options), conn=conn)
 
-    def submit_spec(self, spec: JobSpec) -> Submitted:
+    def submit_spec(self, spec: JobSpec, *, conn: object | None = None) -> Submitted:
         """Submit a job already validated by :func:`~tickwork.inputs.make_spec` (the CLI
-        validates before it opens a database, so bad input never creates a file)."""
-        return self.store.submit(spec)
+        validates before it opens a database, so bad input never creates a file).
+
+        ``conn``: write it in the caller's open transaction on the store's PostgreSQL (a
+        psycopg 3 connection, a SQLAlchemy Connection or Session), so the job exists only
+        if that transaction commits (see :meth:`tickwork.store.base.Store.submit`)."""
+        return self.store.submit(spec, conn=conn)
 
     def schedule(
         self, task: str | Task[..., Any], *, name: str | None = None, **options: Any

@@ -137,8 +137,10 @@ class Store(abc.ABC):
     # -- jobs ------------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def submit(self, spec: JobSpec, *, now: datetime | None = None) -> Submitted:
-        """Create a job; durable when this returns.
+    def submit(
+        self, spec: JobSpec, *, now: datetime | None = None, conn: object | None = None
+    ) -> Submitted:
+        """Create a job; durable when this returns (with ``conn``: when the caller commits).
 
         The schedule is resolved against the store's clock (a delay becomes an instant; an
         interval without anchor is anchored now) and ``next_run_at`` set to its first slot.
@@ -152,15 +154,22 @@ class Store(abc.ABC):
         A ``spec.name`` is unique per tenant: submitting a second job with a taken name
         raises ValidationError (use :meth:`put_schedule` to update it).
         Notifies CHANNEL_JOBS (and CHANNEL_RUNS when a run was created).
+
+        ``conn``: the caller's own open transaction to write in (the outbox pattern): a
+        psycopg 3 connection, or a SQLAlchemy Connection or Session, on this store's
+        PostgreSQL (:mod:`tickwork.store.postgres.borrowed`). The job and its run exist
+        only if the caller commits; a rollback leaves neither; the notification is
+        delivered at the commit. A store that cannot (SQLite) raises ValidationError.
         """
 
     @abc.abstractmethod
     def submit_many(
-        self, specs: Sequence[JobSpec], *, now: datetime | None = None
+        self, specs: Sequence[JobSpec], *, now: datetime | None = None, conn: object | None = None
     ) -> list[Submitted]:
         """:meth:`submit` for many jobs in one transaction, in order: all are written or,
         when one is refused (a taken name), none. Idempotency keys behave as in submit
-        (also between specs of one call: the first with a key creates the job)."""
+        (also between specs of one call: the first with a key creates the job). ``conn``
+        as in submit."""
 
     @abc.abstractmethod
     def put_schedule(self, spec: JobSpec, *, now: datetime | None = None) -> Submitted:

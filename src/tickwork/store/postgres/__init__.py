@@ -68,12 +68,14 @@ from tickwork.store.base import (
 from tickwork.store.driver import Tx
 from tickwork.store.limits import TASK, TENANT, Key, names, pick_within_limits
 from tickwork.store.planning import plan_batch
+from tickwork.store.postgres.borrowed import borrowed
 from tickwork.store.postgres.driver import (
     PG_CODEC,
     P,
     PgDriver,
     PgTx,
     Q,
+    json_loads,
     notify,
     now_in,
 )
@@ -152,35 +154,42 @@ class PostgresStore(SqlStore):
 
     # -- bulk submit -------------------------------------------------------------------------------
 
-    def submit(self, spec: JobSpec, *, now: datetime | None = None) -> Submitted:
-        with self._tx() as conn:
-            t = now_in(conn, now)
-            submitted = self._insert_one(conn, spec, t)
+    def submit(
+        self, spec: JobSpec, *, now: datetime | None = None, conn: object | None = None
+    ) -> Submitted:
+        with self._submitting(conn) as tx:
+            t = now_in(tx, now)
+            submitted = self._insert_one(tx, spec, t)
             if submitted.created:
-                notify(conn, CHANNEL_JOBS, *([CHANNEL_RUNS] if submitted.run else []))
+                notify(tx, CHANNEL_JOBS, *([CHANNEL_RUNS] if submitted.run else []))
         return submitted
 
     def submit_many(
-        self, specs: Sequence[JobSpec], *, now: datetime | None = None
+        self, specs: Sequence[JobSpec], *, now: datetime | None = None, conn: object | None = None
     ) -> list[Submitted]:
         results: list[Submitted | None] = [None] * len(specs)
-        with self._tx() as conn:
-            t = now_in(conn, now)
+        with self._submitting(conn) as tx:
+            t = now_in(tx, now)
             # Plain jobs (no key, no name) in one statement; the rest one by one, in order.
             plain = [
                 i for i, spec in enumerate(specs) if not spec.idempotency_key and not spec.name
             ]
             for i, submitted in zip(
-                plain, self._insert_plain(conn, [specs[i] for i in plain], t), strict=True
+                plain, self._insert_plain(tx, [specs[i] for i in plain], t), strict=True
             ):
                 results[i] = submitted
             for i, spec in enumerate(specs):
                 if results[i] is None:
-                    results[i] = self._insert_one(conn, spec, t)
+                    results[i] = self._insert_one(tx, spec, t)
             done = [r for r in results if r is not None]
             if any(r.created for r in done):
-                notify(conn, CHANNEL_JOBS, *([CHANNEL_RUNS] if any(r.run for r in done) else []))
+                notify(tx, CHANNEL_JOBS, *([CHANNEL_RUNS] if any(r.run for r in done) else []))
         return done
+
+    def _submitting(self, caller: object | None) -> AbstractContextManager[Conn]:
+        """The transaction a submit writes in: a pooled connection's own, or a savepoint
+        in the caller's (``conn=``, :mod:`.borrowed`)."""
+        return self._tx() if caller is None else borrowed(caller, json_loads)
 
     def _insert_plain(self, conn: Conn, specs: list[JobSpec], t: datetime) -> list[Submitted]:
         if not specs:

@@ -63,7 +63,7 @@ class PgCodec(Codec):
 
     @staticmethod
     def from_json(value: Any) -> Any:
-        return value  # decoded by the connection's loader (_json_loads)
+        return value  # decoded by the connection's loader (json_loads)
 
     @staticmethod
     def args(spec: JobSpec) -> Any:
@@ -200,7 +200,7 @@ def notify(conn: Conn, *channels: str) -> None:
 
 
 def _configure(conn: Conn) -> None:
-    set_json_loads(_json_loads, conn)
+    set_json_loads(json_loads, conn)
 
 
 def _is_outage(exc: psycopg.Error) -> bool:
@@ -219,7 +219,7 @@ def redact(url: str) -> str:
     return f"{scheme}://{user.partition(':')[0]}:***@{tail}"
 
 
-def _json_loads(data: bytes | str) -> Any:
+def json_loads(data: bytes | str) -> Any:
     """:func:`~tickwork.job.read_json`, but the empty object (the args of most runs)
     without parsing it."""
     return {} if data == b"{}" else read_json(data)

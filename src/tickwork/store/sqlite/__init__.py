@@ -113,15 +113,23 @@ class SqliteStore(SqlStore):
 
     # -- bulk submit ------------------------------------------------------------------------
 
-    def submit(self, spec: JobSpec, *, now: datetime | None = None) -> Submitted:
-        return self.submit_many([spec], now=now)[0]
+    def submit(
+        self, spec: JobSpec, *, now: datetime | None = None, conn: object | None = None
+    ) -> Submitted:
+        return self.submit_many([spec], now=now, conn=conn)[0]
 
     def submit_many(
-        self, specs: Sequence[JobSpec], *, now: datetime | None = None
+        self, specs: Sequence[JobSpec], *, now: datetime | None = None, conn: object | None = None
     ) -> list[Submitted]:
+        if conn is not None:
+            raise ValidationError(
+                "conn= writes in a caller's PostgreSQL transaction; this store is SQLite "
+                f"({self.path})",
+                field="conn",
+            )
         t = self._now(now)
-        with self._write() as conn:
-            submitted = [self._submit_one(conn, spec, t) for spec in specs]
+        with self._write() as tx:
+            submitted = [self._submit_one(tx, spec, t) for spec in specs]
         channels = [CHANNEL_JOBS] if any(s.created for s in submitted) else []
         if any(s.run for s in submitted):
             channels.append(CHANNEL_RUNS)
