@@ -14,6 +14,7 @@ from enum import Enum, StrEnum
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from tickwork.errors import ValidationError
+from tickwork.faults import InjectedFault
 from tickwork.job import Job, Run, shown_json, shown_object
 from tickwork.skew import Skew
 
@@ -47,6 +48,24 @@ class SlotFate(StrEnum):
     REPLACED = "replaced"  # overlap 'replace': a later slot of the same batch superseded it
     PAUSED = "paused"  # fell while the job was paused
     CANCELLED = "cancelled"  # fell after the job was cancelled (recorded by explain only)
+
+
+class FaultMark(NamedTuple):
+    """A fault a worker injected into the attempt that holds ``run_id`` under
+    ``fencing_token`` (:mod:`tickwork.faults`), to be marked on the run."""
+
+    run_id: int
+    fencing_token: int
+    fault: str
+    by_run: int | None = None  # a crash: the run whose handler it came after, if another
+
+
+@dataclass(frozen=True, slots=True)
+class InjectedRun:
+    """A run that executed more than once because of injected faults, and the faults."""
+
+    run: Run
+    faults: list[InjectedFault]
 
 
 @dataclass(frozen=True, slots=True)

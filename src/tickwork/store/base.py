@@ -51,7 +51,9 @@ from tickwork.records import (
     NODE_SILENT_FLOOR,
     ApiKey,
     Completion,
+    FaultMark,
     Heartbeat,
+    InjectedRun,
     Lease,
     LeaseStatus,
     Node,
@@ -76,7 +78,8 @@ __all__ = [
     "DEFAULT_RESCUE_BATCH", "LISTEN_NOTIFY",
     "MAX_PAGE", "MULTI_HOST", "NODE_DEFAULT_BEAT", "NODE_FORGET_AFTER", "NODE_SILENT_BEATS",
     "NODE_SILENT_FLOOR", "SESSION_FORGET_AFTER", "SESSION_SEEN_EVERY", "SKIP_LOCKED", "ApiKey",
-    "Completion", "Heartbeat", "Lease", "LeaseStatus", "Listener", "Node", "Page",
+    "Completion", "FaultMark", "Heartbeat", "InjectedRun", "Lease", "LeaseStatus", "Listener",
+    "Node", "Page",
     "RescueResult", "RunStats", "Session", "SlotFate", "SlotSkip", "Store", "Submitted",
     "TenantLimits", "TenantStatus", "TriggerResult", "page_limit",
 ]
@@ -480,6 +483,35 @@ class Store(abc.ABC):
         self, *, tenant: str | None = None, lag_sample: int = 1000, now: datetime | None = None
     ) -> RunStats:
         """Counts by state, the due backlog and recent start lag (see RunStats)."""
+
+    # -- fault injection (tickwork.faults) -------------------------------------------------
+
+    @abc.abstractmethod
+    def set_fault_injection(self, allowed: bool, *, now: datetime | None = None) -> None:
+        """Opt this database in to workers that inject faults (``allowed``), or out.
+        Idempotent."""
+
+    @abc.abstractmethod
+    def fault_injection_allowed(self) -> bool:
+        """Whether this database opted in to fault injection (never, unless told)."""
+
+    @abc.abstractmethod
+    def mark_injected(
+        self, marks: Sequence[FaultMark], worker: str, *, now: datetime | None = None
+    ) -> list[int]:
+        """Mark each fault on its run, with the run's current attempt, ``worker`` and now,
+        in one statement. Fenced: only a run still running under the mark's token is
+        marked (a fault of an attempt already taken over changes nothing). Returns the
+        ids of the runs marked."""
+
+    @abc.abstractmethod
+    def injected_runs(
+        self, *, tenant: str | None = None, after: int | None = None, limit: int = DEFAULT_PAGE
+    ) -> Page[InjectedRun]:
+        """Runs that executed more than once because of injected faults, newest first,
+        with their marks: a fault marked on an earlier attempt than the run's current
+        one, and the run claimed again after the fault (so its handler ran again, or
+        runs now)."""
 
     # -- tenants ---------------------------------------------------------------------------
 

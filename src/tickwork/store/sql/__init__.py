@@ -7,7 +7,8 @@ claim, complete, heartbeat, bulk submit), migrations and notifications. The part
 - :mod:`.jobs`: put_schedule, pause, resume, cancel, trigger_job, job reads;
 - :mod:`.runs`: fail (retry or dead), release, rescue, run commands, prune, run reads;
 - :mod:`.cluster`: nodes, API keys, sessions, the leader lease;
-- :mod:`.tenants`: tenants' limits.
+- :mod:`.tenants`: tenants' limits;
+- :mod:`.faults`: fault injection's opt-in and marks.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ from __future__ import annotations
 from datetime import datetime
 
 from tickwork.store.sql.cluster import ClusterTransitions
+from tickwork.store.sql.faults import FaultTransitions
 from tickwork.store.sql.jobs import JobTransitions
 from tickwork.store.sql.runs import RunTransitions
 from tickwork.store.sql.tenants import TenantTransitions
 
 
-class SqlStore(JobTransitions, RunTransitions, ClusterTransitions, TenantTransitions):
+class SqlStore(
+    JobTransitions, RunTransitions, ClusterTransitions, TenantTransitions, FaultTransitions
+):
     def close(self) -> None:
         self.driver.close()
 
