@@ -49,6 +49,7 @@ from tickwork.records import (
     DEFAULT_PAGE,
     ApiKey,
     Cluster,
+    InjectedRun,
     Lease,
     Page,
     RunStats,
@@ -304,6 +305,28 @@ class Client:
     def run_stats(self, *, tenant: str | None = None) -> RunStats:
         """Runs by state, the due backlog and recent trigger lag."""
         return self.store.run_stats(tenant=tenant)
+
+    # -- fault injection (tickwork.faults) ---------------------------------------------------
+
+    def set_fault_injection(self, allowed: bool) -> None:
+        """Opt the database in to workers that inject faults (``allowed``), or out: a
+        worker started with ``--inject-faults`` on a database that has not opted in
+        refuses to start, so injection cannot reach production by accident."""
+        if not isinstance(allowed, bool):
+            raise ValidationError(f"allowed must be true or false, got {allowed!r}")
+        self.store.set_fault_injection(allowed)
+
+    def fault_injection_allowed(self) -> bool:
+        return self.store.fault_injection_allowed()
+
+    def injected_runs(
+        self, *, tenant: str | None = None, after: int | None = None, limit: int = DEFAULT_PAGE
+    ) -> Page[InjectedRun]:
+        """One page of the runs that executed more than once because of injected faults,
+        newest first, each with its faults: the runs whose side effects to check for
+        duplicates."""
+        check_page(after, limit)
+        return self.store.injected_runs(tenant=tenant, after=after, limit=limit)
 
     # -- tenants -----------------------------------------------------------------------------
 

@@ -8,7 +8,8 @@
     │   ├── InvalidTimezone
     │   ├── InvalidSchedule        interval below 1 s, negative delay, no schedule ...
     │   ├── InvalidArgs            not a JSON object, or over the size limit
-    │   └── UnknownTask
+    │   ├── UnknownTask
+    │   └── FaultInjectionRefused  --inject-faults on a database that did not opt in
     ├── NotFound                   no such job / run (for this tenant)   (HTTP 404)
     │   ├── JobNotFound
     │   ├── RunNotFound
@@ -76,6 +77,18 @@ class UnknownTask(ValidationError):
     def __init__(self, task: str) -> None:
         super().__init__(f"unknown task {task!r}", field="task")
         self.task = task
+
+
+class FaultInjectionRefused(ValidationError):
+    """A worker was told to inject faults into a database that has not opted in."""
+
+    def __init__(self, database: str) -> None:
+        super().__init__(
+            f"refusing to inject faults: {database} has not opted in (run `tickwork db "
+            "allow-fault-injection` on a staging database first; never on production)",
+            field="inject_faults",
+        )
+        self.database = database
 
 
 class NotFound(TickworkError, LookupError):

@@ -10,9 +10,10 @@ claims, the worker draws once: with the probability given, the attempt gets one 
   before the completion is written. The run is rescued when its lease expires and runs
   again: the case that makes handlers run twice. Runs whose handlers this process had
   started and not yet reported are re-executed too, and are marked with it.
-- ``stall-past-lease``: the attempt stops heartbeating and waits past its lease before
-  its handler runs, so the run is rescued and run elsewhere while this zombie still
-  runs the handler; the zombie's outcome is then refused (fenced).
+- ``stall-past-lease``: the handler returned, and the attempt stops heartbeating and
+  holds its outcome back past its lease (a worker paused right then: a long GC, a VM
+  migration), so the run is rescued and runs again elsewhere; the zombie's late outcome
+  is refused (fenced).
 - ``fail``: the handler runs, then the attempt fails as if the handler had raised: the
   run is retried (the handler's side effects happened once already).
 

@@ -67,6 +67,10 @@ class InjectedRun:
     run: Run
     faults: list[InjectedFault]
 
+    @property
+    def id(self) -> int:
+        return self.run.id
+
 
 @dataclass(frozen=True, slots=True)
 class SlotSkip:
@@ -296,7 +300,17 @@ def check_max_running(value: int | None) -> int | None:
 
 
 JsonValue = (
-    Job | Run | Node | ApiKey | SlotSkip | Lease | RunStats | Cluster | TenantLimits | TenantStatus
+    Job
+    | Run
+    | Node
+    | ApiKey
+    | SlotSkip
+    | Lease
+    | RunStats
+    | Cluster
+    | TenantLimits
+    | TenantStatus
+    | InjectedRun
 )
 
 
@@ -326,6 +340,8 @@ def to_json(value: JsonValue) -> dict[str, Any]:
             "nodes": [{**to_json(node), "silent": node.silent(value.now)} for node in value.nodes],
             "now": value.now,
         }
+    elif isinstance(value, InjectedRun):  # the run, with its marks
+        return {**to_json(value.run), "injected": [_jsonable(f) for f in value.faults]}
     elif isinstance(value, TenantStatus):
         raw = {
             **_fields(value.limits),

@@ -79,3 +79,10 @@ def ledger_outside(ctx: Context, before: float = 0.0, inside: float = 0.0) -> No
         conn = _own.conn = ledger.connect(os.environ["TICKWORK_TEST_DB"])
     ledger.insert(conn, ctx.run_id, os.getpid())
     time.sleep(inside)
+
+
+@app.task
+def counted(ctx: Context, seconds: float = 0.0) -> None:
+    """Records each execution's start first thing, then works ``seconds``."""
+    record("start", ctx)
+    time.sleep(seconds)

@@ -74,7 +74,7 @@ from typing import Any
 
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import Config
-from tickwork.errors import StoreUnavailable
+from tickwork.errors import FaultInjectionRefused, StoreUnavailable
 from tickwork.job import ClaimedRun
 from tickwork.service import Backoff, Service
 from tickwork.skew import SkewWatch
@@ -82,6 +82,7 @@ from tickwork.store.base import CHANNEL_RUNS, LISTEN_NOTIFY, LeaseStatus, Listen
 from tickwork.worker.builtins import HTTP, SHELL, http_task
 from tickwork.worker.egress import EgressPolicy
 from tickwork.worker.executor import Attempt, AttemptState, Executor, Outcome
+from tickwork.worker.faults import FaultInjector
 from tickwork.worker.heartbeat import Heartbeat
 from tickwork.worker.registry import Registry
 from tickwork.worker.reporter import Reporter
@@ -171,6 +172,15 @@ class Worker(Service):
             info=self._node_info,
         )
         self.reporter = Reporter(store, on_reported=self._on_reported, clock=clock)
+        self.faults: FaultInjector | None = None
+        if self.config.inject_faults is not None:
+            self.faults = FaultInjector(
+                self.config.inject_faults,
+                store,
+                worker=self.node_id,
+                lease=self.config.run_lease,
+                held=self._held_attempts,
+            )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -178,6 +188,8 @@ class Worker(Service):
         """Start every thread; returns once the claim loop is running."""
         if self.running:
             return
+        if self.faults is not None and not self.store.fault_injection_allowed():
+            raise FaultInjectionRefused(self.store.health.name)
         self._register()
         self.executor.start()
         self.reporter.start()
@@ -197,6 +209,13 @@ class Worker(Service):
             "" if self.config.allow_shell else " (shell disabled)",
             self.egress.describe(),
         )
+        if self.faults is not None:
+            log.warning(
+                "worker %s INJECTS FAULTS on purpose: %s (tickwork runs --injected lists "
+                "the runs they made execute again)",
+                self.node_id,
+                self.faults.rates.describe(),
+            )
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop now: release running runs at once (no grace). Idempotent."""
@@ -455,6 +474,8 @@ class Worker(Service):
             timeout = run.timeout
             deadline = monotonic() + timeout.total_seconds() if timeout is not None else None
             attempt = Attempt(run, task, Context(run, now, transaction), deadline)
+            if self.faults is not None and refusal is None:
+                self.faults.arm(attempt)
             made.append(attempt)
             if refusal is not None:
                 refused.append((attempt, refusal))
@@ -553,7 +574,13 @@ class Worker(Service):
     def _leases(self) -> list[tuple[int, int]]:
         # A run its handler's transaction completed is no longer running: not beaten.
         with self._held_lock:
-            return [a.lease for a in self._held.values() if not a.ctx.completed]
+            held = [a for a in self._held.values() if not a.ctx.completed]
+        faults = self.faults
+        return [a.lease for a in held if faults is None or not faults.stalled(a)]
+
+    def _held_attempts(self) -> list[Attempt]:
+        with self._held_lock:
+            return list(self._held.values())
 
     def _on_status(self, statuses: dict[tuple[int, int], LeaseStatus]) -> None:
         for lease, status in statuses.items():
