@@ -80,7 +80,9 @@ NOOP = "noop"
 CLAIM_BATCH = 100
 """Runs per claim (tickwork's default claim batch)."""
 SUBMIT_BATCH = 1000
-"""One-off jobs per ``submit_many`` call (one transaction) when tickwork enqueues."""
+"""One-off jobs per ``app.submit_many`` call (one transaction) when tickwork enqueues: the
+public API, jobs as dicts checked against the task registry, as ``POST /jobs/batch``'s
+1,000."""
 TICKWORK_CONCURRENCY = 200
 """Runs in flight in tickwork's worker: two claim batches, so one batch executes while
 the next is claimed (pgqueuer bounds nothing: it dispatches every batch it picks). At
@@ -344,10 +346,15 @@ def _never_called() -> None:
     raise AssertionError("the driving process never runs tasks")
 
 
+def _never_run(ctx: Any) -> None:
+    """tickwork's task in the driving process: registered so submits are checked, not run."""
+    _never_called()
+
+
 async def enqueue(system: str, url: str, dues: Sequence[float] | None, n: int) -> float:
     """Enqueue ``n`` runs due now (``dues`` None) or at the given epoch seconds; return
     the seconds it took. The peers take one bulk statement per 10,000 runs, tickwork one
-    ``submit_many`` transaction per SUBMIT_BATCH one-off jobs."""
+    ``app.submit_many`` call (one transaction) per SUBMIT_BATCH one-off jobs."""
     buckets = _buckets(dues) if dues is not None else [(None, n)]
     t0 = time.perf_counter()
     if system.startswith("pgqueuer"):
@@ -384,25 +391,26 @@ async def enqueue(system: str, url: str, dues: Sequence[float] | None, n: int) -
                 for start in range(0, n, 10_000):
                     await app.job_manager.batch_defer_jobs_async(jobs[start : start + 10_000])
     else:
-        from tickwork.job import JobSpec
-        from tickwork.schedule import Once
-        from tickwork.store.postgres import PostgresStore
+        from tickwork.app import App
 
-        store = PostgresStore(url)
+        # The public API, as a user's code would enqueue: app.submit_many with one dict per
+        # job, validated against the task registry, one transaction per SUBMIT_BATCH.
+        app = App(url)
+        app.task(name=NOOP)(_never_run)
         try:
-            specs: list[JobSpec] = []
+            jobs: list[dict[str, Any]] = []
             for due, count in buckets:
-                schedule = (
-                    Once(delay=timedelta(0))
-                    if due is None
-                    else Once(at=datetime.fromtimestamp(due, UTC))
-                )
-                specs += [JobSpec(task=NOOP, schedule=schedule)] * count
+                job = {"task": NOOP} if due is None else {"task": NOOP, "at": _utc(due)}
+                jobs += [job] * count
             for start in range(0, n, SUBMIT_BATCH):
-                store.submit_many(specs[start : start + SUBMIT_BATCH])
+                app.submit_many(jobs[start : start + SUBMIT_BATCH])
         finally:
-            store.close()
+            app.close()
     return time.perf_counter() - t0
+
+
+def _utc(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
 
 
 def _buckets(dues: Sequence[float]) -> list[tuple[float | None, int]]:

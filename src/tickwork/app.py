@@ -30,7 +30,7 @@ import importlib
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar, overload
@@ -203,6 +203,27 @@ class App:
             idempotency_key=idempotency_key,
             conn=conn,
         ).job
+
+    def submit_many(
+        self, jobs: Iterable[Mapping[str, Any]], *, conn: object | None = None
+    ) -> list[Job]:
+        """Submit many jobs in one transaction: all of them, or (on any error) none.
+
+        Each job is a dict of ``task`` (a name or a Task) and :meth:`submit`'s options::
+
+            app.submit_many([
+                {"task": send_report, "args": {"to": "a@example.com"}},
+                {"task": "send_report", "args": {"to": "b@example.com"}, "delay": "10m",
+                 "idempotency_key": "report-b"},
+            ])
+
+        Returns the jobs in order; where an ``idempotency_key`` matched (a job submitted
+        before, or an earlier one of this batch), the existing job. A bad job raises
+        ValidationError whose ``index`` is its position and ``field`` the option at fault.
+        Jobs due now get their run in the same transaction, so workers start them at once.
+        ``conn``: inside your own open transaction, as in :meth:`submit`.
+        """
+        return [s.job for s in self.client.submit_many(jobs, conn=conn)]
 
     def schedule(
         self,

@@ -19,6 +19,7 @@ No SQL here and no concrete store: the store comes from :func:`tickwork.store.op
 from __future__ import annotations
 
 import hmac
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,6 +31,7 @@ from tickwork.inputs import (
     check_id,
     check_page,
     instant,
+    job_specs,
     job_state,
     make_spec,
     resolve_task,
@@ -115,6 +117,27 @@ class Client:
         psycopg 3 connection, a SQLAlchemy Connection or Session), so the job exists only
         if that transaction commits (see :meth:`tickwork.store.base.Store.submit`)."""
         return self.store.submit(spec, conn=conn)
+
+    def submit_many(self, jobs: Iterable[Any], *, conn: object | None = None) -> list[Submitted]:
+        """Validate and submit many jobs in one transaction: all are written, or none.
+
+        Each job is a mapping of ``task`` and :meth:`submit`'s options, e.g.
+        ``{"task": "send", "args": {"to": "a@example.com"}, "delay": "10m"}``. Every job
+        is checked before the store is called; a bad one raises ValidationError with
+        ``.index`` (0-based) and ``.field`` set, and nothing is written. The result has
+        one Submitted per job, in order; a job whose ``idempotency_key`` the tenant
+        already used (before, or earlier in this batch) is the existing job, with
+        ``created`` False. ``conn``: in the caller's open transaction, as :meth:`submit_spec`."""
+        return self.submit_specs(self.specs(jobs), conn=conn)
+
+    def specs(self, jobs: Iterable[Any]) -> list[JobSpec]:
+        """The validated specs of a batch (ValidationError with ``.index``, as submit_many)."""
+        return job_specs(self.registry, jobs)
+
+    def submit_specs(self, specs: list[JobSpec], *, conn: object | None = None) -> list[Submitted]:
+        """Submit jobs already validated by :meth:`specs`, in one transaction (the caller's,
+        with ``conn``)."""
+        return self.store.submit_many(specs, conn=conn)
 
     def schedule(
         self, task: str | Task[..., Any], *, name: str | None = None, **options: Any

@@ -29,6 +29,8 @@ Constructors take the identifying value, so a message is always specific.
 
 from __future__ import annotations
 
+from typing import Self
+
 
 class TickworkError(Exception):
     """Root of every error tickwork raises on purpose."""
@@ -41,10 +43,21 @@ class ValidationError(TickworkError, ValueError):
     HTTP layer can point at it.
     """
 
+    index: int | None = None
+    """In a batch (``submit_many``, ``POST /jobs/batch``, ``submit --file``): the 0-based
+    position of the job at fault; None otherwise."""
+
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.field = field
+
+    def at(self, index: int) -> Self:
+        """This error, as the fault of the batch's job ``index`` (the message says which)."""
+        self.index = index
+        self.message = f"job {index} of the batch: {self.message}"
+        self.args = (self.message,)
+        return self
 
 
 class InvalidCron(ValidationError):

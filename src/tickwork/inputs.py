@@ -12,6 +12,8 @@ types), so a job that no worker could run is refused at submit rather than found
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, TypeVar
@@ -116,6 +118,44 @@ def make_spec(
         overlap=_choice(OverlapPolicy, overlap, "overlap", OverlapPolicy.ALLOW),
         idempotency_key=idempotency_key,
     )
+
+
+def job_spec(registry: Registry, job: object) -> JobSpec:
+    """A validated JobSpec from one job of a batch: a mapping of ``task`` and the keyword
+    options of :func:`make_spec` (``{"task": "send", "args": {...}, "delay": "10m"}``), as
+    ``submit_many`` and ``tickwork submit --file`` take them. An unknown key is refused
+    (a typo must not be ignored)."""
+    if not isinstance(job, Mapping):
+        raise ValidationError(
+            f"a job must be an object of submit's options, got {type(job).__name__}",
+            field="job",
+        )
+    unknown = [k for k in job if k not in JOB_KEYS]
+    if unknown:
+        raise ValidationError(
+            f"{unknown[0]!r} is not a submit option (known: {', '.join(sorted(JOB_KEYS))})",
+            field=str(unknown[0]),
+        )
+    if "task" not in job:
+        raise ValidationError("a job needs a task", field="task")
+    options = dict(job)
+    return make_spec(registry, options.pop("task"), **options)
+
+
+def job_specs(registry: Registry, jobs: Iterable[Any]) -> list[JobSpec]:
+    """:func:`job_spec` for each job of a batch; a bad one raises its ValidationError with
+    ``.index`` set to its position."""
+    specs: list[JobSpec] = []
+    for i, job in enumerate(jobs):
+        try:
+            specs.append(job_spec(registry, job))
+        except ValidationError as exc:
+            raise exc.at(i) from None
+    return specs
+
+
+JOB_KEYS = frozenset(inspect.signature(make_spec).parameters) - {"registry"}
+"""The keys of a job in a batch: ``task`` and make_spec's options."""
 
 
 def resolve_task(registry: Registry, task: str | Task[..., Any]) -> Task[..., Any]:

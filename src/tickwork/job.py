@@ -154,6 +154,8 @@ def check_args(args: object, limit: int = MAX_ARGS_BYTES) -> None:
     :data:`MAX_ARGS_DEPTH` deep, that every store can hold, or InvalidArgs."""
     if not isinstance(args, dict):
         raise InvalidArgs(f"args must be a JSON object, got {type(args).__name__}")
+    if not args:  # most jobs' args: nothing to walk or encode
+        return
     # Depth first, by a loop: encoding a value nested thousands deep would itself overflow.
     if _depth(args) > MAX_ARGS_DEPTH:
         raise InvalidArgs(_TOO_DEEP_MESSAGE)
@@ -296,6 +298,8 @@ def parse_args(text: str, limit: int = MAX_ARGS_BYTES) -> dict[str, Any]:
 
 
 def _choice(kind: type[E], value: str, what: str) -> E:
+    if isinstance(value, kind):
+        return value
     try:
         return kind(value)
     except ValueError:
@@ -315,6 +319,9 @@ def check_label(what: str, value: object) -> None:
             f"{what} must be a non-empty string of at most {MAX_NAME_LENGTH} characters",
             field=what,
         )
+    # The common case, without a walk.
+    if value.isascii() and value.isprintable() and value == value.strip():
+        return
     if value != value.strip() or any(
         ch in BIDI_CONTROLS or unicodedata.category(ch) == "Cc" for ch in value
     ):

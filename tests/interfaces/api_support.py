@@ -180,6 +180,6 @@ def error_of(answer: httpx.Response) -> dict[str, Any]:
     body = answer.json()
     assert set(body) == {"error"}, body
     error: dict[str, Any] = body["error"]
-    assert {"code", "message"} <= set(error) <= {"code", "message", "field"}, error
+    assert {"code", "message"} <= set(error) <= {"code", "message", "field", "index"}, error
     assert error["message"]
     return error

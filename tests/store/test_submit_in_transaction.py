@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy
 from sqlalchemy.orm import Session
 
+from tickwork.app import App, Context
 from tickwork.errors import ValidationError
 from tickwork.job import JobSpec, RunState
 from tickwork.schedule import Once
@@ -176,3 +177,27 @@ def test_a_sqlite_store_refuses_conn(tmp_path: Path) -> None:
     finally:
         conn.close()
         store.close()
+
+
+def test_the_apps_bulk_submit_takes_conn_too(pg: Store) -> None:
+    app = App(pg.url)
+
+    @app.task
+    def outbox(ctx: Context) -> None:
+        pass
+
+    try:
+        conn = psycopg.connect(pg.url)
+        try:
+            app.submit_many([{"task": "outbox"}, {"task": "outbox", "delay": "1h"}], conn=conn)
+            conn.rollback()
+            assert nothing_written(pg)
+            jobs = app.submit_many([{"task": "outbox"}, {"task": "outbox"}], conn=conn)
+            assert nothing_written(pg)
+            conn.commit()
+        finally:
+            conn.close()
+        assert sorted(j.id for j in pg.list_jobs().items) == sorted(j.id for j in jobs)
+        assert len(pg.list_runs().items) == 2
+    finally:
+        app.close()

@@ -53,3 +53,61 @@ def test_a_refused_spec_writes_nothing_of_the_batch(store: Store) -> None:
         )
     assert len(store.list_jobs(limit=1000).items) == before
     assert store.list_runs(limit=1000).items == []
+
+
+def test_a_taken_name_is_refused_with_the_index_of_its_job(store: Store) -> None:
+    store.submit(JobSpec(task="tick", schedule=Cron("@hourly"), name="taken"))
+    batch = [spec(0), spec(1), JobSpec(task="tick", schedule=Cron("@daily"), name="taken")]
+    with pytest.raises(ValidationError) as caught:
+        store.submit_many(batch)
+    assert (caught.value.index, caught.value.field) == (2, "name")
+    assert "job 2 of the batch" in str(caught.value)
+    assert len(store.list_jobs(limit=1000).items) == 1
+
+
+def test_a_name_twice_in_one_batch_is_refused_at_its_second_job(store: Store) -> None:
+    batch = [JobSpec(task="tick", schedule=Cron("@daily"), name="twice"), spec(1)]
+    batch.append(JobSpec(task="tick", schedule=Cron("@hourly"), name="twice"))
+    with pytest.raises(ValidationError) as caught:
+        store.submit_many(batch)
+    assert (caught.value.index, caught.value.field) == (2, "name")
+    assert store.list_jobs(limit=1000).items == []
+
+
+def test_keys_match_per_tenant_and_each_result_is_the_job_its_key_names(store: Store) -> None:
+    before = store.submit(spec(0, idempotency_key="k", tenant="acme"))
+    out = store.submit_many(
+        [
+            spec(1, idempotency_key="k"),  # another tenant's key: a new job
+            spec(2, idempotency_key="k", tenant="acme"),  # matches the earlier submit
+            spec(3, idempotency_key="k"),  # matches job 0 of this batch
+            spec(4),
+        ]
+    )
+    assert [s.created for s in out] == [True, False, False, True]
+    assert out[1].job == before.job
+    assert out[2].job == out[0].job
+    assert out[2].run is None
+    assert out[0].job.tenant == "default"
+    assert out[0].job.args == {"i": 1}
+    assert len(store.list_runs(limit=1000).items) == 3  # one per job created due now
+
+
+def test_returned_records_are_the_stored_rows(store: Store, t0: datetime) -> None:
+    batch = [
+        spec(0, name="named", queue="q", priority=5),
+        JobSpec(task="tick", schedule=Once(delay=timedelta(hours=1)), args={"b": [1, "x"]}),
+        JobSpec(task="tick", schedule=Cron("*/5 * * * *", "Europe/Berlin")),
+    ]
+    out = store.submit_many(batch, now=t0)
+    for s in out:
+        assert s.job == store.get_job(s.job.id)
+        if s.run is not None:
+            assert s.run == store.get_run(s.run.id)
+    assert [s.run is not None for s in out] == [True, False, False]
+    assert out[1].job.next_run_at == t0 + timedelta(hours=1)
+
+
+def test_an_empty_batch_writes_nothing(store: Store) -> None:
+    assert store.submit_many([]) == []
+    assert store.list_jobs().items == []

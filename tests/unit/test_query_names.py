@@ -17,8 +17,12 @@ HOT_PATH_ONLY = {
     # statements share one transaction instead), and which completions took when not all.
     "complete_then_claim": "postgres",
     "completed_with_tokens": "postgres",
-    # PostgreSQL's bulk submit: plain jobs in one unnest statement.
-    "insert_jobs": "postgres",
+    # PostgreSQL's bulk submit: the batch in one unnest statement, then the jobs whose
+    # idempotency key matched and the names taken, each in one statement (SQLite's bulk
+    # submit goes job by job in one transaction).
+    "submit_jobs": "postgres",
+    "jobs_by_idempotency_keys": "postgres",
+    "jobs_by_names": "postgres",
     # SQLite's heartbeat: one run per statement, then why a lease was not extended
     # (PostgreSQL's heartbeat statement answers both for a whole batch).
     "held_run_state": "sqlite",

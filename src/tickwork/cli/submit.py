@@ -1,4 +1,4 @@
-"""``tickwork submit``: submit one job and print its id.
+"""``tickwork submit``: submit one job and print its id, or many from a file.
 
 ::
 
@@ -6,6 +6,7 @@
     tickwork submit --in 10m http https://example.com/hook --method POST
     tickwork submit --cron '*/5 * * * *' --tz Europe/Berlin shell -- backup.sh
     tickwork submit --every 30s --app myapp.tasks ping --args '{"host": "db1"}'
+    tickwork submit --file jobs.jsonl --app myapp.tasks                # many, all or none
 
 The schedule is at most one of ``--at ISO`` / ``--in DURATION`` / ``--cron EXPR`` /
 ``--every DURATION`` (none: now). Then the task: ``shell -- CMD ARGS...`` (everything after
@@ -16,22 +17,38 @@ may add ``cwd`` and ``env``, for ``http`` ``headers``, ``json`` and ``allow_priv
 The job id is printed alone on the last line of stdout, so ``JOB=$(tickwork submit ... |
 tail -n1)`` works. Bad input exits 2 with one line on stderr, and nothing is written:
 every check runs before the database is opened.
+
+``--file PATH`` (``-`` for stdin) takes one job per line, a JSON object of ``task`` and
+the options of Python's ``app.submit`` (``{"task": "ping", "args": {"host": "db1"},
+"delay": "10m", "idempotency_key": "ping-db1"}``; ``at``, ``delay``, ``cron`` with ``tz``,
+``every`` with ``anchor``, ``name``, ``tenant``, ``queue``, ``priority``, ``max_attempts``,
+``timeout``, ``misfire``, ``misfire_grace``, ``overlap``); blank lines are skipped. Every
+line is checked first (a progress bar shows it on a terminal), then all jobs are submitted
+in ONE transaction: all or none. A bad line exits 2 naming its line number, and nothing is
+written. It prints how many jobs were created and how many matched an idempotency key.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import IO, Annotated, Any
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from tickwork.cli.app import app
 from tickwork.cli.options import AppOption, DbOption
-from tickwork.cli.output import echo
+from tickwork.cli.output import echo, stderr
 from tickwork.cli.worker import app_and_db
 from tickwork.client import Client
 from tickwork.errors import UnknownTask, ValidationError
-from tickwork.inputs import make_spec
-from tickwork.job import parse_args
+from tickwork.inputs import job_spec, make_spec
+from tickwork.job import JobSpec, parse_args
 from tickwork.worker.builtins import HTTP, SHELL
 from tickwork.worker.registry import Registry
 
@@ -43,13 +60,13 @@ def _opt(flag: str, metavar: str, text: str) -> Any:
 @app.command("submit")
 def submit(
     task: Annotated[
-        str,
+        str | None,
         typer.Argument(
             metavar="TASK",
             show_default=False,
             help="shell, http, or a task registered by --app.",
         ),
-    ],
+    ] = None,
     task_args: Annotated[
         list[str] | None,
         typer.Argument(
@@ -106,8 +123,23 @@ def submit(
     method: Annotated[
         str | None, _opt("--method", "METHOD", "http only: the request method (default GET).")
     ] = None,
+    file: Annotated[
+        str | None,
+        _opt("--file", "PATH", "Submit one job per line of this JSON-lines file (- : stdin)."),
+    ] = None,
 ) -> None:
-    """Submit a job; print its id on the last line."""
+    """Submit a job; print its id on the last line. Or many, with --file."""
+    if file is not None:
+        given = [k for k, v in locals().items() if k not in _FILE_KEEPS and v is not None]
+        if given:
+            raise ValidationError(
+                f"--file takes every job from the file; drop {given[0].rstrip('_')}",
+                field="file",
+            )
+        _submit_file(file, app_module, db)
+        return
+    if task is None:
+        raise ValidationError("name a TASK to submit, or give --file", field="task")
     loaded, url = app_and_db(app_module, db)
     registry = loaded.registry if loaded is not None else Registry()
     job_args = _task_args(
@@ -151,6 +183,93 @@ def submit(
     else:
         echo(f"job {job.id} exists with idempotency key {job.idempotency_key!r}: not submitted")
     echo(str(job.id))
+
+
+_FILE_KEEPS = frozenset({"file", "db", "app_module"})
+"""The options that go with --file; every other one is a job's, and lives in the file."""
+
+
+def _submit_file(path: str, app_module: str | None, db: str) -> None:
+    loaded, url = app_and_db(app_module, db)
+    registry = loaded.registry if loaded is not None else Registry()
+    try:
+        specs = _read_specs(path, registry)
+        if not specs:
+            raise ValidationError(f"{path}: no jobs in the file", field="file")
+        with _progress() as progress:
+            if progress is not None:
+                progress.add_task(f"submitting {len(specs)} jobs", total=None)
+            client = Client.open(url, registry)  # only now: bad input creates no file
+            try:
+                submitted = client.submit_specs(specs)
+            finally:
+                client.close()
+    finally:
+        if loaded is not None:
+            loaded.close()
+    created = sum(s.created for s in submitted)
+    echo(f"submitted {created} jobs; {len(submitted) - created} matched an idempotency key")
+
+
+def _read_specs(path: str, registry: Registry) -> list[JobSpec]:
+    """Every line's spec, checked; ValidationError naming the line of the first bad one."""
+    specs: list[JobSpec] = []
+    with ExitStack() as stack:
+        stream = _open(path, stack)
+        progress = stack.enter_context(_progress())
+        size = _size(stream)
+        bar = progress.add_task(f"checking {path}", total=size) if progress else None
+        for number, line in _lines(stream):
+            if progress is not None and bar is not None:
+                progress.advance(bar, len(line))
+            if not line.strip():
+                continue
+            try:
+                job = json.loads(line)
+            except ValueError as exc:
+                raise ValidationError(f"{path}:{number}: not JSON ({exc})", field="file") from None
+            try:
+                specs.append(job_spec(registry, job))
+            except ValidationError as exc:
+                raise ValidationError(f"{path}:{number}: {exc.message}", field=exc.field) from None
+    return specs
+
+
+def _open(path: str, stack: ExitStack) -> IO[str]:
+    if path == "-":
+        return sys.stdin
+    try:
+        return stack.enter_context(Path(path).open(encoding="utf-8"))
+    except OSError as exc:
+        raise ValidationError(f"cannot read {path}: {exc.strerror}", field="file") from None
+
+
+def _size(stream: IO[str]) -> int | None:
+    """The file's size (the bar's total, in characters of ASCII lines), or None for a pipe."""
+    try:
+        return os.fstat(stream.fileno()).st_size if stream.seekable() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _lines(stream: IO[str]) -> Iterator[tuple[int, str]]:
+    number = 0
+    try:
+        for number, line in enumerate(stream, start=1):
+            yield number, line
+    except UnicodeDecodeError:
+        raise ValidationError(f"line {number + 1}: not UTF-8 text", field="file") from None
+
+
+@contextmanager
+def _progress() -> Iterator[Progress | None]:
+    """A rich progress bar on stderr when it is a terminal; None otherwise."""
+    if not stderr.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=stderr, transient=True) as progress:
+        yield progress
 
 
 def _task_args(

@@ -44,6 +44,8 @@ MAX_ID = 2**63 - 1
 """Ids are 64-bit; a larger number in a path or cursor is refused as bad input (422)."""
 MAX_SECONDS = 100 * 366 * 86_400
 """Durations above a century are refused: a time that far out would overflow datetimes."""
+MAX_BATCH = 1000
+"""Jobs per ``POST /jobs/batch``: one transaction each; a larger fan-out takes several."""
 MAX_TEXT = 1000
 """Longest free-text query value (an ISO time, a filter)."""
 PLAIN_TEXT = r"^[^\x00-\x1f\x7f]*$"
@@ -154,6 +156,14 @@ class JobIn(BaseModel):
     )
 
 
+class BatchIn(BaseModel):
+    """Up to 1,000 jobs, each as POST /jobs takes one, submitted in one transaction."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: list[JobIn] = Field(min_length=1, max_length=MAX_BATCH)
+
+
 class RetryOut(BaseModel):
     max_attempts: int
     backoff_base: float
@@ -181,6 +191,17 @@ class JobOut(BaseModel):
     idempotency_key: str | None
     created_at: str
     updated_at: str
+
+
+class SubmittedOut(BaseModel):
+    created: bool = Field(description="False: the idempotency key matched this existing job.")
+    job: JobOut
+
+
+class BatchOut(BaseModel):
+    """One entry per job submitted, in order."""
+
+    jobs: list[SubmittedOut]
 
 
 class JobDetailOut(JobOut):
@@ -306,35 +327,69 @@ class ClusterOut(BaseModel):
 def submit_job(
     body: JobIn, response: Response, principal: PrincipalDep, client: ClientDep
 ) -> dict[str, Any]:
-    if body.task == SHELL_TASK and not principal.admin:
-        raise Forbidden("shell tasks run commands on workers: submitting one needs an admin key",
-                        field="task")  # fmt: skip
-    if body.tenant is not None and not principal.admin and body.tenant != principal.tenant:
-        raise Forbidden("a tenant key submits jobs to its own tenant only", field="tenant")
-    if body.task == HTTP_TASK and body.args and ALLOW_PRIVATE in body.args and not principal.admin:
-        raise Forbidden(f"{ALLOW_PRIVATE} lets an http job reach private and loopback addresses: "
-                        "sending it needs an admin key", field=f"args.{ALLOW_PRIVATE}")  # fmt: skip
-    schedule = body.schedule.model_dump(exclude_none=True) if body.schedule else {}
-    submitted = client.submit(
-        body.task,
-        args=body.args,
-        name=body.name,
-        tenant=body.tenant if principal.admin and body.tenant else principal.home,
-        queue=body.queue,
-        priority=body.priority,
-        max_attempts=body.max_attempts,
-        timeout=body.timeout,
-        misfire=body.misfire,
-        misfire_grace=body.misfire_grace,
-        overlap=body.overlap,
-        idempotency_key=body.idempotency_key,
-        **schedule,
-    )
+    submitted = client.submit(**_submit_options(body, principal))
     job = submitted.job
     response.headers["Location"] = f"{PREFIX}/jobs/{job.id}"
     if not submitted.created:
         response.status_code = status.HTTP_200_OK
     return to_json(job)
+
+
+@router.post(
+    "/jobs/batch",
+    status_code=status.HTTP_201_CREATED,
+    response_model=BatchOut,
+    summary="Submit up to 1,000 jobs at once: all or none",
+    responses={
+        200: {"description": "Every job's idempotency key matched: nothing was created."},
+        400: _error("A job is invalid; `index` is its position, `field` the path to it."),
+        403: _error("A job a tenant key may not submit (as POST /jobs); `index` names it."),
+        413: _error("The body is larger than 16 MiB."),
+    },
+)
+def submit_jobs(
+    body: BatchIn, response: Response, principal: PrincipalDep, client: ClientDep
+) -> dict[str, Any]:
+    options = [_submit_options(job, principal, index=i) for i, job in enumerate(body.jobs)]
+    submitted = client.submit_many(options)
+    if not any(s.created for s in submitted):
+        response.status_code = status.HTTP_200_OK
+    return {"jobs": [{"created": s.created, "job": to_json(s.job)} for s in submitted]}
+
+
+def _submit_options(body: JobIn, principal: Principal, index: int | None = None) -> dict[str, Any]:
+    """What the client's submit takes for ``body``, after the checks of the caller's
+    rights (Forbidden; in a batch, naming the job by ``index``)."""
+    where = f"jobs.{index}." if index is not None else ""
+    said = f"job {index} of the batch: " if index is not None else ""
+
+    def forbidden(message: str, field: str) -> Forbidden:
+        return Forbidden(said + message, field=where + field, index=index)
+
+    if body.task == SHELL_TASK and not principal.admin:
+        raise forbidden("shell tasks run commands on workers: submitting one needs an admin key",
+                        "task")  # fmt: skip
+    if body.tenant is not None and not principal.admin and body.tenant != principal.tenant:
+        raise forbidden("a tenant key submits jobs to its own tenant only", "tenant")
+    if body.task == HTTP_TASK and body.args and ALLOW_PRIVATE in body.args and not principal.admin:
+        raise forbidden(f"{ALLOW_PRIVATE} lets an http job reach private and loopback addresses: "
+                        "sending it needs an admin key", f"args.{ALLOW_PRIVATE}")  # fmt: skip
+    schedule = body.schedule.model_dump(exclude_none=True) if body.schedule else {}
+    return {
+        "task": body.task,
+        "args": body.args,
+        "name": body.name,
+        "tenant": body.tenant if principal.admin and body.tenant else principal.home,
+        "queue": body.queue,
+        "priority": body.priority,
+        "max_attempts": body.max_attempts,
+        "timeout": body.timeout,
+        "misfire": body.misfire,
+        "misfire_grace": body.misfire_grace,
+        "overlap": body.overlap,
+        "idempotency_key": body.idempotency_key,
+        **schedule,
+    }
 
 
 @router.get("/jobs", response_model=JobPage, summary="List jobs, newest first")

@@ -4,7 +4,9 @@ Every error response, whatever raised it, has the body::
 
     {"error": {"code": "invalid_cron", "message": "invalid cron expression ...", "field": "cron"}}
 
-``field`` is present when one input is to blame. The status says what kind of failure it is:
+``field`` is present when one input is to blame; in a batch (``POST /jobs/batch``) it is
+the path to it (``jobs.3.schedule.cron``) and ``index`` (3) is the position of the job at
+fault. The status says what kind of failure it is:
 
 ====  ==========================  ===========================================================
 400   ``ValidationError``         bad input the domain rejected (``code`` from its class:
@@ -60,6 +62,9 @@ log = logging.getLogger("tickwork.web")
 
 MAX_BODY_BYTES = 2 * MAX_ARGS_BYTES
 """512 KiB: a request body may hold args at their 256 KiB limit, JSON-escaped, and the rest."""
+MAX_BATCH_BODY_BYTES = 16 * 1024 * 1024
+"""16 MiB: a ``POST /jobs/batch`` body (up to 1,000 jobs, 16 KiB each on average)."""
+BATCH_PATH = "/api/v1/jobs/batch"
 
 JSON_API_PATHS = "/api/"
 """Where request bodies are JSON (the dashboard's forms post form data elsewhere)."""
@@ -85,10 +90,11 @@ class ApiError(Exception):
     status = 400
     code = "bad_request"
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
+    def __init__(self, message: str, *, field: str | None = None, index: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.field = field
+        self.index = index
 
 
 class Unauthorized(ApiError):
@@ -101,11 +107,15 @@ class Forbidden(ApiError):
     code = "forbidden"
 
 
-def error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
+def error_body(
+    code: str, message: str, field: str | None = None, index: int | None = None
+) -> dict[str, Any]:
     """The envelope every error response carries."""
     error: dict[str, Any] = {"code": code, "message": message}
     if field is not None:
         error["field"] = field
+    if index is not None:
+        error["index"] = index
     return {"error": error}
 
 
@@ -115,8 +125,12 @@ def error_response(
     message: str,
     field: str | None = None,
     headers: Mapping[str, str] | None = None,
+    *,
+    index: int | None = None,
 ) -> JSONResponse:
-    return JSONResponse(error_body(code, message, field), status_code=status, headers=headers)
+    return JSONResponse(
+        error_body(code, message, field, index), status_code=status, headers=headers
+    )
 
 
 def error_code(exc: TickworkError) -> str:
@@ -148,7 +162,7 @@ def install(app: FastAPI) -> None:
 async def _api_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
     headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
-    return error_response(exc.status, exc.code, exc.message, exc.field, headers)
+    return error_response(exc.status, exc.code, exc.message, exc.field, headers, index=exc.index)
 
 
 async def _tickwork_error(request: Request, exc: Exception) -> JSONResponse:
@@ -168,7 +182,10 @@ async def _tickwork_error(request: Request, exc: Exception) -> JSONResponse:
         log.error("%s %s: %s", request.method, request.url.path, kind, exc_info=exc)
         return error_response(500, "internal_error", "internal error; see the server log")
     field = exc.field if isinstance(exc, ValidationError) else None
-    return error_response(status, error_code(exc), str(exc), field)
+    index = exc.index if isinstance(exc, ValidationError) else None
+    if index is not None:  # only a batch sets it: the field is the path into the body
+        field = f"jobs.{index}.{field}" if field else f"jobs.{index}"
+    return error_response(status, error_code(exc), str(exc), field, index=index)
 
 
 async def _request_validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -208,7 +225,12 @@ async def _request_validation_error(request: Request, exc: Exception) -> JSONRes
         message = f"{field}: {message}"
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-    return error_response(422, "unprocessable", message, field or None)
+    index = loc[2] if loc[:2] == ("body", "jobs") and len(loc) > 2 else None
+    if isinstance(index, int):
+        message = f"job {index} of the batch: {message}"
+    else:
+        index = None
+    return error_response(422, "unprocessable", message, field or None, index=index)
 
 
 def _is_json(content_type: str | None) -> bool:
@@ -255,17 +277,25 @@ class BodyLimitMiddleware:
     holds more than ``limit`` bytes of one request.
     """
 
-    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        limit: int = MAX_BODY_BYTES,
+        limits: Mapping[str, int] | None = None,
+    ) -> None:
         self.app = app
         self.limit = limit
+        self.limits = {BATCH_PATH: MAX_BATCH_BODY_BYTES} if limits is None else dict(limits)
+        """Larger limits by exact path (the batch submit)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.limits.get(scope.get("path", ""), self.limit)
         declared = _content_length(scope)
-        if declared is not None and declared > self.limit:
-            await self._refuse(scope, receive, send)
+        if declared is not None and declared > limit:
+            await self._refuse(scope, receive, send, limit)
             return
         chunks: list[bytes] = []
         size = 0
@@ -276,8 +306,8 @@ class BodyLimitMiddleware:
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.limit:
-                await self._refuse(scope, receive, send)
+            if size > limit:
+                await self._refuse(scope, receive, send, limit)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -285,11 +315,11 @@ class BodyLimitMiddleware:
         body: Message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
         await self.app(scope, _replay([body], receive), send)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         response = error_response(
             413,
             "body_too_large",
-            f"the request body is larger than {self.limit} bytes "
+            f"the request body is larger than {limit} bytes "
             f"(job args are limited to {MAX_ARGS_BYTES} bytes)",
             "body",
             headers={"Connection": "close"},

@@ -29,8 +29,10 @@ trigger, claim, complete and heartbeat. Every other transition is
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -167,21 +169,26 @@ class PostgresStore(SqlStore):
     def submit_many(
         self, specs: Sequence[JobSpec], *, now: datetime | None = None, conn: object | None = None
     ) -> list[Submitted]:
-        results: list[Submitted | None] = [None] * len(specs)
+        # One statement for the whole batch (submit_jobs): jobs, and the runs of those due
+        # now. The records returned are built here from the specs, not read back.
+        if not specs:
+            return []
         with self._submitting(conn) as tx:
             t = now_in(tx, now)
-            # Plain jobs (no key, no name) in one statement; the rest one by one, in order.
-            plain = [
-                i for i, spec in enumerate(specs) if not spec.idempotency_key and not spec.name
-            ]
-            for i, submitted in zip(
-                plain, self._insert_plain(tx, [specs[i] for i in plain], t), strict=True
-            ):
-                results[i] = submitted
-            for i, spec in enumerate(specs):
-                if results[i] is None:
-                    results[i] = self._insert_one(tx, spec, t)
-            done = [r for r in results if r is not None]
+            _check_names(tx, specs)
+            batch = _Batch.of(specs, t)
+            try:
+                rows = (
+                    tx.cursor(row_factory=tuple_row)
+                    .execute(Q["submit_jobs"], batch.params())
+                    .fetchall()
+                )
+            except pg_errors.UniqueViolation:  # a name taken by a concurrent submit
+                raise ValidationError(
+                    "a job name in the batch was taken meanwhile; nothing was submitted",
+                    field="name",
+                ) from None
+            done = batch.submitted(tx, rows)
             if any(r.created for r in done):
                 notify(tx, CHANNEL_JOBS, *([CHANNEL_RUNS] if any(r.run for r in done) else []))
         return done
@@ -190,58 +197,6 @@ class PostgresStore(SqlStore):
         """The transaction a submit writes in: a pooled connection's own, or a savepoint
         in the caller's (``conn=``, :mod:`.borrowed`)."""
         return self._tx() if caller is None else borrowed(caller, json_loads)
-
-    def _insert_plain(self, conn: Conn, specs: list[JobSpec], t: datetime) -> list[Submitted]:
-        if not specs:
-            return []
-        resolved = [spec.schedule.resolve(t) for spec in specs]
-        firsts = [r.first_slot(t) for r in resolved]
-        due = [
-            isinstance(r, schedules.Once) and f <= t for r, f in zip(resolved, firsts, strict=True)
-        ]
-        params = [
-            mapping.job_params(spec, r, PG_CODEC) for spec, r in zip(specs, resolved, strict=True)
-        ]
-        columns = {
-            "tenants": "tenant",
-            "tasks": "task",
-            "args": "args",
-            "schedules": "schedule",
-            "queues": "queue",
-            "priorities": "priority",
-            "max_attempts": "max_attempts",
-            "backoff_bases": "backoff_base",
-            "backoff_caps": "backoff_cap",
-            "timeouts": "timeout",
-            "misfires": "misfire",
-            "graces": "misfire_grace",
-            "overlaps": "overlap",
-        }
-        arrays: dict[str, Any] = {key: [p[col] for p in params] for key, col in columns.items()}
-        arrays["states"] = [JobState.COMPLETED if d else JobState.ACTIVE for d in due]
-        arrays["next_run_ats"] = [None if d else f for d, f in zip(due, firsts, strict=True)]
-        arrays["now"] = t
-        rows = sorted(conn.execute(Q["insert_jobs"], arrays).fetchall(), key=lambda r: r["id"])
-        jobs = [_job(r) for r in rows]
-        due_jobs = [(job, f) for job, d, f in zip(jobs, due, firsts, strict=True) if d]
-        runs: dict[int, Run] = {}
-        if due_jobs:
-            run_rows = conn.execute(
-                Q["insert_runs"],
-                {
-                    "job_ids": [j.id for j, _ in due_jobs],
-                    "slots": [f for _, f in due_jobs],
-                    "now": t,
-                },
-            ).fetchall()
-            by_id = {j.id: j for j, _ in due_jobs}
-            runs = {
-                r["job_id"]: new_run(
-                    by_id[r["job_id"]], r["id"], r["scheduled_for"], r["created_at"]
-                )
-                for r in run_rows
-            }
-        return [Submitted(job, created=True, run=runs.get(job.id)) for job in jobs]
 
     def _insert_job(self, tx: Tx, spec: JobSpec, t: datetime) -> Submitted:
         return self._insert_one(cast(PgTx, tx).conn, spec, t)
@@ -708,3 +663,142 @@ def _job(r: DictRow) -> Job:
 
 def _run(r: DictRow) -> Run:
     return mapping.run(r, PG_CODEC)
+
+
+def _check_names(conn: Conn, specs: Sequence[JobSpec]) -> None:
+    """ValidationError, naming the first job at fault, when a name repeats within the batch
+    or is taken in its tenant (names are unique per tenant)."""
+    first: dict[tuple[str, str], int] = {}
+    for i, spec in enumerate(specs):
+        if spec.name is None:
+            continue
+        key = (spec.tenant, spec.name)
+        if key in first:
+            raise ValidationError(
+                f"job {first[key]} of the batch has the name {spec.name!r} too", field="name"
+            ).at(i)
+        first[key] = i
+    if not first:
+        return
+    taken = conn.execute(
+        Q["jobs_by_names"],
+        {"tenants": [k[0] for k in first], "names": [k[1] for k in first]},
+    ).fetchall()
+    if taken:
+        i = min(first[(r["tenant"], r["name"])] for r in taken)
+        spec = specs[i]
+        raise ValidationError(
+            f"tenant {spec.tenant!r} already has a job named {spec.name!r}", field="name"
+        ).at(i)
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """A bulk submit's specs and what the store derives from them at ``t``."""
+
+    specs: Sequence[JobSpec]
+    t: datetime
+    args: list[str]  # JSON text
+    resolved: list[schedules.Schedule]
+    firsts: list[datetime]
+    slots: list[datetime | None]  # the run's slot, for a one-off job due now
+
+    @classmethod
+    def of(cls, specs: Sequence[JobSpec], t: datetime) -> _Batch:
+        resolved = [spec.schedule.resolve(t) for spec in specs]
+        firsts = [r.first_slot(t) for r in resolved]
+        slots = [
+            f if f <= t and isinstance(r, schedules.Once) else None
+            for r, f in zip(resolved, firsts, strict=True)
+        ]
+        args = [spec.args_json if spec.args else "{}" for spec in specs]
+        return cls(specs, t, args, resolved, firsts, slots)
+
+    def params(self) -> dict[str, Any]:
+        """The column arrays of ``submit_jobs``."""
+        specs = self.specs
+        retries = [s.retry for s in specs]
+        texts: dict[schedules.Schedule, str] = {}  # most batches share a few schedules
+        for r in self.resolved:
+            if r not in texts:
+                texts[r] = json.dumps(r.to_json(), separators=(",", ":"))
+        active, completed = JobState.ACTIVE.value, JobState.COMPLETED.value
+        return {
+            "tenants": [s.tenant for s in specs],
+            "names": [s.name for s in specs],
+            "tasks": [s.task for s in specs],
+            "args": self.args,
+            "schedules": [texts[r] for r in self.resolved],
+            "states": [active if s is None else completed for s in self.slots],
+            "next_run_ats": [
+                f if s is None else None for f, s in zip(self.firsts, self.slots, strict=True)
+            ],
+            "queues": [s.queue for s in specs],
+            "priorities": [s.priority for s in specs],
+            "max_attempts": [r.max_attempts for r in retries],
+            "backoff_bases": [float(r.backoff_base) for r in retries],
+            "backoff_caps": [float(r.backoff_cap) for r in retries],
+            "timeouts": [s.timeout.total_seconds() if s.timeout else None for s in specs],
+            "misfires": [s.misfire.value for s in specs],
+            "graces": [s.misfire_grace.total_seconds() for s in specs],
+            "overlaps": [s.overlap.value for s in specs],
+            "keys": [s.idempotency_key for s in specs],
+            "slots": self.slots,
+            "now": self.t,
+        }
+
+    def submitted(self, conn: Conn, rows: list[tuple[Any, ...]]) -> list[Submitted]:
+        """The records of the ``submit_jobs`` answer: a new job built from its spec; one
+        whose idempotency key matched is the batch's earlier job with that key, else read."""
+        out: list[Submitted | None] = []
+        by_key: dict[tuple[str, str], Job] = {}
+        missing: list[int] = []
+        for i, (job_id, created, run_id) in enumerate(rows):
+            spec, slot = self.specs[i], self.slots[i]
+            key = spec.idempotency_key
+            if not created:
+                assert key is not None
+                earlier = by_key.get((spec.tenant, key))
+                out.append(Submitted(earlier, created=False) if earlier else None)
+                if earlier is None:
+                    missing.append(i)
+                continue
+            job = self.job(i, job_id)
+            if key is not None:
+                by_key[(spec.tenant, key)] = job
+            run = new_run(job, run_id, slot, self.t) if slot is not None else None
+            out.append(Submitted(job, created=True, run=run))
+        if missing:
+            keyed = [self.specs[i] for i in missing]
+            found = conn.execute(
+                Q["jobs_by_idempotency_keys"],
+                {"tenants": [s.tenant for s in keyed], "keys": [s.idempotency_key for s in keyed]},
+            ).fetchall()
+            existing = {(r["tenant"], r["idempotency_key"]): _job(r) for r in found}
+            for i, spec in zip(missing, keyed, strict=True):
+                out[i] = Submitted(existing[(spec.tenant, cast(str, spec.idempotency_key))], False)
+        return [s for s in out if s is not None]
+
+    def job(self, i: int, job_id: int) -> Job:
+        """The row ``submit_jobs`` wrote for spec ``i``, as :func:`_job` would read it."""
+        spec, slot, t = self.specs[i], self.slots[i], self.t
+        return Job(
+            id=job_id,
+            tenant=spec.tenant,
+            name=spec.name,
+            task=spec.task,
+            args=json.loads(self.args[i]) if spec.args else {},
+            schedule=self.resolved[i],
+            state=JobState.ACTIVE if slot is None else JobState.COMPLETED,
+            next_run_at=self.firsts[i] if slot is None else None,
+            queue=spec.queue,
+            priority=spec.priority,
+            retry=spec.retry,
+            timeout=spec.timeout,
+            misfire=spec.misfire,
+            misfire_grace=spec.misfire_grace,
+            overlap=spec.overlap,
+            idempotency_key=spec.idempotency_key,
+            created_at=t,
+            updated_at=t,
+        )

@@ -85,11 +85,14 @@ class _Borrowed:
         self._loads = loads
 
     def execute(self, query: Any, params: Any = None, **kwargs: Any) -> psycopg.Cursor[DictRow]:
-        cursor = self._raw.cursor(row_factory=dict_row)
+        return self.cursor(row_factory=dict_row).execute(query, params, **kwargs)
+
+    def cursor(self, *, row_factory: Any) -> psycopg.Cursor[Any]:
+        cursor = self._raw.cursor(row_factory=row_factory)
         cursor.adapters.register_loader("timestamptz", _UtcLoader)
         cursor.adapters.register_loader("timestamptz", _UtcBinaryLoader)
         set_json_loads(self._loads, cursor)
-        return cursor.execute(query, params, **kwargs)
+        return cursor
 
     def transaction(self) -> Any:
         return self._raw.transaction()

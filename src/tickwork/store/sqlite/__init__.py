@@ -116,10 +116,15 @@ class SqliteStore(SqlStore):
     def submit(
         self, spec: JobSpec, *, now: datetime | None = None, conn: object | None = None
     ) -> Submitted:
-        return self.submit_many([spec], now=now, conn=conn)[0]
+        return self._submit([spec], now, conn, batch=False)[0]
 
     def submit_many(
         self, specs: Sequence[JobSpec], *, now: datetime | None = None, conn: object | None = None
+    ) -> list[Submitted]:
+        return self._submit(specs, now, conn, batch=True)
+
+    def _submit(
+        self, specs: Sequence[JobSpec], now: datetime | None, conn: object | None, *, batch: bool
     ) -> list[Submitted]:
         if conn is not None:
             raise ValidationError(
@@ -128,8 +133,13 @@ class SqliteStore(SqlStore):
                 field="conn",
             )
         t = self._now(now)
+        submitted: list[Submitted] = []
         with self._write() as tx:
-            submitted = [self._submit_one(tx, spec, t) for spec in specs]
+            for i, spec in enumerate(specs):
+                try:
+                    submitted.append(self._submit_one(tx, spec, t))
+                except ValidationError as exc:
+                    raise exc.at(i) if batch else exc from None
         channels = [CHANNEL_JOBS] if any(s.created for s in submitted) else []
         if any(s.run for s in submitted):
             channels.append(CHANNEL_RUNS)
