@@ -39,7 +39,14 @@ Outcomes (:mod:`.reporter`)
     Successes are completed in batches by the claim loop (above), and by the reporter once
     the loop has stopped; failures are failed one by one: a handler's ``Retry`` sets the
     wait, ``Discard`` ends the run dead. A write rejected for a stale fencing token
-    (``LeaseLost``) is logged and dropped.
+    (``LeaseLost``) is logged and dropped. A run its handler completed itself, in its own
+    transaction (``ctx.transaction()``: the handler's writes and the completion commit
+    together, fenced by the token), is not written again, nor heartbeated from then on.
+
+Fault injection (:mod:`.faults`)
+    With ``--inject-faults`` (staging only: the database must have opted in, or the worker
+    refuses to start) each claimed run may get a fault after its handler returned: a
+    crash, a stall past the lease, or a failure, marked on the run first.
 
 Where ``http`` runs may connect (:mod:`.egress`)
     Public addresses, plus the networks and host names of ``config.http_allow``
@@ -245,6 +252,8 @@ class Worker(Service):
             self.clock.wait(self._hurry, self.clock.monotonic() + min(left, 0.05))
             running = self._running()
         for attempt in self._running():
+            if attempt.ctx.completed:
+                continue  # its transaction completed the run: nothing to hand back
             if attempt.settle(AttemptState.RELEASED):
                 self.executor.interrupt(attempt)
                 self.reporter.release(attempt)
