@@ -180,10 +180,21 @@ class App:
         backoff: Backoff | None = None,
         timeout: Duration | None = None,
         idempotency_key: str | None = None,
+        conn: object | None = None,
     ) -> Job:
         """Submit a one-off job: now, ``at`` an instant, or after ``delay``. Durable when
         this returns. With an ``idempotency_key`` the tenant already used, the existing job
-        is returned and nothing is written."""
+        is returned and nothing is written.
+
+        ``conn``: write the job inside your own open transaction on the store's PostgreSQL
+        (the outbox pattern): a psycopg 3 connection (Django: ``connection.connection``),
+        or a SQLAlchemy ``Connection`` or ``Session``. The job exists only if you commit;
+        workers are woken at the commit::
+
+            with psycopg.connect(url) as conn:     # one transaction, committed at the end
+                conn.execute("INSERT INTO orders ...")
+                app.submit(send_receipt, {"order": 42}, conn=conn)
+        """
         if at is not None and delay is not None:
             raise ValidationError("give at most one of at= and delay=", field="schedule")
         return self.client.submit(
@@ -199,9 +210,12 @@ class App:
             backoff=backoff,
             timeout=timeout,
             idempotency_key=idempotency_key,
+            conn=conn,
         ).job
 
-    def submit_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
+    def submit_many(
+        self, jobs: Iterable[Mapping[str, Any]], *, conn: object | None = None
+    ) -> list[Job]:
         """Submit many jobs in one transaction: all of them, or (on any error) none.
 
         Each job is a dict of ``task`` (a name or a Task) and :meth:`submit`'s options::
@@ -216,8 +230,9 @@ class App:
         before, or an earlier one of this batch), the existing job. A bad job raises
         ValidationError whose ``index`` is its position and ``field`` the option at fault.
         Jobs due now get their run in the same transaction, so workers start them at once.
+        ``conn``: inside your own open transaction, as in :meth:`submit`.
         """
-        return [s.job for s in self.client.submit_many(jobs)]
+        return [s.job for s in self.client.submit_many(jobs, conn=conn)]
 
     def schedule(
         self,

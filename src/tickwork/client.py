@@ -58,6 +58,7 @@ from tickwork.records import (
     CalendarChange,
     CalendarRecord,
     Cluster,
+    InjectedRun,
     Keep,
     Lease,
     Page,
@@ -144,16 +145,23 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def submit(self, task: str | Task[..., Any], **options: Any) -> Submitted:
-        """Validate (see :func:`~tickwork.inputs.make_spec` for the options) and submit a job."""
-        return self.submit_spec(make_spec(self.registry, task, **options))
+    def submit(
+        self, task: str | Task[..., Any], *, conn: object | None = None, **options: Any
+    ) -> Submitted:
+        """Validate (see :func:`~tickwork.inputs.make_spec` for the options) and submit a
+        job; with ``conn``, inside the caller's open transaction (see :meth:`submit_spec`)."""
+        return self.submit_spec(make_spec(self.registry, task, **options), conn=conn)
 
-    def submit_spec(self, spec: JobSpec) -> Submitted:
+    def submit_spec(self, spec: JobSpec, *, conn: object | None = None) -> Submitted:
         """Submit a job already validated by :func:`~tickwork.inputs.make_spec` (the CLI
-        validates before it opens a database, so bad input never creates a file)."""
-        return with_warnings(self.store.submit(spec))
+        validates before it opens a database, so bad input never creates a file).
 
-    def submit_many(self, jobs: Iterable[Any]) -> list[Submitted]:
+        ``conn``: write it in the caller's open transaction on the store's PostgreSQL (a
+        psycopg 3 connection, a SQLAlchemy Connection or Session), so the job exists only
+        if that transaction commits (see :meth:`tickwork.store.base.Store.submit`)."""
+        return with_warnings(self.store.submit(spec, conn=conn))
+
+    def submit_many(self, jobs: Iterable[Any], *, conn: object | None = None) -> list[Submitted]:
         """Validate and submit many jobs in one transaction: all are written, or none.
 
         Each job is a mapping of ``task`` and :meth:`submit`'s options, e.g.
@@ -162,16 +170,17 @@ class Client:
         ``.index`` (0-based) and ``.field`` set, and nothing is written. The result has
         one Submitted per job, in order; a job whose ``idempotency_key`` the tenant
         already used (before, or earlier in this batch) is the existing job, with
-        ``created`` False."""
-        return self.submit_specs(self.specs(jobs))
+        ``created`` False. ``conn``: in the caller's open transaction, as :meth:`submit_spec`."""
+        return self.submit_specs(self.specs(jobs), conn=conn)
 
     def specs(self, jobs: Iterable[Any]) -> list[JobSpec]:
         """The validated specs of a batch (ValidationError with ``.index``, as submit_many)."""
         return job_specs(self.registry, jobs)
 
-    def submit_specs(self, specs: list[JobSpec]) -> list[Submitted]:
-        """Submit jobs already validated by :meth:`specs`, in one transaction."""
-        return self.store.submit_many(specs)
+    def submit_specs(self, specs: list[JobSpec], *, conn: object | None = None) -> list[Submitted]:
+        """Submit jobs already validated by :meth:`specs`, in one transaction (the caller's,
+        with ``conn``)."""
+        return self.store.submit_many(specs, conn=conn)
 
     def schedule(
         self, task: str | Task[..., Any], *, name: str | None = None, **options: Any
@@ -448,6 +457,28 @@ class Client:
         except NotFound:
             raise UnknownCalendar(schedule.calendar) from None
         return schedule.bind(found)
+
+    # -- fault injection (tickwork.faults) ---------------------------------------------------
+
+    def set_fault_injection(self, allowed: bool) -> None:
+        """Opt the database in to workers that inject faults (``allowed``), or out: a
+        worker started with ``--inject-faults`` on a database that has not opted in
+        refuses to start, so injection cannot reach production by accident."""
+        if not isinstance(allowed, bool):
+            raise ValidationError(f"allowed must be true or false, got {allowed!r}")
+        self.store.set_fault_injection(allowed)
+
+    def fault_injection_allowed(self) -> bool:
+        return self.store.fault_injection_allowed()
+
+    def injected_runs(
+        self, *, tenant: str | None = None, after: int | None = None, limit: int = DEFAULT_PAGE
+    ) -> Page[InjectedRun]:
+        """One page of the runs that executed more than once because of injected faults,
+        newest first, each with its faults: the runs whose side effects to check for
+        duplicates."""
+        check_page(after, limit)
+        return self.store.injected_runs(tenant=tenant, after=after, limit=limit)
 
     # -- tenants -----------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from tickwork.errors import ValidationError
+from tickwork.faults import FaultRates
 from tickwork.schedule import parse_duration
 
 DEFAULT_DB_URL = "sqlite:///./tickwork.db"
@@ -137,6 +138,9 @@ class Config:
     """Networks and host names ``http`` runs may reach beyond public addresses (see
     :mod:`tickwork.worker.egress`); a string is split on commas."""
     app_module: str | None = None
+    inject_faults: FaultRates | None = None
+    """Faults a worker injects on purpose, for staging (:mod:`tickwork.faults`); a string
+    is parsed (``crash-after-handler=0.05,fail=0.1``). None: none."""
 
     def __post_init__(self) -> None:
         if self.run_heartbeat >= self.run_lease:
@@ -163,6 +167,8 @@ class Config:
         for entry in entries:
             parse_http_allow(entry)
         object.__setattr__(self, "http_allow", entries)  # a list or a string, made a tuple
+        if isinstance(self.inject_faults, str):
+            object.__setattr__(self, "inject_faults", FaultRates.parse(self.inject_faults))
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Config:
@@ -201,4 +207,6 @@ def _parse(name: str, raw: str, default: object) -> Any:
         return tuple(q.strip() for q in raw.split(",") if q.strip()) or None
     if name == "http_allow":
         return split_http_allow(raw)
+    if name == "inject_faults":
+        return FaultRates.parse(raw) if raw.strip() else None
     return raw

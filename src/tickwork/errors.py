@@ -10,7 +10,8 @@
     │   ├── InvalidArgs            not a JSON object, or over the size limit
     │   ├── UnknownTask
     │   ├── InvalidCalendar        unknown country or region, malformed date, bad weekend
-    │   └── UnknownCalendar        a schedule names a calendar that does not exist
+    │   ├── UnknownCalendar        a schedule names a calendar that does not exist
+    │   └── FaultInjectionRefused  --inject-faults on a database that did not opt in
     ├── NotFound                   no such job / run (for this tenant)   (HTTP 404)
     │   ├── JobNotFound
     │   ├── RunNotFound
@@ -108,6 +109,18 @@ class UnknownCalendar(ValidationError):
             field="calendar",
         )
         self.name = name
+
+
+class FaultInjectionRefused(ValidationError):
+    """A worker was told to inject faults into a database that has not opted in."""
+
+    def __init__(self, database: str) -> None:
+        super().__init__(
+            f"refusing to inject faults: {database} has not opted in (run `tickwork db "
+            "allow-fault-injection` on a staging database first; never on production)",
+            field="inject_faults",
+        )
+        self.database = database
 
 
 class NotFound(TickworkError, LookupError):

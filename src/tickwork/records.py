@@ -16,6 +16,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from tickwork.calendar import Calendar
 from tickwork.errors import ValidationError
+from tickwork.faults import InjectedFault
 from tickwork.job import Job, Run, shown_json, shown_object
 from tickwork.schedule import shown_json as shown_schedule
 from tickwork.skew import Skew
@@ -68,6 +69,28 @@ class SlotFate(StrEnum):
     REPLACED = "replaced"  # overlap 'replace': a later slot of the same batch superseded it
     PAUSED = "paused"  # fell while the job was paused
     CANCELLED = "cancelled"  # fell after the job was cancelled (recorded by explain only)
+
+
+class FaultMark(NamedTuple):
+    """A fault a worker injected into the attempt that holds ``run_id`` under
+    ``fencing_token`` (:mod:`tickwork.faults`), to be marked on the run."""
+
+    run_id: int
+    fencing_token: int
+    fault: str
+    by_run: int | None = None  # a crash: the run whose handler it came after, if another
+
+
+@dataclass(frozen=True, slots=True)
+class InjectedRun:
+    """A run that executed more than once because of injected faults, and the faults."""
+
+    run: Run
+    faults: list[InjectedFault]
+
+    @property
+    def id(self) -> int:
+        return self.run.id
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,6 +444,7 @@ JsonValue = (
     | TenantLimits
     | TenantStatus
     | CalendarRecord
+    | InjectedRun
 )
 
 
@@ -456,6 +480,8 @@ def to_json(value: JsonValue) -> dict[str, Any]:
             "created_at": value.created_at,
             "updated_at": value.updated_at,
         }
+    elif isinstance(value, InjectedRun):  # the run, with its marks
+        return {**to_json(value.run), "injected": [_jsonable(f) for f in value.faults]}
     elif isinstance(value, TenantStatus):
         raw = {
             **_fields(value.limits),

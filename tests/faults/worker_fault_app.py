@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from typing import Any
+
+from tests import ledger
 
 from tickwork.app import App, Context
 
@@ -51,3 +54,35 @@ def mutex(ctx: Context, seconds: float = 0.0) -> None:
     record("start", ctx, "mutex")
     time.sleep(seconds)
     record("end", ctx, "mutex")
+
+
+_own = threading.local()
+
+
+@app.task
+def ledger_in_transaction(ctx: Context, before: float = 0.0, inside: float = 0.0) -> None:
+    """One ``ledger`` row, written in the run's own transaction (exactly-once in effect).
+    Sleeps ``before`` it and ``inside`` it, so that faults land there too."""
+    time.sleep(before)
+    with ctx.transaction() as conn:
+        ledger.insert(conn, ctx.run_id, os.getpid())
+        time.sleep(inside)
+
+
+@app.task
+def ledger_outside(ctx: Context, before: float = 0.0, inside: float = 0.0) -> None:
+    """The same row, committed on a connection of its own before the run completes
+    (at-least-once: a fault between the two repeats it)."""
+    time.sleep(before)
+    conn = getattr(_own, "conn", None)
+    if conn is None:
+        conn = _own.conn = ledger.connect(os.environ["TICKWORK_TEST_DB"])
+    ledger.insert(conn, ctx.run_id, os.getpid())
+    time.sleep(inside)
+
+
+@app.task
+def counted(ctx: Context, seconds: float = 0.0) -> None:
+    """Records each execution's start first thing, then works ``seconds``."""
+    record("start", ctx)
+    time.sleep(seconds)

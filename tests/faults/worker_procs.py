@@ -66,9 +66,10 @@ class Cluster:
             **os.environ,
             "PYTHONUNBUFFERED": "1",
             "PYTHONPATH": os.pathsep.join(
-                filter(None, [str(HERE), os.environ.get("PYTHONPATH", "")])
+                filter(None, [str(HERE), str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")])
             ),
             "TICKWORK_TEST_RECORD": str(self.record),
+            "TICKWORK_TEST_DB": url,  # for handlers that write to the store's database
         }
 
     def worker(self, name: str, *flags: str) -> Child:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from tickwork.cli.app import app
@@ -9,7 +11,9 @@ from tickwork.cli.options import DbOption
 from tickwork.cli.output import echo
 from tickwork.client import Client
 
-db_app = typer.Typer(no_args_is_help=True, help="Database schema: migrate, status.")
+db_app = typer.Typer(
+    no_args_is_help=True, help="Database schema: migrate, status; fault injection's opt-in."
+)
 app.add_typer(db_app, name="db")
 
 
@@ -33,3 +37,21 @@ def status(db: DbOption = "") -> None:
     echo(f"schema version {current} of {latest}")
     if current < latest:
         raise typer.Exit(1)
+
+
+@db_app.command("allow-fault-injection")
+def allow_fault_injection(
+    db: DbOption = "",
+    revoke: Annotated[
+        bool,
+        typer.Option("--revoke", help="Opt the database out again: injecting workers refuse."),
+    ] = False,
+) -> None:
+    """Opt this (staging) database in to workers that inject faults on purpose
+    (``tickwork worker --inject-faults``); without it they refuse to start."""
+    with Client.open(db) as client:
+        client.set_fault_injection(not revoke)
+    if revoke:
+        echo("fault injection is not allowed on this database any more")
+    else:
+        echo("fault injection is allowed on this database: never do this on production")

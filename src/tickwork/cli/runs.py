@@ -19,9 +19,10 @@ from tickwork.cli.options import (
 )
 from tickwork.cli.output import echo_json
 from tickwork.client import Client
+from tickwork.errors import ValidationError
 from tickwork.inputs import check_id, run_state
 from tickwork.job import Run, RunState
-from tickwork.records import to_json
+from tickwork.records import InjectedRun, to_json
 
 RUN_HEADER = ("RUN", "JOB", "TASK", "STATE", "TRY", "SCHEDULED", "FINISHED", "WORKER", "ERROR")
 
@@ -44,6 +45,14 @@ def runs(
         ),
     ] = None,
     tenant: TenantOption = None,
+    injected: Annotated[
+        bool,
+        typer.Option(
+            "--injected",
+            help="Only runs that executed more than once because of injected faults "
+            "(tickwork worker --inject-faults), with the faults.",
+        ),
+    ] = False,
     limit: LimitOption = DEFAULT_LIMIT,
     after: AfterOption = None,
     as_json: JsonOption = False,
@@ -55,6 +64,11 @@ def runs(
         check_id(job, "job")
     if after is not None:
         check_id(after, "after")
+    if injected:
+        if job is not None or state is not None:
+            raise ValidationError("--injected lists runs by their faults: no --job or --state")
+        injected_runs(db, tenant, limit, after, as_json)
+        return
     with Client.open(db) as client:
         found = collect(
             lambda cursor, size: client.list_runs(
@@ -84,4 +98,43 @@ def run_rows(found: Sequence[Run]) -> list[tuple[str, ...]]:
             first_line(run.error),
         )
         for run in found
+    ]
+
+
+INJECTED_HEADER = ("RUN", "JOB", "TASK", "STATE", "TRY", "WORKER", "FAULTS")
+
+
+def injected_runs(
+    db: str, tenant: str | None, limit: int, after: int | None, as_json: bool
+) -> None:
+    """``tickwork runs --injected``."""
+    with Client.open(db) as client:
+        found = collect(
+            lambda cursor, size: client.injected_runs(tenant=tenant, after=cursor, limit=size),
+            limit,
+            after,
+        )
+    if as_json:
+        echo_json([to_json(i) for i in found])
+        return
+    rows = [
+        (
+            str(i.run.id),
+            str(i.run.job_id),
+            i.run.task,
+            i.run.state.value,
+            f"{i.run.attempt}/{i.run.max_attempts}",
+            i.run.worker or "",
+            ", ".join(faults(i)),
+        )
+        for i in found
+    ]
+    print_page(INJECTED_HEADER, rows, found, limit)
+
+
+def faults(injected: InjectedRun) -> list[str]:
+    """Each fault as ``fault@attempt`` (``... by run N`` when another run's crash)."""
+    return [
+        f"{f.fault}@{f.attempt}" + (f" by run {f.by_run}" if f.by_run is not None else "")
+        for f in injected.faults
     ]

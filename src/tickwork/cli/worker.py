@@ -44,6 +44,7 @@ from tickwork.config import (
     split_http_allow,
 )
 from tickwork.errors import ValidationError
+from tickwork.faults import INJECT_FAULTS_FLAG, FaultRates
 from tickwork.node import Node
 from tickwork.worker.registry import Registry
 
@@ -114,6 +115,18 @@ def worker(
         ),
     ] = None,
     http_allow: HttpAllowOption = None,
+    inject_faults: Annotated[
+        str | None,
+        typer.Option(
+            INJECT_FAULTS_FLAG,
+            metavar="FAULT=RATE,...",
+            show_default=False,
+            help="For staging: fail on purpose, e.g. 'crash-after-handler=0.05,"
+            "stall-past-lease=0.02,fail=0.1' (probabilities per run). Refused unless the "
+            "database opted in (tickwork db allow-fault-injection). Env "
+            "TICKWORK_INJECT_FAULTS.",
+        ),
+    ] = None,
     node_id: Annotated[
         str | None,
         typer.Option(
@@ -141,6 +154,7 @@ def worker(
         poll_interval=duration_flag("poll_interval", poll_interval),
         claim_batch=claim_batch,
         http_allow=http_allow_flag(http_allow),
+        inject_faults=FaultRates.parse(inject_faults) if inject_faults is not None else None,
     )
     registry = loaded.registry if loaded is not None else Registry()
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -54,7 +55,9 @@ from tickwork.records import (
     CalendarChange,
     CalendarRecord,
     Completion,
+    FaultMark,
     Heartbeat,
+    InjectedRun,
     Keep,
     Lease,
     LeaseStatus,
@@ -81,7 +84,8 @@ __all__ = [
     "MAX_PAGE", "MULTI_HOST", "NODE_DEFAULT_BEAT", "NODE_FORGET_AFTER", "NODE_SILENT_BEATS",
     "NODE_SILENT_FLOOR", "SESSION_FORGET_AFTER", "SESSION_SEEN_EVERY", "SKIP_LOCKED", "ApiKey",
     "CalendarChange", "CalendarRecord",
-    "Completion", "Heartbeat", "Keep", "Lease", "LeaseStatus", "Listener", "Node", "Page",
+    "Completion", "FaultMark", "Heartbeat", "InjectedRun", "Keep", "Lease", "LeaseStatus",
+    "Listener", "Node", "Page",
     "RescueResult", "RunStats", "Session", "SlotFate", "SlotSkip", "Store", "Submitted",
     "TenantLimits", "TenantStatus", "TriggerResult", "page_limit",
 ]
@@ -142,8 +146,10 @@ class Store(abc.ABC):
     # -- jobs ------------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def submit(self, spec: JobSpec, *, now: datetime | None = None) -> Submitted:
-        """Create a job; durable when this returns.
+    def submit(
+        self, spec: JobSpec, *, now: datetime | None = None, conn: object | None = None
+    ) -> Submitted:
+        """Create a job; durable when this returns (with ``conn``: when the caller commits).
 
         The schedule is resolved against the store's clock (a delay becomes an instant; an
         interval without anchor is anchored now) and ``next_run_at`` set to its first slot.
@@ -157,11 +163,17 @@ class Store(abc.ABC):
         A ``spec.name`` is unique per tenant: submitting a second job with a taken name
         raises ValidationError (use :meth:`put_schedule` to update it).
         Notifies CHANNEL_JOBS (and CHANNEL_RUNS when a run was created).
+
+        ``conn``: the caller's own open transaction to write in (the outbox pattern): a
+        psycopg 3 connection, or a SQLAlchemy Connection or Session, on this store's
+        PostgreSQL (:mod:`tickwork.store.postgres.borrowed`). The job and its run exist
+        only if the caller commits; a rollback leaves neither; the notification is
+        delivered at the commit. A store that cannot (SQLite) raises ValidationError.
         """
 
     @abc.abstractmethod
     def submit_many(
-        self, specs: Sequence[JobSpec], *, now: datetime | None = None
+        self, specs: Sequence[JobSpec], *, now: datetime | None = None, conn: object | None = None
     ) -> list[Submitted]:
         """:meth:`submit` for many jobs in one transaction, in order: all are written or,
         when one is refused (a taken name, also one taken twice within the call), none;
@@ -169,7 +181,7 @@ class Store(abc.ABC):
         Idempotency keys behave as in submit (also between specs of one call: the first
         with a key creates the job, the later ones return it with ``created=False``).
         One-off jobs due now get their queued run in the same transaction, as in submit.
-        Notifies as submit does, once for the call."""
+        Notifies as submit does, once for the call. ``conn`` as in submit."""
 
     @abc.abstractmethod
     def put_schedule(self, spec: JobSpec, *, now: datetime | None = None) -> Submitted:
@@ -361,6 +373,31 @@ class Store(abc.ABC):
         (fenced out), having applied the others."""
 
     @abc.abstractmethod
+    def complete_in_transaction(
+        self,
+        run_id: int,
+        fencing_token: int,
+        *,
+        result: dict[str, Any] | None = None,
+    ) -> AbstractContextManager[Any]:
+        """A transaction on the store's own database that completes the run when it
+        commits: what a handler writes through the connection it yields and the run's
+        running -> succeeded (with ``result``) commit together, or neither does.
+
+        Yields the dialect's connection, inside the transaction: a psycopg connection
+        (rows as dicts) on PostgreSQL, the ``sqlite3`` connection (``BEGIN IMMEDIATE``:
+        it holds the database's write lock until the block ends) on SQLite. The caller
+        must not commit or roll back on it.
+
+        Fencing: at the end of the block, before the commit, the completion is written
+        with ``fencing_token``; when the run is no longer running with that token (its
+        lease was taken over) the whole transaction is rolled back and LeaseLost raised:
+        the caller's writes never land. A block that raises rolls back and completes
+        nothing; its exception propagates. The completion's row lock is taken only at
+        the end, so the run's heartbeats are not held up meanwhile.
+        """
+
+    @abc.abstractmethod
     def fail(
         self,
         run_id: int,
@@ -496,6 +533,35 @@ class Store(abc.ABC):
         """Delete the calendar ``name``. CalendarInUse (naming the jobs) while an active or
         paused job uses it, CalendarNotFound when there is none; nothing is deleted then.
         Cancelled and completed jobs keep their copy and need no calendar."""
+
+    # -- fault injection (tickwork.faults) -------------------------------------------------
+
+    @abc.abstractmethod
+    def set_fault_injection(self, allowed: bool, *, now: datetime | None = None) -> None:
+        """Opt this database in to workers that inject faults (``allowed``), or out.
+        Idempotent."""
+
+    @abc.abstractmethod
+    def fault_injection_allowed(self) -> bool:
+        """Whether this database opted in to fault injection (never, unless told)."""
+
+    @abc.abstractmethod
+    def mark_injected(
+        self, marks: Sequence[FaultMark], worker: str, *, now: datetime | None = None
+    ) -> list[int]:
+        """Mark each fault on its run, with the run's current attempt, ``worker`` and now,
+        in one statement. Fenced: only a run still running under the mark's token is
+        marked (a fault of an attempt already taken over changes nothing). Returns the
+        ids of the runs marked."""
+
+    @abc.abstractmethod
+    def injected_runs(
+        self, *, tenant: str | None = None, after: int | None = None, limit: int = DEFAULT_PAGE
+    ) -> Page[InjectedRun]:
+        """Runs that executed more than once because of injected faults, newest first,
+        with their marks: a fault marked on an earlier attempt than the run's current
+        one, and the run claimed again after the fault (so its handler ran again, or
+        runs now)."""
 
     # -- tenants ---------------------------------------------------------------------------
 

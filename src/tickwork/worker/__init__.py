@@ -43,7 +43,14 @@ Outcomes (:mod:`.reporter`)
     Successes are completed in batches by the claim loop (above), and by the reporter once
     the loop has stopped; failures are failed one by one: a handler's ``Retry`` sets the
     wait, ``Discard`` ends the run dead. A write rejected for a stale fencing token
-    (``LeaseLost``) is logged and dropped.
+    (``LeaseLost``) is logged and dropped. A run its handler completed itself, in its own
+    transaction (``ctx.transaction()``: the handler's writes and the completion commit
+    together, fenced by the token), is not written again, nor heartbeated from then on.
+
+Fault injection (:mod:`.faults`)
+    With ``--inject-faults`` (staging only: the database must have opted in, or the worker
+    refuses to start) each claimed run may get a fault after its handler returned: a
+    crash, a stall past the lease, or a failure, marked on the run first.
 
 Where ``http`` runs may connect (:mod:`.egress`)
     Public addresses, plus the networks and host names of ``config.http_allow``
@@ -79,7 +86,7 @@ from typing import Any
 
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import ASYNC_CONCURRENCY, SYNC_CONCURRENCY, Config
-from tickwork.errors import StoreUnavailable
+from tickwork.errors import FaultInjectionRefused, StoreUnavailable
 from tickwork.job import ClaimedRun
 from tickwork.service import Backoff, Service
 from tickwork.skew import SkewWatch
@@ -87,6 +94,7 @@ from tickwork.store.base import CHANNEL_RUNS, LISTEN_NOTIFY, LeaseStatus, Listen
 from tickwork.worker.builtins import HTTP, SHELL, http_task
 from tickwork.worker.egress import EgressPolicy
 from tickwork.worker.executor import Attempt, AttemptState, Executor, Outcome
+from tickwork.worker.faults import FaultInjector
 from tickwork.worker.heartbeat import Heartbeat
 from tickwork.worker.registry import Registry
 from tickwork.worker.reporter import Reporter
@@ -184,6 +192,15 @@ class Worker(Service):
             info=self._node_info,
         )
         self.reporter = Reporter(store, on_reported=self._on_reported, clock=clock)
+        self.faults: FaultInjector | None = None
+        if self.config.inject_faults is not None:
+            self.faults = FaultInjector(
+                self.config.inject_faults,
+                store,
+                worker=self.node_id,
+                lease=self.config.run_lease,
+                held=self._held_attempts,
+            )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -191,6 +208,8 @@ class Worker(Service):
         """Start every thread; returns once the claim loop is running."""
         if self.running:
             return
+        if self.faults is not None and not self.store.fault_injection_allowed():
+            raise FaultInjectionRefused(self.store.health.name)
         self._register()
         self.executor.start()
         self.reporter.start()
@@ -210,6 +229,13 @@ class Worker(Service):
             "" if self.config.allow_shell else " (shell disabled)",
             self.egress.describe(),
         )
+        if self.faults is not None:
+            log.warning(
+                "worker %s INJECTS FAULTS on purpose: %s (tickwork runs --injected lists "
+                "the runs they made execute again)",
+                self.node_id,
+                self.faults.rates.describe(),
+            )
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop now: release running runs at once (no grace). Idempotent."""
@@ -239,6 +265,8 @@ class Worker(Service):
             self.clock.wait(self._hurry, self.clock.monotonic() + min(left, 0.05))
             running = self._running()
         for attempt in self._running():
+            if attempt.ctx.completed:
+                continue  # its transaction completed the run: nothing to hand back
             if attempt.settle(AttemptState.RELEASED):
                 self.executor.interrupt(attempt)
                 self.reporter.release(attempt)
@@ -459,6 +487,7 @@ class Worker(Service):
         refused: list[tuple[Attempt, Outcome]] = []
         find = self.registry.find
         monotonic = self.clock.monotonic
+        now, transaction = self.skew.store_now, self.store.complete_in_transaction
         for run in runs:
             # http is a built-in (no app can replace it): this worker's own, under its
             # egress policy.
@@ -468,7 +497,9 @@ class Worker(Service):
                 task = Task(run.task, _unknown)
             timeout = run.timeout
             deadline = monotonic() + timeout.total_seconds() if timeout is not None else None
-            attempt = Attempt(run, task, Context(run, self.skew.store_now), deadline)
+            attempt = Attempt(run, task, Context(run, now, transaction), deadline)
+            if self.faults is not None and refusal is None:
+                self.faults.arm(attempt)
             made.append(attempt)
             if refusal is not None:
                 refused.append((attempt, refusal))
@@ -518,6 +549,20 @@ class Worker(Service):
 
     def _on_outcome(self, attempt: Attempt, outcome: Outcome) -> None:
         run = attempt.run
+        if attempt.ctx.completed:
+            # ctx.transaction() committed the completion: there is nothing left to write.
+            if outcome.succeeded:
+                log.info("run %d (%s) succeeded (in its transaction)", run.id, run.task)
+            else:
+                log.warning(
+                    "run %d (%s) raised after its transaction committed; it stays "
+                    "succeeded (its effect landed): %s",
+                    run.id,
+                    run.task,
+                    (outcome.error or "").partition("\n")[0],
+                )
+            self._on_reported([attempt], False)
+            return
         if outcome.succeeded:
             self.reporter.complete(attempt, outcome.result)  # logged once the store took it
             return
@@ -551,8 +596,15 @@ class Worker(Service):
             self._wakeup.set()
 
     def _leases(self) -> list[tuple[int, int]]:
+        # A run its handler's transaction completed is no longer running: not beaten.
         with self._held_lock:
-            return [a.lease for a in self._held.values()]
+            held = [a for a in self._held.values() if not a.ctx.completed]
+        faults = self.faults
+        return [a.lease for a in held if faults is None or not faults.stalled(a)]
+
+    def _held_attempts(self) -> list[Attempt]:
+        with self._held_lock:
+            return list(self._held.values())
 
     def _on_status(self, statuses: dict[tuple[int, int], LeaseStatus]) -> None:
         for lease, status in statuses.items():
@@ -560,7 +612,7 @@ class Worker(Service):
                 continue
             with self._held_lock:
                 attempt = self._held.get(lease[0])
-            if attempt is not None and attempt.lease == lease:
+            if attempt is not None and attempt.lease == lease and not attempt.ctx.completed:
                 self._abandon(attempt, status)
 
     def _abandon(self, attempt: Attempt, status: LeaseStatus) -> None:

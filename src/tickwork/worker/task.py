@@ -21,16 +21,19 @@ import functools
 import inspect
 import logging
 import threading
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from tickwork.errors import InvalidArgs
+from tickwork.errors import InvalidArgs, InvalidTransition
 from tickwork.job import ClaimedRun
 
 P = ParamSpec("P")
 R = TypeVar("R")
+Opener = Callable[[int, int], AbstractContextManager[Any]]
+"""Opens a run's completing transaction: ``Store.complete_in_transaction``."""
 
 
 class Context:
@@ -45,15 +48,25 @@ class Context:
     the store's time (one round trip to the database), the clock every node agrees on:
     use it, not the host's clock, for work that must agree on what time it is.
 
+    ``transaction()`` commits a handler's writes to the store's own database together with
+    the run's completion (see :meth:`transaction`): exactly-once in effect.
+
     Read-only. The logger and the event are made when first asked for: most handlers use
     neither, and a busy worker starts tens of thousands of runs a second.
     """
 
-    __slots__ = ("_cancelled", "_logger", "_now", "_run")
+    __slots__ = ("_cancelled", "_completed", "_logger", "_now", "_open", "_run")
 
-    def __init__(self, run: ClaimedRun, now: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        run: ClaimedRun,
+        now: Callable[[], datetime],
+        transaction: Opener | None = None,
+    ) -> None:
         self._run = run
         self._now = now
+        self._open = transaction
+        self._completed = False
         self._logger: logging.LoggerAdapter[logging.Logger] | None = None
         self._cancelled: threading.Event | None = None
 
@@ -97,6 +110,49 @@ class Context:
         """The store's time now, aware UTC: the database's clock, not this host's (which
         may be off: ``tickwork cluster`` shows by how much)."""
         return self._now()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """A transaction on the store's own database that also completes this run::
+
+            with ctx.transaction() as conn:
+                conn.execute("INSERT INTO ledger (run_id, amount) VALUES (%s, %s)",
+                             (ctx.run_id, amount))
+
+        Yields a psycopg connection (rows as dicts) on PostgreSQL, the ``sqlite3``
+        connection on SQLite (``?`` placeholders; it holds the database's write lock
+        until the block ends, so keep the block short). Do not commit or roll back on it.
+
+        When the block ends, the run is marked succeeded and the transaction commits: the
+        writes and the completion land together or not at all. If this attempt's lease
+        was taken over meanwhile (the worker stalled; another one runs the slot now), the
+        whole transaction is rolled back and :class:`~tickwork.errors.LeaseLost` raised:
+        a zombie's writes never land. A block that raises rolls back and completes
+        nothing. A worker that dies before the commit leaves nothing: the retry writes
+        it once.
+
+        Once per attempt: the run is finished when the block has committed. What the
+        handler returns afterwards is not recorded (the run succeeded with no result),
+        and an exception it raises afterwards is logged, not retried: its effect has
+        landed. On PostgreSQL the server ends a transaction idle for 2 s between two
+        statements: keep slow work (an HTTP call) outside the block. An async handler
+        runs the block in a thread: ``await asyncio.to_thread(write)``.
+        """
+        if self._open is None:
+            raise InvalidTransition("run", self._run.id, "not held by a worker", "commit")
+        if self._completed:
+            # Once per attempt: the first block completed the run.
+            raise InvalidTransition(
+                "run", self._run.id, "succeeded (ctx.transaction() committed)", "commit again"
+            )
+        with self._open(self._run.id, self._run.fencing_token) as conn:
+            yield conn
+        self._completed = True
+
+    @property
+    def completed(self) -> bool:
+        """Whether :meth:`transaction` committed: the run is succeeded already."""
+        return self._completed
 
     @property
     def logger(self) -> logging.LoggerAdapter[logging.Logger]:

@@ -30,8 +30,8 @@ trigger, claim, complete and heartbeat. Every other transition is
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -69,12 +69,14 @@ from tickwork.store.base import (
 )
 from tickwork.store.driver import Tx
 from tickwork.store.planning import plan_batch
+from tickwork.store.postgres.borrowed import borrowed
 from tickwork.store.postgres.driver import (
     PG_CODEC,
     P,
     PgDriver,
     PgTx,
     Q,
+    json_loads,
     notify,
     now_in,
 )
@@ -111,6 +113,7 @@ class PostgresStore(SqlStore):
         super().__init__(driver)
         self.health = driver.health
         self._pool = driver.pool
+        self._handler_pool = driver.handler_pool
         # The hot paths below take connections straight from the driver, no Tx in between.
         self._conn: Callable[[], AbstractContextManager[Conn]] = driver.conn
         self._tx: Callable[[], AbstractContextManager[Conn]] = driver.tx
@@ -159,31 +162,33 @@ class PostgresStore(SqlStore):
 
     # -- bulk submit -------------------------------------------------------------------------------
 
-    def submit(self, spec: JobSpec, *, now: datetime | None = None) -> Submitted:
-        with self._tx() as conn:
-            t = now_in(conn, now)
-            submitted = self._insert_one(conn, spec, t)
+    def submit(
+        self, spec: JobSpec, *, now: datetime | None = None, conn: object | None = None
+    ) -> Submitted:
+        with self._submitting(conn) as tx:
+            t = now_in(tx, now)
+            submitted = self._insert_one(tx, spec, t)
             if submitted.created:
-                notify(conn, CHANNEL_JOBS, *([CHANNEL_RUNS] if submitted.run else []))
+                notify(tx, CHANNEL_JOBS, *([CHANNEL_RUNS] if submitted.run else []))
         return submitted
 
     def submit_many(
-        self, specs: Sequence[JobSpec], *, now: datetime | None = None
+        self, specs: Sequence[JobSpec], *, now: datetime | None = None, conn: object | None = None
     ) -> list[Submitted]:
         # One statement for the whole batch (submit_jobs): jobs, and the runs of those due
         # now. The records returned are built here from the specs, not read back.
         if not specs:
             return []
-        with self._tx() as conn:
-            t = now_in(conn, now)
-            specs = self._bound_batch(conn, specs)
-            _check_names(conn, specs)
+        with self._submitting(conn) as tx:
+            t = now_in(tx, now)
+            specs = self._bound_batch(tx, specs)
+            _check_names(tx, specs)
             batch = _Batch.of(specs, t)
             rows: list[tuple[Any, ...]] = []
             try:
                 for start in range(0, len(specs), SUBMIT_STATEMENT_ROWS):
                     rows += (
-                        conn.cursor(row_factory=tuple_row)
+                        tx.cursor(row_factory=tuple_row)
                         .execute(Q["submit_jobs"], batch.params(start, SUBMIT_STATEMENT_ROWS))
                         .fetchall()
                     )
@@ -192,10 +197,15 @@ class PostgresStore(SqlStore):
                     "a job name in the batch was taken meanwhile; nothing was submitted",
                     field="name",
                 ) from None
-            done = batch.submitted(conn, rows)
+            done = batch.submitted(tx, rows)
             if any(r.created for r in done):
-                notify(conn, CHANNEL_JOBS, *([CHANNEL_RUNS] if any(r.run for r in done) else []))
+                notify(tx, CHANNEL_JOBS, *([CHANNEL_RUNS] if any(r.run for r in done) else []))
         return done
+
+    def _submitting(self, caller: object | None) -> AbstractContextManager[Conn]:
+        """The transaction a submit writes in: a pooled connection's own, or a savepoint
+        in the caller's (``conn=``, :mod:`.borrowed`)."""
+        return self._tx() if caller is None else borrowed(caller, json_loads)
 
     def _insert_job(self, tx: Tx, spec: JobSpec, t: datetime) -> Submitted:
         return self._insert_one(cast(PgTx, tx).conn, spec, t)
@@ -583,6 +593,22 @@ class PostgresStore(SqlStore):
         self, completions: Sequence[Completion], now: datetime | None, query: str = "complete"
     ) -> list[DictRow]:
         return self._all(Q[query], {**_completion_params(completions), "now": now})
+
+    @contextmanager
+    def complete_in_transaction(
+        self,
+        run_id: int,
+        fencing_token: int,
+        *,
+        result: dict[str, Any] | None = None,
+    ) -> Iterator[Conn]:
+        # The handler's own errors reach it as psycopg raised them (not translated: they
+        # are its SQL's); only the completion below is tickwork's.
+        params = {**_completion_params([Completion(run_id, fencing_token, result)]), "now": None}
+        with self._handler_pool.connection() as conn, conn.transaction():
+            yield conn
+            if not conn.execute(Q["complete_ids"], params).fetchall():
+                raise LeaseLost(run_id, fencing_token)  # rolls the whole block back
 
     # -- notifications ----------------------------------------------------------------------
 

@@ -63,7 +63,7 @@ class PgCodec(Codec):
 
     @staticmethod
     def from_json(value: Any) -> Any:
-        return value  # decoded by the connection's loader (_json_loads)
+        return value  # decoded by the connection's loader (json_loads)
 
     @staticmethod
     def args(spec: JobSpec) -> Any:
@@ -116,13 +116,14 @@ class PgDriver(Driver):
 
     def __init__(self, url: str, application_name: str, *, pool_size: int = POOL_MAX_SIZE) -> None:
         self.health = StoreHealth(redact(url))
-        self.pool = Pool(
-            url,
-            connect_kwargs(url, application_name),
-            health=self.health,
-            configure=_configure,
-            max_size=pool_size,
+        kwargs = connect_kwargs(url, application_name)
+        self.pool = Pool(url, kwargs, health=self.health, configure=_configure, max_size=pool_size)
+        self.handler_pool = Pool(
+            url, kwargs, health=self.health, configure=_configure, max_size=pool_size
         )
+        """Connections for handlers' own transactions (``ctx.transaction()``): a handler
+        holding one while it works never takes a connection the worker's heartbeats and
+        claims need. Opened on first use: a process that runs no such handler opens none."""
 
     @contextmanager
     def conn(self) -> Iterator[Conn]:
@@ -184,6 +185,7 @@ class PgDriver(Driver):
 
     def close(self) -> None:
         self.pool.close()
+        self.handler_pool.close()
 
 
 def now_in(conn: Conn, now: datetime | None) -> datetime:
@@ -198,7 +200,7 @@ def notify(conn: Conn, *channels: str) -> None:
 
 
 def _configure(conn: Conn) -> None:
-    set_json_loads(_json_loads, conn)
+    set_json_loads(json_loads, conn)
 
 
 def _is_outage(exc: psycopg.Error) -> bool:
@@ -217,7 +219,7 @@ def redact(url: str) -> str:
     return f"{scheme}://{user.partition(':')[0]}:***@{tail}"
 
 
-def _json_loads(data: bytes | str) -> Any:
+def json_loads(data: bytes | str) -> Any:
     """:func:`~tickwork.job.read_json`, but the empty object (the args of most runs)
     without parsing it."""
     return {} if data == b"{}" else read_json(data)

@@ -792,3 +792,37 @@ SELECT id FROM tickwork_jobs
 WHERE schedule ->> 'calendar' = %(name)s AND schedule ? 'calendar'
   AND state IN ('active', 'paused')
 ORDER BY id;
+-- name: set_setting
+INSERT INTO tickwork_settings (name, value, updated_at) VALUES (%(name)s, %(value)s, %(now)s)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at;
+
+-- name: delete_setting
+DELETE FROM tickwork_settings WHERE name = %(name)s;
+
+-- name: get_setting
+SELECT value, updated_at FROM tickwork_settings WHERE name = %(name)s;
+
+-- name: mark_injected
+-- Each fault appended to its run's marks, with the attempt it hit; only while that attempt
+-- holds the run. Times in the marks are epoch microseconds, as in SQLite's.
+UPDATE tickwork_runs r
+SET injected = coalesce(r.injected, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+    'attempt', r.attempt, 'fault', m.fault, 'worker', %(worker)s::text, 'by_run', m.by_run,
+    'at', (extract(epoch FROM %(now)s::timestamptz) * 1000000)::bigint))
+FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(faults)s::text[], %(by_runs)s::bigint[])
+    AS m (id, token, fault, by_run)
+WHERE r.id = m.id AND r.fencing_token = m.token AND r.state = 'running'
+RETURNING r.id;
+
+-- name: injected_runs
+-- Runs that executed again after an injected fault: a mark of an earlier attempt, and the
+-- run claimed since (started_at is its latest claim's time).
+SELECT * FROM tickwork_runs r
+WHERE r.injected IS NOT NULL
+  AND (%(tenant)s::text IS NULL OR r.tenant = %(tenant)s)
+  AND (%(after)s::bigint IS NULL OR r.id < %(after)s)
+  AND EXISTS (
+    SELECT 1 FROM jsonb_array_elements(r.injected) AS m (mark)
+    WHERE (m.mark ->> 'attempt')::integer < r.attempt
+      AND (m.mark ->> 'at')::bigint < (extract(epoch FROM r.started_at) * 1000000)::bigint)
+ORDER BY r.id DESC LIMIT %(limit)s;

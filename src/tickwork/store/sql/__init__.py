@@ -8,7 +8,8 @@ claim, complete, heartbeat, bulk submit), migrations and notifications. The part
 - :mod:`.runs`: fail (retry or dead), release, rescue, run commands, prune, run reads;
 - :mod:`.cluster`: nodes, API keys, sessions, the leader lease;
 - :mod:`.tenants`: tenants' limits;
-- :mod:`.calendars`: business-day calendars, and binding a job's schedule to its calendar.
+- :mod:`.calendars`: business-day calendars, and binding a job's schedule to its calendar;
+- :mod:`.faults`: fault injection's opt-in and marks.
 """
 
 from __future__ import annotations
@@ -17,13 +18,19 @@ from datetime import datetime
 
 from tickwork.store.sql.calendars import CalendarTransitions
 from tickwork.store.sql.cluster import ClusterTransitions
+from tickwork.store.sql.faults import FaultTransitions
 from tickwork.store.sql.jobs import JobTransitions
 from tickwork.store.sql.runs import RunTransitions
 from tickwork.store.sql.tenants import TenantTransitions
 
 
 class SqlStore(
-    JobTransitions, RunTransitions, ClusterTransitions, TenantTransitions, CalendarTransitions
+    JobTransitions,
+    RunTransitions,
+    ClusterTransitions,
+    TenantTransitions,
+    CalendarTransitions,
+    FaultTransitions,
 ):
     def close(self) -> None:
         self.driver.close()

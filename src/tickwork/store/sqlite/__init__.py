@@ -21,7 +21,8 @@ over :class:`.driver.SqliteDriver`.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -127,23 +128,31 @@ class SqliteStore(SqlStore):
 
     # -- bulk submit ------------------------------------------------------------------------
 
-    def submit(self, spec: JobSpec, *, now: datetime | None = None) -> Submitted:
-        return self._submit([spec], now, batch=False)[0]
+    def submit(
+        self, spec: JobSpec, *, now: datetime | None = None, conn: object | None = None
+    ) -> Submitted:
+        return self._submit([spec], now, conn, batch=False)[0]
 
     def submit_many(
-        self, specs: Sequence[JobSpec], *, now: datetime | None = None
+        self, specs: Sequence[JobSpec], *, now: datetime | None = None, conn: object | None = None
     ) -> list[Submitted]:
-        return self._submit(specs, now, batch=True)
+        return self._submit(specs, now, conn, batch=True)
 
     def _submit(
-        self, specs: Sequence[JobSpec], now: datetime | None, *, batch: bool
+        self, specs: Sequence[JobSpec], now: datetime | None, conn: object | None, *, batch: bool
     ) -> list[Submitted]:
+        if conn is not None:
+            raise ValidationError(
+                "conn= writes in a caller's PostgreSQL transaction; this store is SQLite "
+                f"({self.path})",
+                field="conn",
+            )
         t = self._now(now)
         submitted: list[Submitted] = []
-        with self._write() as conn:
+        with self._write() as tx:
             for i, spec in enumerate(specs):
                 try:
-                    submitted.append(self._submit_one(conn, spec, t))
+                    submitted.append(self._submit_one(tx, spec, t))
                 except ValidationError as exc:
                     raise exc.at(i) if batch else exc from None
         channels = [CHANNEL_JOBS] if any(s.created for s in submitted) else []
@@ -521,6 +530,20 @@ class SqliteStore(SqlStore):
             if row is None:
                 rejected.append(c.run_id)
         return rejected
+
+    @contextmanager
+    def complete_in_transaction(
+        self,
+        run_id: int,
+        fencing_token: int,
+        *,
+        result: dict[str, Any] | None = None,
+    ) -> Iterator[sqlite3.Connection]:
+        with self._write() as conn:  # BEGIN IMMEDIATE: the write lock until the block ends
+            yield conn
+            done = [Completion(run_id, fencing_token, result)]
+            if self._complete_in(conn, done, self._now(None)):
+                raise LeaseLost(run_id, fencing_token)  # rolls the whole block back
 
     # -- notifications ----------------------------------------------------------------------
 

@@ -509,3 +509,42 @@ SELECT * FROM tickwork_calendars WHERE name = :name;
 SELECT id FROM tickwork_jobs
 WHERE json_extract(schedule, '$.calendar') = :name AND state IN ('active', 'paused')
 ORDER BY id;
+-- name: set_setting
+INSERT INTO tickwork_settings (name, value, updated_at) VALUES (:name, :value, :now)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at;
+
+-- name: delete_setting
+DELETE FROM tickwork_settings WHERE name = :name;
+
+-- name: get_setting
+SELECT value, updated_at FROM tickwork_settings WHERE name = :name;
+
+-- name: mark_injected
+-- Each fault appended to its run's marks, with the attempt it hit; only while that attempt
+-- holds the run.
+UPDATE tickwork_runs
+SET injected = json_insert(coalesce(injected, '[]'), '$[#]', json_object(
+    'attempt', attempt, 'fault', m.value ->> '$[2]', 'worker', :worker,
+    'by_run', m.value ->> '$[3]', 'at', :now))
+FROM (
+    SELECT json_array(i.value, t.value, f.value, b.value) AS value, i.value AS id,
+        t.value AS token
+    FROM json_each(:ids) AS i
+    JOIN json_each(:tokens) AS t ON t.key = i.key
+    JOIN json_each(:faults) AS f ON f.key = i.key
+    JOIN json_each(:by_runs) AS b ON b.key = i.key
+) AS m
+WHERE tickwork_runs.id = m.id AND fencing_token = m.token AND state = 'running'
+RETURNING tickwork_runs.id AS id;
+
+-- name: injected_runs
+-- Runs that executed again after an injected fault: a mark of an earlier attempt, and the
+-- run claimed since (started_at is its latest claim's time).
+SELECT * FROM tickwork_runs r
+WHERE r.injected IS NOT NULL
+  AND (:tenant IS NULL OR r.tenant = :tenant)
+  AND (:after IS NULL OR r.id < :after)
+  AND EXISTS (
+    SELECT 1 FROM json_each(r.injected) AS m
+    WHERE m.value ->> '$.attempt' < r.attempt AND m.value ->> '$.at' < r.started_at)
+ORDER BY r.id DESC LIMIT :limit;

@@ -1,0 +1,95 @@
+"""app.submit(..., conn=...) with a worker running on PostgreSQL: a rolled-back submit never
+runs; a committed one runs once, its worker woken by the commit's notification."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+import psycopg
+import pytest
+from worker_support import DEADLINE, make_app, running
+
+from tickwork.app import App, Context
+from tickwork.job import Run, RunState
+from tickwork.store import Store, open_store
+from tickwork.testing import wait_until
+from tickwork.worker import IDLE_RECHECK
+
+WAKE_LIMIT = timedelta(seconds=2)
+"""From the commit to the run's start: generous for a loaded box, and well under the
+IDLE_RECHECK (5 s) a worker that missed the notification would take."""
+
+
+@pytest.fixture
+def pg(pg_database: str) -> Iterator[Store]:
+    opened = open_store(pg_database)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def app(pg: Store) -> Iterator[App]:
+    application = make_app(pg)
+    yield application
+    application.close()
+
+
+def test_a_committed_submit_runs_once_started_within_moments_of_the_commit(
+    app: App, pg: Store
+) -> None:
+    assert WAKE_LIMIT < IDLE_RECHECK
+    executed: list[int] = []
+    lock = threading.Lock()
+
+    @app.task
+    def receipt(ctx: Context, order: int) -> None:
+        with lock:
+            executed.append(ctx.run_id)
+
+    with running(app.worker()):
+        time.sleep(0.5)  # the worker is idle, waiting on its notification
+        with psycopg.connect(pg.url) as conn:
+            conn.execute("CREATE TEMP TABLE orders (id int)")
+            conn.execute("INSERT INTO orders VALUES (42)")
+            job = app.submit(receipt, {"order": 42}, conn=conn)
+            time.sleep(0.5)
+            assert not executed  # invisible to the worker until the commit
+            row = conn.execute("SELECT clock_timestamp()").fetchone()
+            assert row is not None
+            committed_at: datetime = row[0]
+        (run,) = wait_until(lambda: executed and pg.list_runs(job_id=job.id).items, DEADLINE)
+        done = wait_until(lambda: _succeeded(pg, run.id), DEADLINE)
+        time.sleep(0.3)
+    assert executed == [run.id]
+    assert done.started_at is not None
+    assert done.started_at - committed_at < WAKE_LIMIT
+
+
+def test_a_rolled_back_submit_never_runs(app: App, pg: Store) -> None:
+    executed: list[int] = []
+
+    @app.task
+    def receipt(ctx: Context) -> None:
+        executed.append(ctx.run_id)
+
+    with running(app.worker()):
+        conn = psycopg.connect(pg.url)
+        try:
+            app.submit(receipt, conn=conn)
+            conn.rollback()
+        finally:
+            conn.close()
+        time.sleep(1.0)
+    assert executed == []
+    assert pg.list_jobs().items == []
+    assert pg.list_runs().items == []
+
+
+def _succeeded(store: Store, run_id: int) -> Run | None:
+    run = store.get_run(run_id)
+    return run if run.state is RunState.SUCCEEDED else None
