@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tickwork import auth
+from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import resolve_db_url
 from tickwork.errors import ApiKeyNotFound, ValidationError
 from tickwork.explain import Explanation, explain, latest_slot, parse_slot
@@ -72,9 +73,15 @@ MAX_FIRE_TIMES = 1000
 class Client:
     """Submit and inspect jobs and runs on one store, checking tasks against ``registry``."""
 
-    def __init__(self, store: Store, registry: Registry | None = None) -> None:
+    def __init__(
+        self, store: Store, registry: Registry | None = None, *, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        """``clock``: what "now" is for submits and commands. The system clock (the default)
+        leaves it to the store's clock; a :class:`~tickwork.testing.FakeClock` makes a
+        submit ``delay=`` count from the time a test set."""
         self.store = store
         self.registry = registry if registry is not None else Registry()
+        self.clock = clock
 
     @classmethod
     def open(
@@ -106,7 +113,7 @@ class Client:
     def submit_spec(self, spec: JobSpec) -> Submitted:
         """Submit a job already validated by :func:`~tickwork.inputs.make_spec` (the CLI
         validates before it opens a database, so bad input never creates a file)."""
-        return self.store.submit(spec)
+        return self.store.submit(spec, now=self.clock.store_now())
 
     def schedule(
         self, task: str | Task[..., Any], *, name: str | None = None, **options: Any
@@ -120,7 +127,7 @@ class Client:
             raise ValidationError("a schedule needs cron=... or every=...", field="schedule")
         resolved = resolve_task(self.registry, task)
         spec = make_spec(self.registry, resolved, name=name or resolved.name, **options)
-        return self.store.put_schedule(spec)
+        return self.store.put_schedule(spec, now=self.clock.store_now())
 
     def get_job(self, job_id: int, *, tenant: str | None = None) -> Job:
         return self.store.get_job(check_id(job_id, "job"), tenant=tenant)
@@ -168,29 +175,41 @@ class Client:
     def cancel_job(self, job_id: int, *, tenant: str | None = None) -> Job:
         """No more slots; its waiting runs are cancelled, a running one finishes.
         Cancelling a cancelled job changes nothing."""
-        return self.store.cancel_job(check_id(job_id, "job"), tenant=tenant)
+        return self.store.cancel_job(
+            check_id(job_id, "job"), tenant=tenant, now=self.clock.store_now()
+        )
 
     def pause_job(self, job_id: int, *, tenant: str | None = None) -> Job:
         """No slot is triggered until :meth:`resume_job`; InvalidTransition unless active
         (or already paused)."""
-        return self.store.pause_job(check_id(job_id, "job"), tenant=tenant)
+        return self.store.pause_job(
+            check_id(job_id, "job"), tenant=tenant, now=self.clock.store_now()
+        )
 
     def resume_job(self, job_id: int, *, tenant: str | None = None) -> Job:
         """Slots that fell while paused are recorded as skipped; the next one runs."""
-        return self.store.resume_job(check_id(job_id, "job"), tenant=tenant)
+        return self.store.resume_job(
+            check_id(job_id, "job"), tenant=tenant, now=self.clock.store_now()
+        )
 
     def trigger_job(self, job_id: int, *, tenant: str | None = None) -> Run:
         """Run the job now, once, besides its schedule (which is untouched)."""
-        return self.store.trigger_job(check_id(job_id, "job"), tenant=tenant)
+        return self.store.trigger_job(
+            check_id(job_id, "job"), tenant=tenant, now=self.clock.store_now()
+        )
 
     def cancel_run(self, run_id: int, *, tenant: str | None = None) -> Run:
         """queued|failed|running -> cancelled (a running handler is stopped at its next
         heartbeat); InvalidTransition for a finished run."""
-        return self.store.cancel_run(check_id(run_id, "run"), tenant=tenant)
+        return self.store.cancel_run(
+            check_id(run_id, "run"), tenant=tenant, now=self.clock.store_now()
+        )
 
     def retry_run(self, run_id: int, *, tenant: str | None = None) -> Run:
         """dead|failed -> queued now, with a fresh allowance of attempts."""
-        return self.store.retry_run(check_id(run_id, "run"), tenant=tenant)
+        return self.store.retry_run(
+            check_id(run_id, "run"), tenant=tenant, now=self.clock.store_now()
+        )
 
     # -- inspection --------------------------------------------------------------------------
 
@@ -215,7 +234,7 @@ class Client:
         if isinstance(job.schedule, Once):
             return [job.next_run_at or job.schedule.first_slot(job.created_at)]
         times: list[datetime] = []
-        slot: datetime | None = self.store.now()
+        slot: datetime | None = self.now()
         while slot is not None and len(times) < n:
             slot = job.schedule.next_after(slot)
             if slot is not None:
@@ -240,7 +259,7 @@ class Client:
         before now (its first slot when none has fallen yet).
         """
         job = self.get_job(job_id, tenant=tenant)
-        now = self.store.now()
+        now = self.now()
         slot = self.slot_at(job, at, now=now)
         job, runs, skips = self.store.runs_for_slot(job.id, slot, tenant=tenant)
         waiting = runs and runs[0].state in (RunState.QUEUED, RunState.FAILED)
@@ -291,8 +310,9 @@ class Client:
         return self.store.migrate()
 
     def now(self) -> datetime:
-        """The store's clock: the time every due-ness and lease is judged by."""
-        return self.store.now()
+        """The store's clock: the time every due-ness and lease is judged by (a test
+        clock's time, with one)."""
+        return self.clock.store_now() or self.store.now()
 
     def run_stats(self, *, tenant: str | None = None) -> RunStats:
         """Runs by state, the due backlog and recent trigger lag."""

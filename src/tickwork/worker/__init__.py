@@ -442,15 +442,9 @@ class Worker(Service):
         :meth:`_refusal`) is held too, but its outcome is reported at once instead."""
         made: list[Attempt] = []
         refused: list[tuple[Attempt, Outcome]] = []
-        find = self.registry.find
         monotonic = self.clock.monotonic
         for run in runs:
-            # http is a built-in (no app can replace it): this worker's own, under its
-            # egress policy.
-            task = self._http if run.task == HTTP else find(run.task)
-            refusal = self._refusal(run, task)
-            if task is None or refusal is not None:
-                task = Task(run.task, _unknown)
+            task, refusal = self.task_for(run)
             timeout = run.timeout
             deadline = monotonic() + timeout.total_seconds() if timeout is not None else None
             attempt = Attempt(run, task, Context(run, self.skew.store_now), deadline)
@@ -481,6 +475,17 @@ class Worker(Service):
             attempt.settle(AttemptState.FINISHED)
             self._on_outcome(attempt, refusal)
         return [a for a in made if a.state is AttemptState.RUNNING]  # not the refused
+
+    def task_for(self, run: ClaimedRun) -> tuple[Task[..., Any], Outcome | None]:
+        """The task this worker runs ``run`` with, and the outcome it reports instead of
+        running it when it refuses (an unknown task, shell without ``--allow-shell``)."""
+        # http is a built-in (no app can replace it): this worker's own, under its egress
+        # policy.
+        task = self._http if run.task == HTTP else self.registry.find(run.task)
+        refusal = self._refusal(run, task)
+        if task is None or refusal is not None:
+            return Task(run.task, _unknown), refusal
+        return task, None
 
     def _refusal(self, run: ClaimedRun, task: Task[..., Any] | None) -> Outcome | None:
         """Why this worker does not execute ``run`` (its ``task`` here, None: unknown)."""

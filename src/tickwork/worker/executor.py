@@ -39,6 +39,7 @@ from typing import Any
 from tickwork.clock import Clock
 from tickwork.errors import InvalidArgs
 from tickwork.job import ClaimedRun, result_problem
+from tickwork.worker.observe import run_scope
 from tickwork.worker.task import Context, Discard, Retry, Task, TaskFailed
 
 log = logging.getLogger("tickwork.worker")
@@ -264,13 +265,7 @@ class Executor:
     def _call_sync(self, attempt: Attempt) -> None:
         if attempt.state is not AttemptState.RUNNING:
             return  # stopped before it started; settled by whoever stopped it
-        try:
-            attempt.task.check_args(attempt.run.args)
-            value = attempt.task.fn(attempt.ctx, **attempt.run.args)
-        except BaseException as exc:  # a handler's SystemExit must not kill a pool thread
-            self._finish(attempt, failure(exc))
-        else:
-            self._finish(attempt, success(value))
+        self._finish(attempt, call(attempt))
 
     # -- async handlers: one event loop ----------------------------------------------------
 
@@ -304,16 +299,7 @@ class Executor:
         try:
             if attempt.state is not AttemptState.RUNNING:
                 return  # stopped before it started; settled by whoever stopped it
-            attempt.task.check_args(attempt.run.args)
-            value = await attempt.task.fn(attempt.ctx, **attempt.run.args)
-        except asyncio.CancelledError:
-            # Cancelled from inside the handler, not by us: an ordinary failure. When we
-            # cancelled it, the attempt is settled already and this is a no-op.
-            self._finish(attempt, Outcome(False, error="the handler's task was cancelled"))
-        except BaseException as exc:
-            self._finish(attempt, failure(exc))
-        else:
-            self._finish(attempt, success(value))
+            self._finish(attempt, await call_async(attempt))
         finally:
             self._exited(attempt)
 
@@ -349,6 +335,41 @@ class Executor:
         timeout = attempt.run.timeout.total_seconds() if attempt.run.timeout else 0.0
         self.interrupt(attempt)
         self._on_outcome(attempt, Outcome(False, error=f"timed out after {timeout:g} s"))
+
+
+def call(attempt: Attempt) -> Outcome:
+    """Call a sync handler in this thread, inside its run's scope (log context, span):
+    what it did, as an outcome. The one way a sync handler is called, by a worker's pool
+    and by :class:`tickwork.testing.TickworkTestKit`."""
+    with run_scope(attempt.run) as scope:
+        try:
+            attempt.task.check_args(attempt.run.args)
+            value = attempt.task.fn(attempt.ctx, **attempt.run.args)
+        except BaseException as exc:  # a handler's SystemExit must not kill a pool thread
+            outcome = failure(exc)
+        else:
+            outcome = success(value)
+        scope.ended(outcome)
+    return outcome
+
+
+async def call_async(attempt: Attempt) -> Outcome:
+    """:func:`call` for an async handler, awaited in its own asyncio task."""
+    with run_scope(attempt.run) as scope:
+        try:
+            attempt.task.check_args(attempt.run.args)
+            value = await attempt.task.fn(attempt.ctx, **attempt.run.args)
+        except asyncio.CancelledError:
+            # Cancelled from inside the handler, not by its worker: an ordinary failure.
+            # When the worker cancelled it, the attempt is settled already and this outcome
+            # is dropped.
+            outcome = Outcome(False, error="the handler's task was cancelled")
+        except BaseException as exc:
+            outcome = failure(exc)
+        else:
+            outcome = success(value)
+        scope.ended(outcome)
+    return outcome
 
 
 NOTHING_RETURNED = Outcome(True)
