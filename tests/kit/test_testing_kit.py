@@ -199,7 +199,8 @@ def test_assertions_on_what_was_submitted(
 
     tickwork_kit.advance(hours=1)
     [found] = tickwork_kit.submitted(send)
-    assert found.state == "queued" and found.run_id is not None
+    assert found.state == "queued"
+    assert found.run_id is not None
 
 
 def test_drain_fails_the_test_when_a_task_resubmits_itself_for_ever(
