@@ -64,6 +64,7 @@ from tickwork.schedule import (
     Once,
 )
 from tickwork.store import Store, open_store
+from tickwork.worker.otel import traced
 from tickwork.worker.registry import Registry
 from tickwork.worker.task import Task
 
@@ -113,7 +114,7 @@ class Client:
     def submit_spec(self, spec: JobSpec) -> Submitted:
         """Submit a job already validated by :func:`~tickwork.inputs.make_spec` (the CLI
         validates before it opens a database, so bad input never creates a file)."""
-        return self.store.submit(spec, now=self.clock.store_now())
+        return self.store.submit(traced(spec), now=self.clock.store_now())
 
     def schedule(
         self, task: str | Task[..., Any], *, name: str | None = None, **options: Any
@@ -127,7 +128,7 @@ class Client:
             raise ValidationError("a schedule needs cron=... or every=...", field="schedule")
         resolved = resolve_task(self.registry, task)
         spec = make_spec(self.registry, resolved, name=name or resolved.name, **options)
-        return self.store.put_schedule(spec, now=self.clock.store_now())
+        return self.store.put_schedule(traced(spec), now=self.clock.store_now())
 
     def get_job(self, job_id: int, *, tenant: str | None = None) -> Job:
         return self.store.get_job(check_id(job_id, "job"), tenant=tenant)

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from tickwork.app import App
-from tickwork.store import open_store
+from tickwork.client import Client
 from tickwork.testing import FakeClock, TickworkTestKit
 
 PG_URL_ENV = "TICKWORK_TESTING_PG_URL"
@@ -58,8 +58,8 @@ def tickwork_store_url(tmp_path: Path) -> Iterator[str]:
     parts = urlsplit(base)
     url = urlunsplit(parts._replace(path=f"/{name}"))
     try:
-        store = open_store(url, migrate=True)
-        store.close()
+        with Client.open(url, migrate=True):
+            pass
         yield url
     finally:
         with psycopg.connect(base, autocommit=True) as admin:

@@ -48,6 +48,7 @@ from tickwork.job import ClaimedRun, Job, Run, RunState
 from tickwork.records import Completion, Page
 from tickwork.schedule import Once
 from tickwork.worker.executor import Attempt, Outcome, call, call_async
+from tickwork.worker.observe import Tracing
 from tickwork.worker.task import Context, Task
 
 T = TypeVar("T")
@@ -233,6 +234,7 @@ class TickworkTestKit:
         self.executed: list[Executed] = []
         """Every attempt this kit ran, oldest first."""
         self._worker = app.worker(node_id=KIT_NODE)  # never started: it picks the tasks
+        self._tracing = Tracing(app.store.get_job, clock)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def close(self) -> None:
@@ -398,10 +400,10 @@ class TickworkTestKit:
 
     def _call(self, attempt: Attempt) -> Outcome:
         if not attempt.task.is_async:
-            return call(attempt)
+            return call(attempt, self._tracing)
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
-        return self._loop.run_until_complete(call_async(attempt))
+        return self._loop.run_until_complete(call_async(attempt, self._tracing))
 
     # -- what was submitted ----------------------------------------------------------------
 

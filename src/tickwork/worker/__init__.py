@@ -83,6 +83,7 @@ from tickwork.worker.builtins import HTTP, SHELL, http_task
 from tickwork.worker.egress import EgressPolicy
 from tickwork.worker.executor import Attempt, AttemptState, Executor, Outcome
 from tickwork.worker.heartbeat import Heartbeat
+from tickwork.worker.observe import Tracing
 from tickwork.worker.registry import Registry
 from tickwork.worker.reporter import Reporter
 from tickwork.worker.task import Context, Discard, Retry, Task
@@ -159,6 +160,7 @@ class Worker(Service):
             on_outcome=self._on_outcome,
             on_exit=self._on_exit,
             clock=clock,
+            tracing=Tracing(store.get_job, clock),
         )
         self.heartbeat = Heartbeat(
             store,

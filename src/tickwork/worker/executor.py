@@ -39,7 +39,7 @@ from typing import Any
 from tickwork.clock import Clock
 from tickwork.errors import InvalidArgs
 from tickwork.job import ClaimedRun, result_problem
-from tickwork.worker.observe import run_scope
+from tickwork.worker.observe import Tracing, run_scope, tracing_on
 from tickwork.worker.task import Context, Discard, Retry, Task, TaskFailed
 
 log = logging.getLogger("tickwork.worker")
@@ -112,8 +112,10 @@ class Executor:
         on_outcome: Callable[[Attempt, Outcome], None],
         on_exit: Callable[[Attempt], None],
         clock: Clock,
+        tracing: Tracing | None = None,
     ) -> None:
         self.concurrency = concurrency
+        self._tracing = tracing
         self._on_outcome = on_outcome
         self._on_exit = on_exit
         self._clock = clock
@@ -265,7 +267,7 @@ class Executor:
     def _call_sync(self, attempt: Attempt) -> None:
         if attempt.state is not AttemptState.RUNNING:
             return  # stopped before it started; settled by whoever stopped it
-        self._finish(attempt, call(attempt))
+        self._finish(attempt, call(attempt, self._tracing))
 
     # -- async handlers: one event loop ----------------------------------------------------
 
@@ -299,7 +301,7 @@ class Executor:
         try:
             if attempt.state is not AttemptState.RUNNING:
                 return  # stopped before it started; settled by whoever stopped it
-            self._finish(attempt, await call_async(attempt))
+            self._finish(attempt, await call_async(attempt, self._tracing))
         finally:
             self._exited(attempt)
 
@@ -337,11 +339,13 @@ class Executor:
         self._on_outcome(attempt, Outcome(False, error=f"timed out after {timeout:g} s"))
 
 
-def call(attempt: Attempt) -> Outcome:
+def call(attempt: Attempt, tracing: Tracing | None = None) -> Outcome:
     """Call a sync handler in this thread, inside its run's scope (log context, span):
     what it did, as an outcome. The one way a sync handler is called, by a worker's pool
     and by :class:`tickwork.testing.TickworkTestKit`."""
-    with run_scope(attempt.run) as scope:
+    run = attempt.run
+    parent = tracing.parent(run.job_id) if tracing is not None and tracing_on() else None
+    with run_scope(run, tracing, parent) as scope:
         try:
             attempt.task.check_args(attempt.run.args)
             value = attempt.task.fn(attempt.ctx, **attempt.run.args)
@@ -353,9 +357,16 @@ def call(attempt: Attempt) -> Outcome:
     return outcome
 
 
-async def call_async(attempt: Attempt) -> Outcome:
+async def call_async(attempt: Attempt, tracing: Tracing | None = None) -> Outcome:
     """:func:`call` for an async handler, awaited in its own asyncio task."""
-    with run_scope(attempt.run) as scope:
+    run = attempt.run
+    parent = None
+    if tracing is not None and tracing_on():
+        if tracing.cached(run.job_id):
+            parent = tracing.parent(run.job_id)
+        else:  # a store read: not on the event loop
+            parent = await asyncio.to_thread(tracing.parent, run.job_id)
+    with run_scope(run, tracing, parent) as scope:
         try:
             attempt.task.check_args(attempt.run.args)
             value = await attempt.task.fn(attempt.ctx, **attempt.run.args)

@@ -13,22 +13,28 @@ Log context
 Spans (:mod:`tickwork.worker.otel`)
     Each attempt is one span, ended with its outcome; see that module. Without
     ``opentelemetry`` imported by the application, this costs one dictionary look-up per
-    attempt and imports nothing.
+    attempt and imports nothing. With it, a worker reads each job's stored traceparent
+    once (:class:`Tracing`), in the pool thread or, for an async handler, in a thread of
+    its own, never on the event loop.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tickwork.job import ClaimedRun
+from tickwork.clock import Clock
+from tickwork.job import ClaimedRun, Job
 
 if TYPE_CHECKING:
     from tickwork.worker.executor import Outcome
+
+log = logging.getLogger("tickwork.worker")
 
 _CURRENT: ContextVar[ClaimedRun | None] = ContextVar("tickwork_run", default=None)
 
@@ -73,18 +79,58 @@ class _NoSpan:
 
 _NO_SPAN = _NoSpan()
 OTEL_MODULE = "opentelemetry.trace"
+TRACE_CACHE = 4096
+"""Jobs whose traceparent a worker keeps in memory (a job's never changes once written)."""
+
+
+def tracing_on() -> bool:
+    """Whether the application uses OpenTelemetry: it has imported its API (tickwork never
+    imports it first)."""
+    return OTEL_MODULE in sys.modules
+
+
+class Tracing:
+    """What an attempt's span needs besides the run: the traceparent stored with its job
+    (read once per job: it never changes once written) and the clock its lag is read on."""
+
+    def __init__(self, get_job: Callable[[int], Job], clock: Clock) -> None:
+        self._get_job = get_job
+        self.clock = clock
+        self._parents: dict[int, str | None] = {}
+        self._lock = threading.Lock()
+
+    def cached(self, job_id: int) -> bool:
+        with self._lock:
+            return job_id in self._parents
+
+    def parent(self, job_id: int) -> str | None:
+        """The job's traceparent (a store read the first time); None when it has none or
+        the store did not answer (a span without its link beats a failed run)."""
+        with self._lock:
+            if job_id in self._parents:
+                return self._parents[job_id]
+        try:
+            parent = self._get_job(job_id).trace_context
+        except Exception as exc:
+            log.debug("job %d: no trace context for its span: %s", job_id, exc)
+            return None
+        with self._lock:
+            if len(self._parents) >= TRACE_CACHE:
+                del self._parents[next(iter(self._parents))]
+            self._parents[job_id] = parent
+        return parent
 
 
 @contextmanager
-def run_scope(run: ClaimedRun, queue: str | None = None) -> Iterator[Scope]:
-    """Around a handler: the log context, and a span when the application uses OpenTelemetry
-    (it has imported ``opentelemetry.trace``; tickwork never imports it first)."""
+def run_scope(run: ClaimedRun, tracing: Tracing | None, parent: str | None) -> Iterator[Scope]:
+    """Around a handler: the log context, and its span when the application uses
+    OpenTelemetry and ``tracing`` is given (``parent``: the job's traceparent)."""
     token = _CURRENT.set(run)
     try:
-        if OTEL_MODULE in sys.modules:
+        if tracing is not None and tracing_on():
             from tickwork.worker.otel import attempt_span
 
-            with attempt_span(run, queue) as span:
+            with attempt_span(run, parent, tracing.clock.now()) as span:
                 yield span
         else:
             yield _NO_SPAN

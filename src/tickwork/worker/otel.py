@@ -24,17 +24,17 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from tickwork.job import ClaimedRun
+from tickwork.job import ClaimedRun, JobSpec
 
 if TYPE_CHECKING:
     from tickwork.worker.executor import Outcome
 
 TRACER_NAME = "tickwork"
 SPAN_NAME = "tickwork.run"
-TRACEPARENT = "traceparent"
 
 
 def traceparent() -> str | None:
@@ -48,6 +48,15 @@ def traceparent() -> str | None:
     if not context.is_valid:
         return None
     return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+
+
+def traced(spec: JobSpec) -> JobSpec:
+    """``spec`` with the active span's traceparent (when it has none and a span is active):
+    what the client submits, so the job's runs' spans link to the submitter's."""
+    if spec.trace_context is not None:
+        return spec
+    parent = traceparent()
+    return spec if parent is None else replace(spec, trace_context=parent)
 
 
 def _link(parent: str | None) -> list[Any]:
@@ -92,25 +101,22 @@ class _Span:
 
 
 @contextmanager
-def attempt_span(
-    run: ClaimedRun, queue: str | None = None, parent: str | None = None
-) -> Iterator[_Span]:
-    """The span of one attempt (see the module docstring); current while the handler runs,
-    so its own spans are its children."""
+def attempt_span(run: ClaimedRun, parent: str | None, started: datetime) -> Iterator[_Span]:
+    """The span of one attempt (see the module docstring), linked to ``parent`` (the job's
+    traceparent); current while the handler runs, so its own spans are its children."""
     from opentelemetry import trace
 
     tracer = trace.get_tracer(TRACER_NAME)
-    lag = (datetime.now(UTC) - run.scheduled_for).total_seconds() * 1000
+    lag = (started - run.scheduled_for).total_seconds() * 1000
     attributes: dict[str, Any] = {
         "tickwork.task": run.task,
         "tickwork.job_id": run.job_id,
         "tickwork.run_id": run.id,
         "tickwork.attempt": run.attempt,
         "tickwork.tenant": run.tenant,
+        "tickwork.queue": run.queue,
         "tickwork.lag_ms": round(lag, 3),
     }
-    if queue is not None:
-        attributes["tickwork.queue"] = queue
     with tracer.start_as_current_span(
         f"{SPAN_NAME} {run.task}",
         kind=trace.SpanKind.CONSUMER,

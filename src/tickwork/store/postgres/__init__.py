@@ -206,6 +206,7 @@ class PostgresStore(SqlStore):
             "misfires": "misfire",
             "graces": "misfire_grace",
             "overlaps": "overlap",
+            "trace_contexts": "trace_context",
         }
         arrays: dict[str, Any] = {key: [p[col] for p in params] for key, col in columns.items()}
         arrays["states"] = [JobState.COMPLETED if d else JobState.ACTIVE for d in due]

@@ -7,27 +7,28 @@
 -- name: insert_job
 INSERT INTO tickwork_jobs (tenant, name, task, args, schedule, state, next_run_at, queue,
     priority, max_attempts, backoff_base, backoff_cap, timeout, misfire, misfire_grace, overlap,
-    idempotency_key, created_at, updated_at)
+    idempotency_key, trace_context, created_at, updated_at)
 VALUES (%(tenant)s, %(name)s, %(task)s, %(args)s, %(schedule)s, %(state)s, %(next_run_at)s,
     %(queue)s, %(priority)s, %(max_attempts)s, %(backoff_base)s, %(backoff_cap)s, %(timeout)s,
-    %(misfire)s, %(misfire_grace)s, %(overlap)s, %(idempotency_key)s, %(now)s, %(now)s)
+    %(misfire)s, %(misfire_grace)s, %(overlap)s, %(idempotency_key)s, %(trace_context)s, %(now)s, %(now)s)
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING *;
 
 -- name: insert_jobs
 INSERT INTO tickwork_jobs (tenant, task, args, schedule, state, next_run_at, queue, priority,
     max_attempts, backoff_base, backoff_cap, timeout, misfire, misfire_grace, overlap,
-    created_at, updated_at)
+    trace_context, created_at, updated_at)
 SELECT s.tenant, s.task, s.args, s.schedule, s.state, s.next_run_at, s.queue, s.priority,
     s.max_attempts, s.backoff_base, s.backoff_cap, s.timeout, s.misfire, s.misfire_grace,
-    s.overlap, %(now)s, %(now)s
+    s.overlap, s.trace_context, %(now)s, %(now)s
 FROM unnest(%(tenants)s::text[], %(tasks)s::text[], %(args)s::jsonb[], %(schedules)s::jsonb[],
     %(states)s::text[], %(next_run_ats)s::timestamptz[], %(queues)s::text[],
     %(priorities)s::integer[], %(max_attempts)s::integer[], %(backoff_bases)s::float8[],
     %(backoff_caps)s::float8[], %(timeouts)s::float8[], %(misfires)s::text[],
-    %(graces)s::float8[], %(overlaps)s::text[]) WITH ORDINALITY
+    %(graces)s::float8[], %(overlaps)s::text[], %(trace_contexts)s::text[]) WITH ORDINALITY
     AS s (tenant, task, args, schedule, state, next_run_at, queue, priority, max_attempts,
-          backoff_base, backoff_cap, timeout, misfire, misfire_grace, overlap, ord)
+          backoff_base, backoff_cap, timeout, misfire, misfire_grace, overlap, trace_context,
+          ord)
 ORDER BY s.ord
 RETURNING *;
 
@@ -184,12 +185,12 @@ WITH limits AS MATERIALIZED (
     FROM picked WHERE r.id = picked.id
     RETURNING r.id, r.fencing_token, r.job_id, r.tenant, r.task, r.args, r.scheduled_for,
         r.attempt, r.max_attempts, make_interval(secs => r.timeout) AS timeout,
-        r.priority, r.run_at
+        r.queue, r.priority, r.run_at
 )
 SELECT d.completed,
     (SELECT set FROM limits) AS limited,
     c.id, c.fencing_token, c.job_id, c.tenant, c.task, c.args,
-    c.scheduled_for, c.attempt, c.max_attempts, c.timeout
+    c.scheduled_for, c.attempt, c.max_attempts, c.timeout, c.queue
 FROM (SELECT count(*) AS completed FROM done) d
 LEFT JOIN claimed c ON true
 ORDER BY c.priority DESC, c.run_at, c.id;
