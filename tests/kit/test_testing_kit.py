@@ -221,3 +221,25 @@ def test_the_kit_refuses_to_share_a_store_with_a_leading_scheduler(
     tickwork_app.store.acquire_leadership("elsewhere", timedelta(hours=1), now=tickwork_clock.now())
     with pytest.raises(AssertionError, match="another scheduler leads this store"):
         tickwork_kit.drain()
+
+
+def test_the_docs_dst_example_runs_each_slot_at_its_time_with_drain(
+    tickwork_app: App, tickwork_kit: TickworkTestKit, tickwork_clock: FakeClock
+) -> None:
+    sent: list[tuple[datetime, datetime]] = []
+
+    @tickwork_app.task
+    def nightly_report(ctx) -> None:
+        sent.append((ctx.scheduled_for, tickwork_clock.now()))
+
+    tickwork_clock.set(datetime(2030, 3, 29, 12, tzinfo=UTC))
+    tickwork_app.schedule(nightly_report, cron="30 2 * * *", tz="Europe/Berlin")
+    tickwork_kit.advance(days=3, drain=True)
+
+    slots = [
+        datetime(2030, 3, 30, 1, 30, tzinfo=UTC),
+        datetime(2030, 3, 31, 1, 0, tzinfo=UTC),
+        datetime(2030, 4, 1, 0, 30, tzinfo=UTC),
+    ]
+    assert sent == [(slot, slot) for slot in slots]  # each ran at its own slot, not at the end
+    tickwork_kit.assert_submitted(nightly_report, count=3)
