@@ -243,3 +243,23 @@ def test_the_docs_dst_example_runs_each_slot_at_its_time_with_drain(
     ]
     assert sent == [(slot, slot) for slot in slots]  # each ran at its own slot, not at the end
     tickwork_kit.assert_submitted(nightly_report, count=3)
+
+
+def test_advance_applies_the_overlap_policy_slot_by_slot(
+    tickwork_app: App, tickwork_kit: TickworkTestKit
+) -> None:
+    @tickwork_app.task
+    def sync_feed(ctx) -> None:
+        pass
+
+    job = tickwork_app.schedule(sync_feed, every=timedelta(minutes=10), overlap="forbid")
+    tickwork_kit.advance(hours=1)  # no worker: the first run is still queued at every slot
+
+    [queued] = tickwork_kit.submitted(sync_feed)
+    assert queued.state == "queued"
+    fates = [(s.fate.value, s.count) for s in tickwork_app.client.slot_ledger(job.id)]
+    assert sum(count for _, count in fates) == 5
+    assert {fate for fate, _ in fates} == {"overlap"}  # skipped on time, not as misfires
+
+    tickwork_kit.advance(minutes=10, drain=True)
+    assert [s.state for s in tickwork_kit.submitted(sync_feed)] == ["succeeded", "succeeded"]
