@@ -121,3 +121,17 @@ def test_the_filter_gives_any_logger_the_run_and_nothing_outside_one(store: Stor
     assert by_msg["outside"].run_id is None  # type: ignore[attr-defined]
     assert by_msg["outside"].run_context == ""  # type: ignore[attr-defined]
     assert current_run() is None
+
+
+def test_outside_a_run_the_filter_keeps_fields_a_record_was_logged_with() -> None:
+    records = Records()
+    mine = logging.getLogger("myapp.extra")
+    mine.addHandler(records)
+    mine.setLevel(logging.INFO)
+    try:
+        mine.info("billing", extra={"tenant": "acme"})
+    finally:
+        mine.removeHandler(records)
+    [record] = records.records
+    assert record.tenant == "acme"  # type: ignore[attr-defined]
+    assert record.run_id is None  # type: ignore[attr-defined]

@@ -52,9 +52,11 @@ class RunContextFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         run = _CURRENT.get()
-        if run is None:
-            record.run_id = record.job_id = record.attempt = record.tenant = None
-            record.run_context = ""
+        if run is None:  # a record's own fields (logged with extra=) stay as they are
+            fields = record.__dict__
+            for name in RUN_FIELDS:
+                fields.setdefault(name, None)
+            fields.setdefault("run_context", "")
         else:
             record.run_id = run.id
             record.job_id = run.job_id
