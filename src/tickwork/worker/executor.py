@@ -39,7 +39,7 @@ from typing import Any
 from tickwork.clock import Clock
 from tickwork.errors import InvalidArgs
 from tickwork.job import ClaimedRun, result_problem
-from tickwork.worker.observe import Tracing, run_scope, tracing_on
+from tickwork.worker.observe import CURRENT_RUN, Tracing, attempt_span, tracing_on
 from tickwork.worker.task import Context, Discard, Retry, Task, TaskFailed
 
 log = logging.getLogger("tickwork.worker")
@@ -340,47 +340,61 @@ class Executor:
 
 
 def call(attempt: Attempt, tracing: Tracing | None = None) -> Outcome:
-    """Call a sync handler in this thread, inside its run's scope (log context, span):
-    what it did, as an outcome. The one way a sync handler is called, by a worker's pool
-    and by :class:`tickwork.testing.TickworkTestKit`."""
-    run = attempt.run
-    parent = tracing.parent(run.job_id) if tracing is not None and tracing_on() else None
-    with run_scope(run, tracing, parent) as scope:
-        try:
-            attempt.task.check_args(attempt.run.args)
-            value = attempt.task.fn(attempt.ctx, **attempt.run.args)
-        except BaseException as exc:  # a handler's SystemExit must not kill a pool thread
-            outcome = failure(exc)
-        else:
-            outcome = success(value)
-        scope.ended(outcome)
-    return outcome
+    """Call a sync handler in this thread with its run as the log context, inside its span
+    when the application uses OpenTelemetry: what it did, as an outcome. The one way a sync
+    handler is called, by a worker's pool and by :class:`tickwork.testing.TickworkTestKit`.
+    (No context manager on the way without a span: a busy worker calls this tens of
+    thousands of times a second.)"""
+    token = CURRENT_RUN.set(attempt.run)
+    try:
+        if tracing is None or not tracing_on():
+            return _invoke(attempt)
+        with attempt_span(attempt.run, tracing, tracing.parent(attempt.run.job_id)) as span:
+            outcome = _invoke(attempt)
+            span.ended(outcome)
+            return outcome
+    finally:
+        CURRENT_RUN.reset(token)
 
 
 async def call_async(attempt: Attempt, tracing: Tracing | None = None) -> Outcome:
-    """:func:`call` for an async handler, awaited in its own asyncio task."""
+    """:func:`call` for an async handler, awaited in its own asyncio task (whose context
+    the log context is set in)."""
     run = attempt.run
-    parent = None
-    if tracing is not None and tracing_on():
-        if tracing.cached(run.job_id):
-            parent = tracing.parent(run.job_id)
-        else:  # a store read: not on the event loop
-            parent = await asyncio.to_thread(tracing.parent, run.job_id)
-    with run_scope(run, tracing, parent) as scope:
-        try:
-            attempt.task.check_args(attempt.run.args)
-            value = await attempt.task.fn(attempt.ctx, **attempt.run.args)
-        except asyncio.CancelledError:
-            # Cancelled from inside the handler, not by its worker: an ordinary failure.
-            # When the worker cancelled it, the attempt is settled already and this outcome
-            # is dropped.
-            outcome = Outcome(False, error="the handler's task was cancelled")
-        except BaseException as exc:
-            outcome = failure(exc)
-        else:
-            outcome = success(value)
-        scope.ended(outcome)
-    return outcome
+    CURRENT_RUN.set(run)  # this task's own context: nothing to reset
+    if tracing is None or not tracing_on():
+        return await _invoke_async(attempt)
+    if tracing.cached(run.job_id):
+        parent = tracing.parent(run.job_id)
+    else:  # a store read: not on the event loop
+        parent = await asyncio.to_thread(tracing.parent, run.job_id)
+    with attempt_span(run, tracing, parent) as span:
+        outcome = await _invoke_async(attempt)
+        span.ended(outcome)
+        return outcome
+
+
+def _invoke(attempt: Attempt) -> Outcome:
+    try:
+        attempt.task.check_args(attempt.run.args)
+        value = attempt.task.fn(attempt.ctx, **attempt.run.args)
+    except BaseException as exc:  # a handler's SystemExit must not kill a pool thread
+        return failure(exc)
+    return success(value)
+
+
+async def _invoke_async(attempt: Attempt) -> Outcome:
+    try:
+        attempt.task.check_args(attempt.run.args)
+        value = await attempt.task.fn(attempt.ctx, **attempt.run.args)
+    except asyncio.CancelledError:
+        # Cancelled from inside the handler, not by its worker: an ordinary failure. When
+        # the worker cancelled it, the attempt is settled already and this outcome is
+        # dropped.
+        return Outcome(False, error="the handler's task was cancelled")
+    except BaseException as exc:
+        return failure(exc)
+    return success(value)
 
 
 NOTHING_RETURNED = Outcome(True)

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tickwork.worker")
 
-_CURRENT: ContextVar[ClaimedRun | None] = ContextVar("tickwork_run", default=None)
+CURRENT_RUN: ContextVar[ClaimedRun | None] = ContextVar("tickwork_run", default=None)
+"""The run whose handler runs in this thread or asyncio task (read :func:`current_run`)."""
 
 RUN_FIELDS = ("run_id", "job_id", "attempt", "tenant")
 """The attributes :class:`RunContextFilter` sets on every record (and the JSON log keys)."""
@@ -44,14 +45,14 @@ RUN_FIELDS = ("run_id", "job_id", "attempt", "tenant")
 
 def current_run() -> ClaimedRun | None:
     """The run whose handler is running in this thread or asyncio task, or None."""
-    return _CURRENT.get()
+    return CURRENT_RUN.get()
 
 
 class RunContextFilter(logging.Filter):
     """Adds the current run's ids to each record (see the module docstring); drops nothing."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        run = _CURRENT.get()
+        run = CURRENT_RUN.get()
         if run is None:  # a record's own fields (logged with extra=) stay as they are
             fields = record.__dict__
             for name in RUN_FIELDS:
@@ -74,12 +75,6 @@ class Scope(Protocol):
         ...
 
 
-class _NoSpan:
-    def ended(self, outcome: Outcome) -> None:
-        pass
-
-
-_NO_SPAN = _NoSpan()
 OTEL_MODULE = "opentelemetry.trace"
 TRACE_CACHE = 4096
 """Jobs whose traceparent a worker keeps in memory (a job's never changes once written)."""
@@ -124,20 +119,13 @@ class Tracing:
 
 
 @contextmanager
-def run_scope(run: ClaimedRun, tracing: Tracing | None, parent: str | None) -> Iterator[Scope]:
-    """Around a handler: the log context, and its span when the application uses
-    OpenTelemetry and ``tracing`` is given (``parent``: the job's traceparent)."""
-    token = _CURRENT.set(run)
-    try:
-        if tracing is not None and tracing_on():
-            from tickwork.worker.otel import attempt_span
+def attempt_span(run: ClaimedRun, tracing: Tracing, parent: str | None) -> Iterator[Scope]:
+    """An attempt's span (:mod:`tickwork.worker.otel`), for an application that uses
+    OpenTelemetry (``parent``: the job's traceparent)."""
+    from tickwork.worker.otel import attempt_span as span_of
 
-            with attempt_span(run, parent, tracing.clock.now()) as span:
-                yield span
-        else:
-            yield _NO_SPAN
-    finally:
-        _CURRENT.reset(token)
+    with span_of(run, parent, tracing.clock.now()) as span:
+        yield span
 
 
 def run_fields(record: logging.LogRecord) -> dict[str, Any]:
