@@ -50,7 +50,7 @@ def test_the_plugin_gives_user_tests_a_kit_on_their_own_sqlite_store(
 ) -> None:
     monkeypatch.delenv("TICKWORK_TESTING_PG_URL", raising=False)
     pytester.makepyfile(test_user=USER_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", timeout=240)
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*STORE sqlite*"])
 
@@ -63,6 +63,6 @@ def test_the_plugin_uses_postgresql_when_the_url_is_set(
         pytest.skip("TICKWORK_TEST_PG_URL is not set: no PostgreSQL server to make databases on")
     monkeypatch.setenv("TICKWORK_TESTING_PG_URL", url)
     pytester.makepyfile(test_user=USER_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", timeout=240)
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*STORE postgresql*"])
