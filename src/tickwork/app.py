@@ -43,6 +43,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from tickwork.calendar import HolidayPolicy
 from tickwork.client import Client
+from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import Config, resolve_db_url
 from tickwork.cron import DstGap, DstRepeat
 from tickwork.errors import ValidationError
@@ -62,15 +63,25 @@ R = TypeVar("R")
 
 class App:
     """Tasks, and the store jobs go to: ``db_url``, else ``TICKWORK_DB``, else
-    ``sqlite:///./tickwork.db``. The store is opened on first use, not at import."""
+    ``sqlite:///./tickwork.db``. The store is opened on first use, not at import.
 
-    def __init__(self, db_url: str | None = None, *, config: Config | None = None) -> None:
+    ``clock``: the time submits and the app's workers go by; the system clock (the store's
+    own time) unless a test sets a :class:`~tickwork.testing.FakeClock`."""
+
+    def __init__(
+        self,
+        db_url: str | None = None,
+        *,
+        config: Config | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         if config is None:
             config = Config.from_env(db_url=resolve_db_url(db_url))
         elif db_url is not None:
             config = replace(config, db_url=db_url)
         self.config = config
         self.registry = Registry()
+        self.clock = clock
         self._store: Store | None = None
         self._lock = threading.Lock()
 
@@ -83,7 +94,7 @@ class App:
 
     @property
     def client(self) -> Client:
-        return Client(self.store, self.registry)
+        return Client(self.store, self.registry, clock=self.clock)
 
     def close(self) -> None:
         with self._lock:
@@ -311,7 +322,7 @@ class App:
     def worker(self, **overrides: Any) -> Worker:
         """A worker for this app's tasks on its store (not started). ``overrides`` replace
         config fields: ``app.worker(concurrency=4, allow_shell=True)``."""
-        return Worker(self.store, self.registry, replace(self.config, **overrides))
+        return Worker(self.store, self.registry, replace(self.config, **overrides), self.clock)
 
 
 def _cron_rules(**rules: Any) -> dict[str, Any]:

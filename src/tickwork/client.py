@@ -26,6 +26,7 @@ from typing import Any
 
 from tickwork import auth
 from tickwork.calendar import Calendar, check_name, make_calendar, parse_date, parse_weekend
+from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import resolve_db_url
 from tickwork.cron import Fire
 from tickwork.errors import ApiKeyNotFound, NotFound, UnknownCalendar, ValidationError
@@ -74,6 +75,7 @@ from tickwork.schedule import (
     Once,
 )
 from tickwork.store import Store, open_store
+from tickwork.worker.otel import traced
 from tickwork.worker.registry import Registry
 from tickwork.worker.task import Task
 
@@ -118,9 +120,15 @@ def upcoming(schedule: Cron | Any, after: datetime, n: int) -> list[Fire]:
 class Client:
     """Submit and inspect jobs and runs on one store, checking tasks against ``registry``."""
 
-    def __init__(self, store: Store, registry: Registry | None = None) -> None:
+    def __init__(
+        self, store: Store, registry: Registry | None = None, *, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        """``clock``: what "now" is for submits and commands. The system clock (the default)
+        leaves it to the store's clock; a :class:`~tickwork.testing.FakeClock` makes a
+        submit ``delay=`` count from the time a test set."""
         self.store = store
         self.registry = registry if registry is not None else Registry()
+        self.clock = clock
 
     @classmethod
     def open(
@@ -159,7 +167,7 @@ class Client:
         ``conn``: write it in the caller's open transaction on the store's PostgreSQL (a
         psycopg 3 connection, a SQLAlchemy Connection or Session), so the job exists only
         if that transaction commits (see :meth:`tickwork.store.base.Store.submit`)."""
-        return with_warnings(self.store.submit(spec, conn=conn))
+        return with_warnings(self.store.submit(traced(spec), now=self.clock.store_now(), conn=conn))
 
     def submit_many(self, jobs: Iterable[Any], *, conn: object | None = None) -> list[Submitted]:
         """Validate and submit many jobs in one transaction: all are written, or none.
@@ -180,7 +188,9 @@ class Client:
     def submit_specs(self, specs: list[JobSpec], *, conn: object | None = None) -> list[Submitted]:
         """Submit jobs already validated by :meth:`specs`, in one transaction (the caller's,
         with ``conn``)."""
-        return self.store.submit_many(specs, conn=conn)
+        return self.store.submit_many(
+            [traced(spec) for spec in specs], now=self.clock.store_now(), conn=conn
+        )
 
     def schedule(
         self, task: str | Task[..., Any], *, name: str | None = None, **options: Any
@@ -194,7 +204,7 @@ class Client:
             raise ValidationError("a schedule needs cron=... or every=...", field="schedule")
         resolved = resolve_task(self.registry, task)
         spec = make_spec(self.registry, resolved, name=name or resolved.name, **options)
-        return with_warnings(self.store.put_schedule(spec))
+        return with_warnings(self.store.put_schedule(traced(spec), now=self.clock.store_now()))
 
     def get_job(self, job_id: int, *, tenant: str | None = None) -> Job:
         return self.store.get_job(check_id(job_id, "job"), tenant=tenant)
@@ -242,29 +252,41 @@ class Client:
     def cancel_job(self, job_id: int, *, tenant: str | None = None) -> Job:
         """No more slots; its waiting runs are cancelled, a running one finishes.
         Cancelling a cancelled job changes nothing."""
-        return self.store.cancel_job(check_id(job_id, "job"), tenant=tenant)
+        return self.store.cancel_job(
+            check_id(job_id, "job"), tenant=tenant, now=self.clock.store_now()
+        )
 
     def pause_job(self, job_id: int, *, tenant: str | None = None) -> Job:
         """No slot is triggered until :meth:`resume_job`; InvalidTransition unless active
         (or already paused)."""
-        return self.store.pause_job(check_id(job_id, "job"), tenant=tenant)
+        return self.store.pause_job(
+            check_id(job_id, "job"), tenant=tenant, now=self.clock.store_now()
+        )
 
     def resume_job(self, job_id: int, *, tenant: str | None = None) -> Job:
         """Slots that fell while paused are recorded as skipped; the next one runs."""
-        return self.store.resume_job(check_id(job_id, "job"), tenant=tenant)
+        return self.store.resume_job(
+            check_id(job_id, "job"), tenant=tenant, now=self.clock.store_now()
+        )
 
     def trigger_job(self, job_id: int, *, tenant: str | None = None) -> Run:
         """Run the job now, once, besides its schedule (which is untouched)."""
-        return self.store.trigger_job(check_id(job_id, "job"), tenant=tenant)
+        return self.store.trigger_job(
+            check_id(job_id, "job"), tenant=tenant, now=self.clock.store_now()
+        )
 
     def cancel_run(self, run_id: int, *, tenant: str | None = None) -> Run:
         """queued|failed|running -> cancelled (a running handler is stopped at its next
         heartbeat); InvalidTransition for a finished run."""
-        return self.store.cancel_run(check_id(run_id, "run"), tenant=tenant)
+        return self.store.cancel_run(
+            check_id(run_id, "run"), tenant=tenant, now=self.clock.store_now()
+        )
 
     def retry_run(self, run_id: int, *, tenant: str | None = None) -> Run:
         """dead|failed -> queued now, with a fresh allowance of attempts."""
-        return self.store.retry_run(check_id(run_id, "run"), tenant=tenant)
+        return self.store.retry_run(
+            check_id(run_id, "run"), tenant=tenant, now=self.clock.store_now()
+        )
 
     # -- inspection --------------------------------------------------------------------------
 
@@ -297,7 +319,7 @@ class Client:
             return []
         if isinstance(job.schedule, Once):
             return [Fire(job.next_run_at or job.schedule.first_slot(job.created_at))]
-        return upcoming(job.schedule, self.store.now(), n)
+        return upcoming(job.schedule, self.now(), n)
 
     def slot_ledger(
         self, job_id: int, *, tenant: str | None = None, limit: int = DEFAULT_PAGE
@@ -317,7 +339,7 @@ class Client:
         before now (its first slot when none has fallen yet).
         """
         job = self.get_job(job_id, tenant=tenant)
-        now = self.store.now()
+        now = self.now()
         slot = self.slot_at(job, at, now=now)
         job, runs, skips = self.store.runs_for_slot(job.id, slot, tenant=tenant)
         waiting = runs and runs[0].state in (RunState.QUEUED, RunState.FAILED)
@@ -368,8 +390,9 @@ class Client:
         return self.store.migrate()
 
     def now(self) -> datetime:
-        """The store's clock: the time every due-ness and lease is judged by."""
-        return self.store.now()
+        """The store's clock: the time every due-ness and lease is judged by (a test
+        clock's time, with one)."""
+        return self.clock.store_now() or self.store.now()
 
     def run_stats(self, *, tenant: str | None = None) -> RunStats:
         """Runs by state, the due backlog and recent trigger lag."""

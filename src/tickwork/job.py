@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import unicodedata
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -105,6 +106,10 @@ class OverlapPolicy(StrEnum):
     REPLACE = "replace"  # cancel the unfinished run, then run the new slot
 
 
+TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+"""A W3C trace context ``traceparent`` header, version 00."""
+
+
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """What a caller submits; validated on construction, so a store only sees good input."""
@@ -123,6 +128,9 @@ class JobSpec:
     overlap: OverlapPolicy = OverlapPolicy.ALLOW
     idempotency_key: str | None = None
     max_args_bytes: int = MAX_ARGS_BYTES
+    trace_context: str | None = None
+    """The W3C ``traceparent`` of the submitting span (:mod:`tickwork.worker.otel`): set by
+    the client at submit while a span is active; a job's runs' spans link to it."""
 
     def __post_init__(self) -> None:
         check_label("task", self.task)
@@ -143,6 +151,11 @@ class JobSpec:
         object.__setattr__(self, "misfire", _choice(MisfirePolicy, self.misfire, "misfire"))
         object.__setattr__(self, "overlap", _choice(OverlapPolicy, self.overlap, "overlap"))
         check_args(self.args, self.max_args_bytes)
+        if self.trace_context is not None and not TRACEPARENT.fullmatch(self.trace_context):
+            raise ValidationError(
+                f"trace_context must be a W3C traceparent, got {self.trace_context!r}",
+                field="trace_context",
+            )
 
     @property
     def args_json(self) -> str:
@@ -351,6 +364,8 @@ class Job:
     idempotency_key: str | None
     created_at: datetime
     updated_at: datetime
+    trace_context: str | None = None
+    """The W3C ``traceparent`` of the span that submitted the job (OpenTelemetry), if any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,7 +396,7 @@ class Run:
 class ClaimedRun(NamedTuple):
     """A run as its claimer needs it: what a worker executes and writes the outcome with.
     ``Store.complete_and_claim`` returns these rather than whole :class:`Run` rows, so a
-    busy worker decodes ten columns a run, not twenty-one (``Store.get_run`` has the rest).
+    busy worker decodes eleven columns a run, not twenty-one (``Store.get_run`` has the rest).
     The run is ``running`` under ``fencing_token``, held by the worker that claimed it."""
 
     id: int
@@ -394,6 +409,7 @@ class ClaimedRun(NamedTuple):
     attempt: int
     max_attempts: int
     timeout: timedelta | None
+    queue: str
 
     @classmethod
     def of(cls, run: Run) -> ClaimedRun:
@@ -408,6 +424,7 @@ class ClaimedRun(NamedTuple):
             run.attempt,
             run.max_attempts,
             run.timeout,
+            run.queue,
         )
 
 

@@ -1,4 +1,13 @@
-"""Test helpers: a clock the test moves, and one way to wait for a condition.
+"""Test helpers: a testing kit for your tasks, a clock the test moves, and one way to wait
+for a condition.
+
+:class:`TickworkTestKit` tests *your* tasks and schedules, inline: ``kit.advance(hours=1)``
+fires the cron and interval slots that fall in the hour, ``kit.drain()`` runs what is due
+(retries included) in the calling thread, and ``kit.assert_submitted(task, args=...)``
+checks what your code submitted. It drives the same store and the same code as production
+(the store's ``trigger``, ``claim``, ``complete`` and ``fail``; the worker's handler call),
+on a :class:`FakeClock`. ``docs/testing-your-tasks.md`` has worked examples; the pytest
+plugin (:mod:`tickwork.pytest_plugin`) gives each test a kit on its own store.
 
 :class:`FakeClock` stands in for the system clock in a
 :class:`~tickwork.scheduler.Scheduler`, a :class:`~tickwork.worker.Worker` or a
@@ -23,13 +32,24 @@ both at work.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from functools import partial
+from typing import Any, TypeVar
 
+from tickwork.app import App
 from tickwork.clock import utc
+from tickwork.config import TRIGGER_BATCH
+from tickwork.job import ClaimedRun, Job, Run, RunState
+from tickwork.records import Completion, Page
+from tickwork.schedule import Once
+from tickwork.worker.executor import Attempt, Outcome, call, call_async
+from tickwork.worker.observe import Tracing
+from tickwork.worker.task import Context, Task
 
 T = TypeVar("T")
 
@@ -137,4 +157,365 @@ def wait_until(
         time.sleep(interval)
 
 
-__all__ = ["FakeClock", "wait_until"]
+KIT_NODE = "tickwork-testkit"
+"""The node id the kit claims runs and leads the scheduler as."""
+KIT_LEADER_LEASE = timedelta(days=366)
+"""The kit's leader lease (renewed at every trigger): long, so no advance outlives it."""
+DRAIN_LIMIT = 1000
+"""Attempts one :meth:`TickworkTestKit.drain` runs at most before it fails the test: past
+that, something resubmits itself for ever."""
+
+
+@dataclass(frozen=True, slots=True)
+class Executed:
+    """One attempt the kit ran: the run, what became of it, and when (the fake time).
+
+    ``outcome``: ``succeeded``; ``failed`` (it will be retried: ``retry_at`` says when);
+    ``dead`` (its last attempt failed, or it was discarded)."""
+
+    run_id: int
+    job_id: int
+    task: str
+    args: dict[str, Any]
+    attempt: int
+    scheduled_for: datetime
+    at: datetime
+    outcome: str
+    result: dict[str, Any] | None
+    error: str | None
+    retry_at: datetime | None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.outcome == "succeeded"
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """One slot of work your code asked for: a run (``run_id``, its ``state``), or a
+    one-off job whose time has not come (``run_id`` None, ``state`` ``scheduled``).
+    ``at`` is the slot: when it is (or was) due."""
+
+    task: str
+    args: dict[str, Any]
+    at: datetime
+    job_id: int
+    run_id: int | None
+    state: str
+
+
+class TickworkTestKit:
+    """Run an :class:`~tickwork.App`'s jobs inline, on a fake clock, in a test.
+
+    ::
+
+        clock = FakeClock(datetime(2030, 3, 30, 12, tzinfo=UTC))
+        kit = TickworkTestKit(app, clock)        # app.submit/app.schedule now go by clock
+        app.schedule(report, cron="0 2 * * *", tz="Europe/Berlin")
+        kit.advance(days=1)                       # fires the slots in between
+        kit.assert_submitted(report, at=datetime(2030, 3, 31, 1, tzinfo=UTC))
+        [done] = kit.drain()                      # claim, execute, complete: here, now
+        assert done.succeeded
+
+    The app's store is used as it is: give each test its own (the ``tickwork_app`` fixture
+    of the pytest plugin does). The kit leads the store's scheduler (a real scheduler on
+    the same store would contend with it) and claims as the worker ``tickwork-testkit``,
+    with the app's config (``allow_shell``, ``http_allow``). Handlers run in the calling
+    thread (async ones on the kit's own event loop, so from an async test call
+    ``await asyncio.to_thread(kit.drain)``); a run's ``timeout`` is not enforced.
+    """
+
+    def __init__(self, app: App, clock: FakeClock | None = None) -> None:
+        if clock is None:
+            clock = app.clock if isinstance(app.clock, FakeClock) else FakeClock()
+        self.app = app
+        self.clock = clock
+        app.clock = clock
+        self.executed: list[Executed] = []
+        """Every attempt this kit ran, oldest first."""
+        self._worker = app.worker(node_id=KIT_NODE)  # never started: it picks the tasks
+        self._tracing = Tracing(app.store.get_job, clock)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def close(self) -> None:
+        """Close the kit's event loop (not the app)."""
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    # -- time ------------------------------------------------------------------------------
+
+    def trigger(self) -> list[Run]:
+        """One trigger pass now, as the scheduler leader makes it: due slots become queued
+        runs, per each job's misfire and overlap policies. Returns the runs queued."""
+        store = self.app.store
+        now = self.clock.now()
+        lease = store.acquire_leadership(KIT_NODE, KIT_LEADER_LEASE, now=now)
+        if lease is None:
+            raise AssertionError(
+                "another scheduler leads this store: the test kit must be its only scheduler"
+            )
+        runs: list[Run] = []
+        while True:
+            result = store.trigger(lease.epoch, limit=TRIGGER_BATCH, now=now)
+            runs += result.runs
+            if not result.batch_full:
+                return runs
+
+    def advance(
+        self,
+        delta: timedelta | float | None = None,
+        /,
+        *,
+        days: float = 0,
+        hours: float = 0,
+        minutes: float = 0,
+        seconds: float = 0,
+        drain: bool = False,
+        outage: bool = False,
+    ) -> list[Run]:
+        """Move time forward by ``delta`` (a timedelta or seconds) plus the units given, with
+        the scheduler up: the clock stops at every slot in between and triggers it on time.
+        Returns the runs queued meanwhile.
+
+        ``drain=True``: with a worker up too: what falls due (retries included) runs at its
+        time, before the clock moves on. ``outage=True``: with the scheduler *down* until
+        the end: one trigger pass then, so the slots missed are handled per each job's
+        misfire policy (``skip``, ``once``, ``all`` within the grace) and the skipped ones
+        land in the slot ledger.
+        """
+        step = delta.total_seconds() if isinstance(delta, timedelta) else float(delta or 0)
+        step += days * 86_400 + hours * 3600 + minutes * 60 + seconds
+        if step < 0:
+            raise ValueError(f"time does not go backwards ({step:g} s)")
+        target = self.clock.now() + timedelta(seconds=step)
+        store = self.app.store
+        runs: list[Run] = []
+        if outage:
+            self.clock.set(target)
+            runs += self.trigger()
+            if drain:
+                self._run_due()
+            return runs
+        while True:
+            due = [store.next_due_at()]
+            if drain:
+                due.append(store.next_claimable_at())
+            times = [t for t in due if t is not None and t <= target]
+            if not times:
+                break
+            if min(times) > self.clock.now():
+                self.clock.set(min(times))
+            queued = self.trigger()
+            ran = self._run_due() if drain else []
+            runs += queued
+            after = [store.next_due_at()]
+            if drain:
+                after.append(store.next_claimable_at())
+            if not queued and not ran and after == due:
+                break  # due, yet nothing moves (a run at a tenant's limit): go to the end
+        self.clock.set(target)
+        runs += self.trigger()
+        if drain:
+            self._run_due()
+        return runs
+
+    # -- running ---------------------------------------------------------------------------
+
+    def drain(self, *, retries: bool = True, limit: int = DRAIN_LIMIT) -> list[Executed]:
+        """Run everything due now, inline: trigger, then claim, execute and complete (or
+        fail) each run, until nothing is due. With ``retries``, a run this drain failed is
+        retried by moving the clock to its retry time, until it succeeds or is dead (other
+        work falling due meanwhile runs too). Returns the attempts run, in order."""
+        done: list[Executed] = []
+        while True:
+            done += self._run_due(limit - len(done))
+            if not retries:
+                return done
+            waiting = [
+                r.run_at
+                for r in (self.app.store.get_run(e.run_id) for e in done if e.retry_at)
+                if r.state is RunState.FAILED
+            ]
+            if not waiting:
+                return done
+            self.clock.set(max(min(waiting), self.clock.now()))
+
+    def _run_due(self, limit: int = DRAIN_LIMIT) -> list[Executed]:
+        """Trigger, then run the claimable runs one by one (a handler may submit more)."""
+        store = self.app.store
+        config = self._worker.config
+        ran: list[Executed] = []
+        self.trigger()
+        while True:
+            claimed = store.claim(KIT_NODE, limit=1, lease=config.run_lease, now=self.clock.now())
+            if not claimed:
+                return ran
+            if len(ran) >= limit:
+                raise AssertionError(
+                    f"drain ran {len(ran)} attempts and more are due: does a task submit "
+                    "itself for ever? (pass limit= to allow more)"
+                )
+            ran.append(self._execute(claimed[0]))
+
+    def _execute(self, run: Run) -> Executed:
+        store = self.app.store
+        claimed = ClaimedRun.of(run)
+        at = self.clock.now()
+        task, refusal = self._worker.task_for(claimed)
+        attempt = Attempt(claimed, task, Context(claimed, self.clock.now), None)
+        outcome = refusal or self._call(attempt)
+        retry_at = None
+        if outcome.succeeded:
+            completion = Completion(run.id, run.fencing_token, outcome.result)
+            store.complete_many([completion], now=self.clock.now())
+            state = "succeeded"
+        else:
+            after = store.fail(
+                run.id,
+                run.fencing_token,
+                outcome.error or "failed",
+                retry_after=outcome.retry_after,
+                discard=outcome.discard,
+                result=outcome.result,
+                now=self.clock.now(),
+            )
+            state = "dead" if after.state is RunState.DEAD else "failed"
+            retry_at = after.run_at if state == "failed" else None
+        executed = Executed(
+            run.id,
+            run.job_id,
+            run.task,
+            run.args,
+            run.attempt,
+            run.scheduled_for,
+            at,
+            state,
+            outcome.result,
+            outcome.error,
+            retry_at,
+        )
+        self.executed.append(executed)
+        return executed
+
+    def _call(self, attempt: Attempt) -> Outcome:
+        if not attempt.task.is_async:
+            return call(attempt, self._tracing)
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(call_async(attempt, self._tracing))
+
+    # -- what was submitted ----------------------------------------------------------------
+
+    def submitted(
+        self,
+        task: str | Task[..., Any],
+        *,
+        args: Mapping[str, Any] | None = None,
+        at: datetime | None = None,
+        within: timedelta = timedelta(0),
+    ) -> list[Submission]:
+        """The slots of ``task`` submitted so far (see :class:`Submission`), earliest
+        first; only those whose args contain ``args`` (a subset: the keys given, equal)
+        and whose slot is ``at`` (give or take ``within``), when given."""
+        name = task.name if isinstance(task, Task) else task
+        found: list[Submission] = []
+        client = self.app.client
+        for job in _every(partial(client.list_jobs, task=name)):
+            runs = list(_every(partial(client.list_runs, job_id=job.id)))
+            found += [
+                Submission(name, r.args, r.scheduled_for, job.id, r.id, r.state.value) for r in runs
+            ]
+            if not runs and _pending_once(job):
+                assert job.next_run_at is not None
+                found.append(Submission(name, job.args, job.next_run_at, job.id, None, "scheduled"))
+        found.sort(key=lambda s: (s.at, s.run_id or 0))
+        return [s for s in found if _matches(s, args, at, within)]
+
+    def assert_submitted(
+        self,
+        task: str | Task[..., Any],
+        *,
+        args: Mapping[str, Any] | None = None,
+        at: datetime | None = None,
+        within: timedelta = timedelta(0),
+        count: int | None = None,
+    ) -> list[Submission]:
+        """Fail unless ``task`` was submitted with ``args`` (a subset) for ``at`` (see
+        :meth:`submitted`); ``count`` times exactly, when given. Returns the matches."""
+        matches = self.submitted(task, args=args, at=at, within=within)
+        if matches and (count is None or len(matches) == count):
+            return matches
+        wanted = _describe(task, args, at)
+        everything = self.submitted(task)
+        raise AssertionError(
+            f"expected {wanted} submitted{'' if count is None else f' {count} times'}, "
+            f"found {len(matches)}; {_listing(task, everything)}"
+        )
+
+    def assert_not_submitted(
+        self,
+        task: str | Task[..., Any],
+        *,
+        args: Mapping[str, Any] | None = None,
+        at: datetime | None = None,
+        within: timedelta = timedelta(0),
+    ) -> None:
+        """Fail if ``task`` was submitted with ``args`` (a subset) for ``at``."""
+        matches = self.submitted(task, args=args, at=at, within=within)
+        if matches:
+            raise AssertionError(
+                f"expected no {_describe(task, args, at)} submitted; {_listing(task, matches)}"
+            )
+
+
+T_ = TypeVar("T_")
+
+
+def _every(page: Callable[..., Page[T_]]) -> Iterator[T_]:
+    after: int | None = None
+    while True:
+        found = page(after=after)
+        yield from found.items
+        if found.next_cursor is None:
+            return
+        after = found.next_cursor
+
+
+def _pending_once(job: Job) -> bool:
+    return isinstance(job.schedule, Once) and job.next_run_at is not None
+
+
+def _matches(
+    s: Submission, args: Mapping[str, Any] | None, at: datetime | None, within: timedelta
+) -> bool:
+    if args is not None and any(k not in s.args or s.args[k] != v for k, v in args.items()):
+        return False
+    return at is None or abs(s.at - utc(at)) <= within
+
+
+def _describe(
+    task: str | Task[..., Any], args: Mapping[str, Any] | None, at: datetime | None
+) -> str:
+    name = task.name if isinstance(task, Task) else task
+    parts = [repr(name)]
+    if args is not None:
+        parts.append(f"args ⊇ {dict(args)!r}")
+    if at is not None:
+        parts.append(f"at {utc(at).isoformat()}")
+    return " ".join(parts)
+
+
+def _listing(task: str | Task[..., Any], found: list[Submission]) -> str:
+    name = task.name if isinstance(task, Task) else task
+    if not found:
+        return f"nothing of {name!r} was submitted"
+    lines = [f"  {s.at.isoformat()} args={s.args!r} ({s.state})" for s in found[:20]]
+    more = f"\n  ... and {len(found) - 20} more" if len(found) > 20 else ""
+    return f"{name!r} was submitted {len(found)} times:\n" + "\n".join(lines) + more
+
+
+__all__ = ["Executed", "FakeClock", "Submission", "TickworkTestKit", "wait_until"]

@@ -30,6 +30,8 @@ LAYERS: dict[str, int] = {
     "tickwork.node": CLIENT,
     "tickwork.app": CLIENT,
     "tickwork.bench": CLIENT,
+    "tickwork.testing": CLIENT,  # the testing kit drives an App
+    "tickwork.pytest_plugin": FACES,
     "tickwork.cli": FACES,
     "tickwork.web": FACES,
     "tickwork.__main__": FACES,

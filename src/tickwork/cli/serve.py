@@ -15,13 +15,16 @@ from datetime import UTC, datetime
 from types import FrameType
 
 from tickwork.errors import ValidationError
+from tickwork.worker.observe import RunContextFilter, run_fields
 
 LOG_FORMATS = ("text", "json")
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object a line: ``ts``, ``level``, ``logger``, ``msg`` (and ``exc``)."""
+    """One JSON object a line: ``ts``, ``level``, ``logger``, ``msg`` (and ``exc``); a line
+    a handler logged also has ``run_id``, ``job_id``, ``attempt`` and ``tenant`` (set by
+    :class:`~tickwork.worker.observe.RunContextFilter`)."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {
@@ -29,6 +32,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
+            **run_fields(record),
         }
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
@@ -36,7 +40,11 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(level: str, fmt: str) -> None:
-    """Log lines to stderr: plain text (``ts level logger: message``) or JSON."""
+    """Log lines to stderr: plain text (``ts level logger: message``, then `` [run=12 job=3
+    attempt=1 tenant=acme]`` for a line a handler logged) or JSON. Handlers' lines through
+    ``ctx.logger`` (``tickwork.task.<task>``) and any ``tickwork.*`` logger come here; for
+    your own loggers, add :class:`~tickwork.worker.observe.RunContextFilter` to your own
+    handler."""
     if fmt not in LOG_FORMATS:
         raise ValidationError(
             f"--log-format must be one of {', '.join(LOG_FORMATS)}, got {fmt!r}",
@@ -50,11 +58,12 @@ def configure_logging(level: str, fmt: str) -> None:
         handler.setFormatter(JsonFormatter())
     else:
         text = logging.Formatter(
-            "%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s: %(message)s",
+            "%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s: %(message)s%(run_context)s",
             datefmt="%Y-%m-%dT%H:%M:%S",
         )
         text.converter = time.gmtime
         handler.setFormatter(text)
+    handler.addFilter(RunContextFilter())
     root = logging.getLogger("tickwork")
     root.handlers[:] = [handler]
     root.setLevel(numeric)

@@ -37,6 +37,7 @@ def job_params(spec: JobSpec, resolved: schedules.Schedule, c: Codec) -> dict[st
         "misfire_grace": spec.misfire_grace.total_seconds(),
         "overlap": spec.overlap.value,
         "idempotency_key": spec.idempotency_key,
+        "trace_context": spec.trace_context,
     }
 
 
@@ -62,6 +63,7 @@ def job(r: Row, c: Codec) -> Job:
         idempotency_key=r["idempotency_key"],
         created_at=from_time(r["created_at"]),
         updated_at=from_time(r["updated_at"]),
+        trace_context=r["trace_context"],
     )
 
 

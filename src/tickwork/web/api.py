@@ -224,6 +224,8 @@ class JobOut(BaseModel):
     idempotency_key: str | None
     created_at: str
     updated_at: str
+    trace_context: str | None = None
+    """The W3C traceparent of the span that submitted the job (OpenTelemetry), if any."""
 
 
 class JobSubmittedOut(JobOut):

@@ -96,6 +96,7 @@ from tickwork.worker.egress import EgressPolicy
 from tickwork.worker.executor import Attempt, AttemptState, Executor, Outcome
 from tickwork.worker.faults import FaultInjector
 from tickwork.worker.heartbeat import Heartbeat
+from tickwork.worker.observe import Tracing
 from tickwork.worker.registry import Registry
 from tickwork.worker.reporter import Reporter
 from tickwork.worker.task import Context, Discard, Retry, Task
@@ -180,6 +181,7 @@ class Worker(Service):
             on_outcome=self._on_outcome,
             on_exit=self._on_exit,
             clock=clock,
+            tracing=Tracing(store.get_job, clock),
         )
         self.heartbeat = Heartbeat(
             store,
@@ -485,16 +487,10 @@ class Worker(Service):
         :meth:`_refusal`) is held too, but its outcome is reported at once instead."""
         made: list[Attempt] = []
         refused: list[tuple[Attempt, Outcome]] = []
-        find = self.registry.find
         monotonic = self.clock.monotonic
         now, transaction = self.skew.store_now, self.store.complete_in_transaction
         for run in runs:
-            # http is a built-in (no app can replace it): this worker's own, under its
-            # egress policy.
-            task = self._http if run.task == HTTP else find(run.task)
-            refusal = self._refusal(run, task)
-            if task is None or refusal is not None:
-                task = Task(run.task, _unknown)
+            task, refusal = self.task_for(run)
             timeout = run.timeout
             deadline = monotonic() + timeout.total_seconds() if timeout is not None else None
             attempt = Attempt(run, task, Context(run, now, transaction), deadline)
@@ -527,6 +523,17 @@ class Worker(Service):
             attempt.settle(AttemptState.FINISHED)
             self._on_outcome(attempt, refusal)
         return [a for a in made if a.state is AttemptState.RUNNING]  # not the refused
+
+    def task_for(self, run: ClaimedRun) -> tuple[Task[..., Any], Outcome | None]:
+        """The task this worker runs ``run`` with, and the outcome it reports instead of
+        running it when it refuses (an unknown task, shell without ``--allow-shell``)."""
+        # http is a built-in (no app can replace it): this worker's own, under its egress
+        # policy.
+        task = self._http if run.task == HTTP else self.registry.find(run.task)
+        refusal = self._refusal(run, task)
+        if task is None or refusal is not None:
+            return Task(run.task, _unknown), refusal
+        return task, None
 
     def _refusal(self, run: ClaimedRun, task: Task[..., Any] | None) -> Outcome | None:
         """Why this worker does not execute ``run`` (its ``task`` here, None: unknown)."""

@@ -39,6 +39,7 @@ from typing import Any
 from tickwork.clock import Clock
 from tickwork.errors import InvalidArgs
 from tickwork.job import ClaimedRun, result_problem
+from tickwork.worker.observe import CURRENT_RUN, Tracing, attempt_span, tracing_on
 from tickwork.worker.task import Context, Discard, Retry, Task, TaskFailed
 
 log = logging.getLogger("tickwork.worker")
@@ -111,8 +112,10 @@ class Executor:
         on_outcome: Callable[[Attempt, Outcome], None],
         on_exit: Callable[[Attempt], None],
         clock: Clock,
+        tracing: Tracing | None = None,
     ) -> None:
         self.concurrency = concurrency
+        self._tracing = tracing
         self._on_outcome = on_outcome
         self._on_exit = on_exit
         self._clock = clock
@@ -264,13 +267,7 @@ class Executor:
     def _call_sync(self, attempt: Attempt) -> None:
         if attempt.state is not AttemptState.RUNNING:
             return  # stopped before it started; settled by whoever stopped it
-        try:
-            attempt.task.check_args(attempt.run.args)
-            value = attempt.task.fn(attempt.ctx, **attempt.run.args)
-        except BaseException as exc:  # a handler's SystemExit must not kill a pool thread
-            self._finish(attempt, failure(exc))
-        else:
-            self._finish(attempt, success(value))
+        self._finish(attempt, call(attempt, self._tracing))
 
     # -- async handlers: one event loop ----------------------------------------------------
 
@@ -304,16 +301,7 @@ class Executor:
         try:
             if attempt.state is not AttemptState.RUNNING:
                 return  # stopped before it started; settled by whoever stopped it
-            attempt.task.check_args(attempt.run.args)
-            value = await attempt.task.fn(attempt.ctx, **attempt.run.args)
-        except asyncio.CancelledError:
-            # Cancelled from inside the handler, not by us: an ordinary failure. When we
-            # cancelled it, the attempt is settled already and this is a no-op.
-            self._finish(attempt, Outcome(False, error="the handler's task was cancelled"))
-        except BaseException as exc:
-            self._finish(attempt, failure(exc))
-        else:
-            self._finish(attempt, success(value))
+            self._finish(attempt, await call_async(attempt, self._tracing))
         finally:
             self._exited(attempt)
 
@@ -349,6 +337,64 @@ class Executor:
         timeout = attempt.run.timeout.total_seconds() if attempt.run.timeout else 0.0
         self.interrupt(attempt)
         self._on_outcome(attempt, Outcome(False, error=f"timed out after {timeout:g} s"))
+
+
+def call(attempt: Attempt, tracing: Tracing | None = None) -> Outcome:
+    """Call a sync handler in this thread with its run as the log context, inside its span
+    when the application uses OpenTelemetry: what it did, as an outcome. The one way a sync
+    handler is called, by a worker's pool and by :class:`tickwork.testing.TickworkTestKit`.
+    (No context manager on the way without a span: a busy worker calls this tens of
+    thousands of times a second.)"""
+    token = CURRENT_RUN.set(attempt.run)
+    try:
+        if tracing is None or not tracing_on():
+            return _invoke(attempt)
+        with attempt_span(attempt.run, tracing, tracing.parent(attempt.run.job_id)) as span:
+            outcome = _invoke(attempt)
+            span.ended(outcome)
+            return outcome
+    finally:
+        CURRENT_RUN.reset(token)
+
+
+async def call_async(attempt: Attempt, tracing: Tracing | None = None) -> Outcome:
+    """:func:`call` for an async handler, awaited in its own asyncio task (whose context
+    the log context is set in)."""
+    run = attempt.run
+    CURRENT_RUN.set(run)  # this task's own context: nothing to reset
+    if tracing is None or not tracing_on():
+        return await _invoke_async(attempt)
+    if tracing.cached(run.job_id):
+        parent = tracing.parent(run.job_id)
+    else:  # a store read: not on the event loop
+        parent = await asyncio.to_thread(tracing.parent, run.job_id)
+    with attempt_span(run, tracing, parent) as span:
+        outcome = await _invoke_async(attempt)
+        span.ended(outcome)
+        return outcome
+
+
+def _invoke(attempt: Attempt) -> Outcome:
+    try:
+        attempt.task.check_args(attempt.run.args)
+        value = attempt.task.fn(attempt.ctx, **attempt.run.args)
+    except BaseException as exc:  # a handler's SystemExit must not kill a pool thread
+        return failure(exc)
+    return success(value)
+
+
+async def _invoke_async(attempt: Attempt) -> Outcome:
+    try:
+        attempt.task.check_args(attempt.run.args)
+        value = await attempt.task.fn(attempt.ctx, **attempt.run.args)
+    except asyncio.CancelledError:
+        # Cancelled from inside the handler, not by its worker: an ordinary failure. When
+        # the worker cancelled it, the attempt is settled already and this outcome is
+        # dropped.
+        return Outcome(False, error="the handler's task was cancelled")
+    except BaseException as exc:
+        return failure(exc)
+    return success(value)
 
 
 NOTHING_RETURNED = Outcome(True)

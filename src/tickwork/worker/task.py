@@ -103,6 +103,10 @@ class Context:
         return self._run.tenant
 
     @property
+    def queue(self) -> str:
+        return self._run.queue
+
+    @property
     def timeout(self) -> timedelta | None:
         return self._run.timeout
 

@@ -735,6 +735,7 @@ class _Batch:
                     "misfire_grace": seconds[spec.misfire_grace],
                     "overlap": spec.overlap.value,
                     "idempotency_key": spec.idempotency_key,
+                    "trace_context": spec.trace_context,
                     "slot": times[slot] if slot is not None else None,
                 }
             )
@@ -795,4 +796,5 @@ class _Batch:
             idempotency_key=spec.idempotency_key,
             created_at=t,
             updated_at=t,
+            trace_context=spec.trace_context,
         )

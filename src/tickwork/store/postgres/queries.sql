@@ -7,10 +7,10 @@
 -- name: insert_job
 INSERT INTO tickwork_jobs (tenant, name, task, args, schedule, state, next_run_at, queue,
     priority, max_attempts, backoff_base, backoff_cap, timeout, misfire, misfire_grace, overlap,
-    idempotency_key, created_at, updated_at)
+    idempotency_key, trace_context, created_at, updated_at)
 VALUES (%(tenant)s, %(name)s, %(task)s, %(args)s, %(schedule)s, %(state)s, %(next_run_at)s,
     %(queue)s, %(priority)s, %(max_attempts)s, %(backoff_base)s, %(backoff_cap)s, %(timeout)s,
-    %(misfire)s, %(misfire_grace)s, %(overlap)s, %(idempotency_key)s, %(now)s, %(now)s)
+    %(misfire)s, %(misfire_grace)s, %(overlap)s, %(idempotency_key)s, %(trace_context)s, %(now)s, %(now)s)
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING *;
 
@@ -27,17 +27,18 @@ WITH s AS MATERIALIZED (
         AS (tenant text, name text, task text, args jsonb, schedule jsonb, state text,
             next_run_at timestamptz, queue text, priority integer, max_attempts integer,
             backoff_base float8, backoff_cap float8, timeout float8, misfire text,
-            misfire_grace float8, overlap text, idempotency_key text, slot timestamptz))
+            misfire_grace float8, overlap text, idempotency_key text, trace_context text,
+            slot timestamptz))
         WITH ORDINALITY AS u (tenant, name, task, args, schedule, state, next_run_at, queue,
             priority, max_attempts, backoff_base, backoff_cap, timeout, misfire,
-            misfire_grace, overlap, idempotency_key, slot, ord)
+            misfire_grace, overlap, idempotency_key, trace_context, slot, ord)
 ), j AS (
     INSERT INTO tickwork_jobs (id, tenant, name, task, args, schedule, state, next_run_at,
         queue, priority, max_attempts, backoff_base, backoff_cap, timeout, misfire,
-        misfire_grace, overlap, idempotency_key, created_at, updated_at)
+        misfire_grace, overlap, idempotency_key, trace_context, created_at, updated_at)
     SELECT id, tenant, name, task, args, schedule, state, next_run_at, queue, priority,
         max_attempts, backoff_base, backoff_cap, timeout, misfire, misfire_grace, overlap,
-        idempotency_key, %(now)s, %(now)s
+        idempotency_key, trace_context, %(now)s, %(now)s
     FROM s ORDER BY ord
     ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id
@@ -223,12 +224,12 @@ WITH limits AS MATERIALIZED (
     FROM picked WHERE r.id = picked.id
     RETURNING r.id, r.fencing_token, r.job_id, r.tenant, r.task, r.args, r.scheduled_for,
         r.attempt, r.max_attempts, make_interval(secs => r.timeout) AS timeout,
-        r.priority, r.run_at
+        r.queue, r.priority, r.run_at
 )
 SELECT d.completed,
     (SELECT set FROM limits) AS limited,
     c.id, c.fencing_token, c.job_id, c.tenant, c.task, c.args,
-    c.scheduled_for, c.attempt, c.max_attempts, c.timeout
+    c.scheduled_for, c.attempt, c.max_attempts, c.timeout, c.queue
 FROM (SELECT count(*) AS completed FROM done) d
 LEFT JOIN claimed c ON true
 ORDER BY c.priority DESC, c.run_at, c.id;

@@ -10,10 +10,10 @@ SELECT * FROM tickwork_jobs WHERE tenant = :tenant AND name = :name;
 -- name: insert_job
 INSERT INTO tickwork_jobs (tenant, name, task, args, schedule, state, next_run_at, queue,
     priority, max_attempts, backoff_base, backoff_cap, timeout, misfire, misfire_grace, overlap,
-    idempotency_key, created_at, updated_at)
+    idempotency_key, trace_context, created_at, updated_at)
 VALUES (:tenant, :name, :task, :args, :schedule, :state, :next_run_at, :queue, :priority,
     :max_attempts, :backoff_base, :backoff_cap, :timeout, :misfire, :misfire_grace, :overlap,
-    :idempotency_key, :now, :now)
+    :idempotency_key, :trace_context, :now, :now)
 RETURNING *;
 
 -- name: update_job_spec
