@@ -10,6 +10,7 @@ import pytest
 
 from tickwork import App, Retry
 from tickwork.job import RunState
+from tickwork.schedule import DstWarning
 from tickwork.testing import FakeClock, TickworkTestKit
 
 
@@ -118,7 +119,8 @@ def test_a_cron_job_fires_at_the_right_instants_across_both_dst_changes(
         pass
 
     tickwork_clock.set(datetime(2030, 3, 29, 12, tzinfo=UTC))
-    tickwork_app.schedule(nightly, cron="30 2 * * *", tz="Europe/Berlin")
+    with pytest.warns(DstWarning, match=r"02:30 .* on 20\d\d-\d\d-\d\d"):  # names each date
+        tickwork_app.schedule(nightly, cron="30 2 * * *", tz="Europe/Berlin")
     tickwork_kit.advance(days=3)
 
     # 02:30 in Berlin: CET (UTC+1), then on 31 March 02:30 does not exist (the clocks jump
@@ -233,7 +235,8 @@ def test_the_docs_dst_example_runs_each_slot_at_its_time_with_drain(
         sent.append((ctx.scheduled_for, tickwork_clock.now()))
 
     tickwork_clock.set(datetime(2030, 3, 29, 12, tzinfo=UTC))
-    tickwork_app.schedule(nightly_report, cron="30 2 * * *", tz="Europe/Berlin")
+    with pytest.warns(DstWarning, match=r"02:30 .* on 20\d\d-\d\d-\d\d"):  # names each date
+        tickwork_app.schedule(nightly_report, cron="30 2 * * *", tz="Europe/Berlin")
     tickwork_kit.advance(days=3, drain=True)
 
     slots = [
