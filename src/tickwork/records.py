@@ -185,6 +185,40 @@ class RunStats:
     now: datetime
 
 
+ROLLUP_KEEP = timedelta(hours=25)
+"""How long the per-minute rollup keeps a minute: the dashboard's longest chart (24 h) and
+an hour to spare."""
+MAX_BULK = 10_000
+"""The most runs one bulk retry or cancel may change; a filter matching more is refused
+whole (narrow it, or raise ``max_count`` up to this)."""
+DEFAULT_BULK = 1000
+"""The bulk operations' ``max_count`` when the caller names none."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunMinute:
+    """One minute of the rollup (store clock), summed over the tenants and queues asked
+    for. Minutes with nothing in them have no row."""
+
+    minute: datetime  # the minute's start
+    succeeded: int  # runs that finished in the minute, by outcome
+    failed: int  # attempts that failed and are to be retried
+    dead: int
+    lag: dict[int, int]  # start lag histogram (tickwork.stats.lag_bucket) of runs started
+    depth: int  # due runs waiting when the leader sampled the minute
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    """A queue now: what is due in it and who consumes it."""
+
+    queue: str
+    due: int  # queued or failed runs whose run_at has come
+    running: int
+    oldest_due_at: datetime | None
+    workers: list[str] = field(default_factory=list)  # live workers that claim from it
+
+
 @dataclass(frozen=True, slots=True)
 class Page(Generic[T]):
     items: list[T]

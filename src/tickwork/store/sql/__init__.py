@@ -7,7 +7,8 @@ claim, complete, heartbeat, bulk submit), migrations and notifications. The part
 - :mod:`.jobs`: put_schedule, pause, resume, cancel, trigger_job, job reads;
 - :mod:`.runs`: fail (retry or dead), release, rescue, run commands, prune, run reads;
 - :mod:`.cluster`: nodes, API keys, sessions, the leader lease;
-- :mod:`.tenants`: tenants' limits.
+- :mod:`.tenants`: tenants' limits;
+- :mod:`.minutes`: the per-minute rollup (the dashboard's time axis).
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from datetime import datetime
 
 from tickwork.store.sql.cluster import ClusterTransitions
 from tickwork.store.sql.jobs import JobTransitions
+from tickwork.store.sql.minutes import MinuteRollup
 from tickwork.store.sql.runs import RunTransitions
 from tickwork.store.sql.tenants import TenantTransitions
 
 
-class SqlStore(JobTransitions, RunTransitions, ClusterTransitions, TenantTransitions):
+class SqlStore(JobTransitions, RunTransitions, ClusterTransitions, TenantTransitions, MinuteRollup):
     def close(self) -> None:
         self.driver.close()
 
