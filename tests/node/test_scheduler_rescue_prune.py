@@ -147,6 +147,6 @@ def test_a_standby_folds_nothing(store: Store, schedulers: list[Scheduler]) -> N
     node = Scheduler(store, config(store))
     schedulers.append(node)
     node.start()
-    wait_until(lambda: node.rollup.started.is_set(), DEADLINE)
+    wait_until(node.rollup.started.is_set, DEADLINE)
     assert not node.leading
     assert store.run_minutes(store.now() - timedelta(minutes=10)) == []

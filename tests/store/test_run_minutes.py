@@ -64,8 +64,10 @@ def test_fold_counts_runs_by_minute_and_outcome_with_their_lag(store: Store, m0:
     # folded when it finishes). Percentiles read from the histogram: at most 10 % high.
     p50 = bucket_percentile(first.lag, 50)
     p99 = bucket_percentile(first.lag, 99)
-    assert p50 is not None and 1000 <= p50 <= 1100
-    assert p99 is not None and 3000 <= p99 <= 3300
+    assert p50 is not None
+    assert 1000 <= p50 <= 1100
+    assert p99 is not None
+    assert 3000 <= p99 <= 3300
     assert minutes[m0 + MINUTE].succeeded == 1
 
 
