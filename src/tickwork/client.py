@@ -19,6 +19,7 @@ No SQL here and no concrete store: the store comes from :func:`tickwork.store.op
 from __future__ import annotations
 
 import hmac
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,6 +28,7 @@ from tickwork.config import resolve_db_url
 from tickwork.errors import ApiKeyNotFound, ValidationError
 from tickwork.explain import Explanation, explain, latest_slot, parse_slot
 from tickwork.inputs import (
+    Instant,
     check_id,
     check_page,
     instant,
@@ -46,17 +48,23 @@ from tickwork.job import (
 )
 from tickwork.presence import Presence
 from tickwork.records import (
+    DEFAULT_BULK,
     DEFAULT_PAGE,
+    ROLLUP_KEEP,
     ApiKey,
     Cluster,
     Lease,
+    Node,
     Page,
+    QueueStatus,
+    RunMinute,
     RunStats,
     Session,
     SignedIn,
     SlotSkip,
     Submitted,
     TenantStatus,
+    bulk_limit,
     check_max_running,
 )
 from tickwork.schedule import (
@@ -67,6 +75,43 @@ from tickwork.worker.registry import Registry
 from tickwork.worker.task import Task
 
 MAX_FIRE_TIMES = 1000
+
+
+def _run_filter(
+    *,
+    job_id: int | None,
+    tenant: str | None,
+    task: str | None,
+    queue: str | None,
+    since: Instant | None,
+    until: Instant | None,
+) -> dict[str, Any]:
+    """The filters of a run listing or bulk command, checked, as the store takes them."""
+    if job_id is not None:
+        check_id(job_id, "job")
+    for field, text in (("task", task), ("queue", queue)):
+        if text is not None and (not isinstance(text, str) or len(text) > MAX_NAME_LENGTH):
+            raise ValidationError(
+                f"{field} must be text of at most {MAX_NAME_LENGTH} characters", field=field
+            )
+    start = instant(since, "since") if since is not None else None
+    end = instant(until, "until") if until is not None else None
+    if start is not None and end is not None and end <= start:
+        raise ValidationError("until must be after since", field="until")
+    return {
+        "job_id": job_id,
+        "tenant": tenant,
+        "task": task or None,
+        "queue": queue or None,
+        "since": start,
+        "until": end,
+    }
+
+
+def _consumes(node: Node, queue: str) -> bool:
+    """Whether a live worker claims from ``queue`` (no queues named: every queue)."""
+    queues = node.info.get("queues")
+    return not queues or queue in queues
 
 
 class Client:
@@ -136,12 +181,18 @@ class Client:
         task: str | None = None,
         after: int | None = None,
         limit: int = DEFAULT_PAGE,
+        search: str | None = None,
     ) -> Page[Job]:
-        """One page of jobs, newest first; pass ``next_cursor`` as ``after`` for the next."""
+        """One page of jobs, newest first; pass ``next_cursor`` as ``after`` for the next.
+        ``search``: only jobs whose name or task contains this text (any case)."""
         wanted = job_state(state)
         check_page(after, limit)
+        if search is not None and (not isinstance(search, str) or len(search) > MAX_NAME_LENGTH):
+            raise ValidationError(
+                f"search must be text of at most {MAX_NAME_LENGTH} characters", field="search"
+            )
         return self.store.list_jobs(
-            tenant=tenant, state=wanted, task=task, after=after, limit=limit
+            tenant=tenant, state=wanted, task=task, after=after, limit=limit, search=search or None
         )
 
     def list_runs(
@@ -152,16 +203,63 @@ class Client:
         tenant: str | None = None,
         after: int | None = None,
         limit: int = DEFAULT_PAGE,
+        task: str | None = None,
+        queue: str | None = None,
+        since: Instant | None = None,
+        until: Instant | None = None,
     ) -> Page[Run]:
         """One page of runs matching the filters, newest first; pass ``next_cursor`` as
-        ``after`` for the next."""
-        if job_id is not None:
-            check_id(job_id, "job")
+        ``after`` for the next. ``since`` and ``until`` bound the slot (``scheduled_for``):
+        ``since <= slot < until``; aware datetimes or ISO-8601 text with an offset."""
         wanted = run_state(state)
         check_page(after, limit)
         return self.store.list_runs(
-            tenant=tenant, job_id=job_id, state=wanted, after=after, limit=limit
+            state=wanted,
+            after=after,
+            limit=limit,
+            **_run_filter(
+                job_id=job_id, tenant=tenant, task=task, queue=queue, since=since, until=until
+            ),
         )
+
+    def retry_runs(
+        self,
+        *,
+        max_count: int = DEFAULT_BULK,
+        job_id: int | None = None,
+        tenant: str | None = None,
+        task: str | None = None,
+        queue: str | None = None,
+        since: Instant | None = None,
+        until: Instant | None = None,
+    ) -> list[int]:
+        """Retry every dead run matching the filters (as :meth:`list_runs`): all of them,
+        or, when more than ``max_count`` match, none (ValidationError). The ids retried."""
+        bulk_limit(max_count)
+        found = _run_filter(
+            job_id=job_id, tenant=tenant, task=task, queue=queue, since=since, until=until
+        )
+        return self.store.retry_runs(max_count=max_count, **found)
+
+    def cancel_runs(
+        self,
+        *,
+        max_count: int = DEFAULT_BULK,
+        job_id: int | None = None,
+        tenant: str | None = None,
+        task: str | None = None,
+        queue: str | None = None,
+        since: Instant | None = None,
+        until: Instant | None = None,
+    ) -> list[int]:
+        """Cancel every waiting run (queued, or failed and waiting to retry) matching the
+        filters: all of them, or, when more than ``max_count`` match, none
+        (ValidationError). Running runs are left alone. The ids cancelled."""
+        bulk_limit(max_count)
+        found = _run_filter(
+            job_id=job_id, tenant=tenant, task=task, queue=queue, since=since, until=until
+        )
+        return self.store.cancel_runs(max_count=max_count, **found)
 
     # -- commands ----------------------------------------------------------------------------
 
@@ -297,6 +395,43 @@ class Client:
     def run_stats(self, *, tenant: str | None = None) -> RunStats:
         """Runs by state, the due backlog and recent trigger lag."""
         return self.store.run_stats(tenant=tenant)
+
+    def run_minutes(
+        self, window: timedelta, *, tenant: str | None = None, queue: str | None = None
+    ) -> tuple[datetime, list[RunMinute]]:
+        """The per-minute rollup over the last ``window`` (at most ROLLUP_KEEP): the
+        store's now and the minutes with anything in them, oldest first."""
+        if not timedelta(minutes=1) <= window <= ROLLUP_KEEP:
+            raise ValidationError(f"window must be 1 min to {ROLLUP_KEEP}", field="window")
+        now = self.store.now()
+        since = now.replace(second=0, microsecond=0) - window
+        return now, self.store.run_minutes(since, tenant=tenant, queue=queue)
+
+    def queues(self, *, tenant: str | None = None) -> list[QueueStatus]:
+        """Every queue with runs waiting or running, or a live worker consuming it: its due
+        backlog, running count, oldest due run and the live workers that claim from it (a
+        worker started without ``--queue`` claims from every queue)."""
+        now = self.store.now()
+        stats = {q.queue: q for q in self.store.queue_stats(tenant=tenant, now=now)}
+        live = [
+            n
+            for n in self.store.list_nodes(now=now)
+            if isinstance(n.info, dict) and "queues" in n.info and not n.silent(now)
+        ]
+        named = {q for n in live for q in (n.info.get("queues") or ())}
+        for queue in named - stats.keys():
+            stats[queue] = QueueStatus(queue, 0, 0, None)
+        return [
+            replace(
+                status,
+                workers=sorted(
+                    n.id
+                    for n in live
+                    if n.info.get("queues") in (None, []) or status.queue in n.info["queues"]
+                ),
+            )
+            for _, status in sorted(stats.items())
+        ]
 
     # -- tenants -----------------------------------------------------------------------------
 

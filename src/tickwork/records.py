@@ -232,6 +232,19 @@ def page_limit(limit: int) -> int:
     return limit
 
 
+def bulk_limit(max_count: int) -> int:
+    """``max_count`` for a bulk command, or ValidationError outside 1..MAX_BULK."""
+    if isinstance(max_count, bool) or not isinstance(max_count, int):
+        raise ValidationError(
+            f"max_count must be a whole number, got {max_count!r}", field="max_count"
+        )
+    if not 1 <= max_count <= MAX_BULK:
+        raise ValidationError(
+            f"max_count must be between 1 and {MAX_BULK}, got {max_count}", field="max_count"
+        )
+    return max_count
+
+
 @dataclass(frozen=True, slots=True)
 class SignedIn:
     """A new session (:meth:`Client.sign_in`): the token for the browser's cookie, shown

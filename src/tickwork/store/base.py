@@ -69,6 +69,7 @@ from tickwork.records import (
     TenantLimits,
     TenantStatus,
     TriggerResult,
+    bulk_limit,
     page_limit,
 )
 from tickwork.store.health import StoreHealth
@@ -83,7 +84,7 @@ __all__ = [
     "SKIP_LOCKED", "ApiKey", "Completion", "Heartbeat", "Lease", "LeaseStatus", "Listener",
     "Node", "Page", "QueueStatus", "RescueResult", "RunMinute", "RunStats", "Session",
     "SlotFate", "SlotSkip", "Store", "Submitted", "TenantLimits", "TenantStatus",
-    "TriggerResult", "page_limit",
+    "TriggerResult", "bulk_limit", "page_limit",
 ]
 # fmt: on
 

@@ -24,6 +24,7 @@ from tickwork.store.base import (
     QueueStatus,
     RescueResult,
     RunStats,
+    bulk_limit,
     page_limit,
 )
 from tickwork.store.queries import for_queues
@@ -31,18 +32,6 @@ from tickwork.store.sql.core import SqlCore
 from tickwork.store.sql.minutes import floor_minute
 
 log = logging.getLogger("tickwork.store")
-
-
-def check_bulk_max(max_count: int) -> None:
-    """ValidationError unless 1 <= ``max_count`` <= MAX_BULK."""
-    if isinstance(max_count, bool) or not isinstance(max_count, int):
-        raise ValidationError(
-            f"max_count must be a whole number, got {max_count!r}", field="max_count"
-        )
-    if not 1 <= max_count <= MAX_BULK:
-        raise ValidationError(
-            f"max_count must be between 1 and {MAX_BULK}, got {max_count}", field="max_count"
-        )
 
 
 class RunTransitions(SqlCore):
@@ -209,7 +198,7 @@ class RunTransitions(SqlCore):
     ) -> list[int]:
         """One bulk command, all or nothing: the update takes one run more than allowed,
         and when it got it, raising rolls the whole transaction back."""
-        check_bulk_max(max_count)
+        bulk_limit(max_count)
         with self.driver.write() as tx:
             params.update(now=self.codec.time(tx.now(now)), limit=max_count + 1)
             changed = sorted(r["id"] for r in tx.all(self.q[query], params))
