@@ -35,6 +35,7 @@ from tickwork.inputs import (
     job_state,
     make_spec,
     resolve_task,
+    run_filter,
     run_state,
 )
 from tickwork.job import (
@@ -75,37 +76,6 @@ from tickwork.worker.registry import Registry
 from tickwork.worker.task import Task
 
 MAX_FIRE_TIMES = 1000
-
-
-def _run_filter(
-    *,
-    job_id: int | None,
-    tenant: str | None,
-    task: str | None,
-    queue: str | None,
-    since: Instant | None,
-    until: Instant | None,
-) -> dict[str, Any]:
-    """The filters of a run listing or bulk command, checked, as the store takes them."""
-    if job_id is not None:
-        check_id(job_id, "job")
-    for field, text in (("task", task), ("queue", queue)):
-        if text is not None and (not isinstance(text, str) or len(text) > MAX_NAME_LENGTH):
-            raise ValidationError(
-                f"{field} must be text of at most {MAX_NAME_LENGTH} characters", field=field
-            )
-    start = instant(since, "since") if since is not None else None
-    end = instant(until, "until") if until is not None else None
-    if start is not None and end is not None and end <= start:
-        raise ValidationError("until must be after since", field="until")
-    return {
-        "job_id": job_id,
-        "tenant": tenant,
-        "task": task or None,
-        "queue": queue or None,
-        "since": start,
-        "until": end,
-    }
 
 
 def _consumes(node: Node, queue: str) -> bool:
@@ -217,7 +187,7 @@ class Client:
             state=wanted,
             after=after,
             limit=limit,
-            **_run_filter(
+            **run_filter(
                 job_id=job_id, tenant=tenant, task=task, queue=queue, since=since, until=until
             ),
         )
@@ -236,7 +206,7 @@ class Client:
         """Retry every dead run matching the filters (as :meth:`list_runs`): all of them,
         or, when more than ``max_count`` match, none (ValidationError). The ids retried."""
         bulk_limit(max_count)
-        found = _run_filter(
+        found = run_filter(
             job_id=job_id, tenant=tenant, task=task, queue=queue, since=since, until=until
         )
         return self.store.retry_runs(max_count=max_count, **found)
@@ -256,7 +226,7 @@ class Client:
         filters: all of them, or, when more than ``max_count`` match, none
         (ValidationError). Running runs are left alone. The ids cancelled."""
         bulk_limit(max_count)
-        found = _run_filter(
+        found = run_filter(
             job_id=job_id, tenant=tenant, task=task, queue=queue, since=since, until=until
         )
         return self.store.cancel_runs(max_count=max_count, **found)

@@ -21,6 +21,7 @@ from tickwork.job import (
     DEFAULT_MISFIRE_GRACE,
     DEFAULT_QUEUE,
     DEFAULT_TENANT,
+    MAX_NAME_LENGTH,
     JobSpec,
     JobState,
     MisfirePolicy,
@@ -264,3 +265,35 @@ def check_page(after: int | None, limit: int) -> None:
         raise ValidationError(
             f"limit must be an integer from 1 to {MAX_PAGE}, got {limit!r}", field="limit"
         )
+
+
+def run_filter(
+    *,
+    job_id: int | None,
+    tenant: str | None,
+    task: str | None,
+    queue: str | None,
+    since: Instant | None,
+    until: Instant | None,
+) -> dict[str, Any]:
+    """The filters of a run listing or bulk command, checked, as the store takes them
+    (``since <= scheduled_for < until``), or ValidationError."""
+    if job_id is not None:
+        check_id(job_id, "job")
+    for field, text in (("task", task), ("queue", queue)):
+        if text is not None and (not isinstance(text, str) or len(text) > MAX_NAME_LENGTH):
+            raise ValidationError(
+                f"{field} must be text of at most {MAX_NAME_LENGTH} characters", field=field
+            )
+    start = instant(since, "since") if since is not None else None
+    end = instant(until, "until") if until is not None else None
+    if start is not None and end is not None and end <= start:
+        raise ValidationError("until must be after since", field="until")
+    return {
+        "job_id": job_id,
+        "tenant": tenant,
+        "task": task or None,
+        "queue": queue or None,
+        "since": start,
+        "until": end,
+    }

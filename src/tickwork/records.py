@@ -324,7 +324,17 @@ def check_max_running(value: int | None) -> int | None:
 
 
 JsonValue = (
-    Job | Run | Node | ApiKey | SlotSkip | Lease | RunStats | Cluster | TenantLimits | TenantStatus
+    Job
+    | Run
+    | Node
+    | ApiKey
+    | SlotSkip
+    | Lease
+    | RunStats
+    | Cluster
+    | TenantLimits
+    | TenantStatus
+    | QueueStatus
 )
 
 

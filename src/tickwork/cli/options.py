@@ -159,3 +159,27 @@ AllowShellOption = Annotated[
         help="Run shell tasks (commands from the database). Env TICKWORK_ALLOW_SHELL.",
     ),
 ]
+
+# Filters of runs (tickwork runs, retry-all, cancel-all).
+TaskFilter = Annotated[
+    str | None,
+    typer.Option("--task", metavar="TASK", show_default=False, help="Runs of this task."),
+]
+QueueFilter = Annotated[
+    str | None,
+    typer.Option("--queue", metavar="QUEUE", show_default=False, help="Runs in this queue."),
+]
+JobFilter = Annotated[
+    int | None,
+    typer.Option("--job", metavar="ID", show_default=False, help="Runs of this job."),
+]
+SinceFilter = Annotated[
+    str | None,
+    typer.Option(
+        "--since", metavar="TIME", show_default=False, help="Slots at or after (ISO-8601)."
+    ),
+]
+UntilFilter = Annotated[
+    str | None,
+    typer.Option("--until", metavar="TIME", show_default=False, help="Slots before (ISO-8601)."),
+]

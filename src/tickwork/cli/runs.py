@@ -15,11 +15,15 @@ from tickwork.cli.options import (
     DbOption,
     JsonOption,
     LimitOption,
+    QueueFilter,
+    SinceFilter,
+    TaskFilter,
     TenantOption,
+    UntilFilter,
 )
 from tickwork.cli.output import echo_json
 from tickwork.client import Client
-from tickwork.inputs import check_id, run_state
+from tickwork.inputs import check_id, run_filter, run_state
 from tickwork.job import Run, RunState
 from tickwork.records import to_json
 
@@ -44,6 +48,10 @@ def runs(
         ),
     ] = None,
     tenant: TenantOption = None,
+    task: TaskFilter = None,
+    queue: QueueFilter = None,
+    since: SinceFilter = None,
+    until: UntilFilter = None,
     limit: LimitOption = DEFAULT_LIMIT,
     after: AfterOption = None,
     as_json: JsonOption = False,
@@ -51,14 +59,15 @@ def runs(
     """List runs, newest first."""
     # Every check before opening: bad input must not even create a database.
     wanted = run_state(state)
-    if job is not None:
-        check_id(job, "job")
+    filters = run_filter(
+        job_id=job, tenant=tenant, task=task, queue=queue, since=since, until=until
+    )
     if after is not None:
         check_id(after, "after")
     with Client.open(db) as client:
         found = collect(
             lambda cursor, size: client.list_runs(
-                job_id=job, state=wanted, tenant=tenant, after=cursor, limit=size
+                state=wanted, after=cursor, limit=size, **filters
             ),
             limit,
             after,
