@@ -19,13 +19,14 @@ No SQL here and no concrete store: the store comes from :func:`tickwork.store.op
 from __future__ import annotations
 
 import hmac
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from tickwork import auth
 from tickwork.config import resolve_db_url
-from tickwork.errors import ApiKeyNotFound, ValidationError
+from tickwork.errors import ApiKeyNotFound, NotFound, ValidationError
 from tickwork.explain import Explanation, explain, latest_slot, parse_slot
 from tickwork.inputs import (
     Instant,
@@ -365,6 +366,19 @@ class Client:
     def run_stats(self, *, tenant: str | None = None) -> RunStats:
         """Runs by state, the due backlog and recent trigger lag."""
         return self.store.run_stats(tenant=tenant)
+
+    def job_names(self, job_ids: Iterable[int], *, tenant: str | None = None) -> dict[int, str]:
+        """The names of the named jobs among ``job_ids`` (a job without a name, or of
+        another tenant, is left out): for tables of runs. One read per distinct id."""
+        names = {}
+        for job_id in set(job_ids):
+            try:
+                job = self.store.get_job(check_id(job_id, "job"), tenant=tenant)
+            except NotFound:
+                continue
+            if job.name:
+                names[job.id] = job.name
+        return names
 
     def run_minutes(
         self, window: timedelta, *, tenant: str | None = None, queue: str | None = None
