@@ -4,6 +4,10 @@ JavaScript; runs filtered and retried in bulk through the confirmation; a run's 
 queues page calling out a queue nobody consumes. The fixtures are the dashboard browser
 tests' own (``test_dashboard_browser.py``)."""
 
+# The fixtures imported from the dashboard's browser tests are named again as parameters:
+# that is how pytest passes them, not a redefinition.
+# ruff: noqa: F811
+
 from __future__ import annotations
 
 import re
@@ -102,7 +106,8 @@ def test_the_charts_show_known_runs_by_outcome_and_lag(
     # The bars are drawn to scale: two succeeded stand twice as tall as one dead.
     ok = bucket.locator("rect.bar.succeeded").bounding_box()
     dead = bucket.locator("rect.bar.dead").bounding_box()
-    assert ok is not None and dead is not None
+    assert ok is not None
+    assert dead is not None
     assert ok["height"] == pytest.approx(2 * dead["height"], rel=0.05)
     later = page.locator(
         f'#chart-outcomes g.bucket[data-start="{(minute + timedelta(minutes=2)).isoformat()}"]'
