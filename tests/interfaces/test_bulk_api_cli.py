@@ -213,3 +213,13 @@ def test_cli_runs_filters_and_queues(
     code, out, err = cli(capsys, "queues", "--db", store.url)
     assert code == 0, err
     assert "NONE: nothing claims it" in out
+
+
+def test_cli_jobs_search(capsys: pytest.CaptureFixture[str], client: Client, store: Store) -> None:
+    named = client.submit(
+        "http", args={"url": "https://example.com/"}, name="Billing", delay=timedelta(hours=1)
+    ).job
+    client.submit("http", args={"url": "https://example.com/"}, delay=timedelta(hours=1))
+    code, out, err = cli(capsys, "jobs", "--db", store.url, "--search", "BILL", "--json")
+    assert code == 0, err
+    assert [j["id"] for j in json.loads(out)] == [named.id]
