@@ -117,7 +117,7 @@ def test_api_queues_and_minutes(client: Client, store: Store, api: TestClient) -
     store.fold_minutes(now=store.now() + timedelta(minutes=2))
     queues = {q["queue"]: q for q in api.get("/api/v1/queues").json()}
     assert queues["mail"]["due"] == 1
-    assert queues["mail"]["workers"] == []
+    assert queues["mail"]["consumers"] == 0
     minutes = api.get("/api/v1/minutes", params={"window": 3600}).json()["items"]
     assert sum(m["dead"] for m in minutes) == 1
     assert client.get_run(run).state is RunState.DEAD
@@ -223,3 +223,15 @@ def test_cli_jobs_search(capsys: pytest.CaptureFixture[str], client: Client, sto
     code, out, err = cli(capsys, "jobs", "--db", store.url, "--search", "BILL", "--json")
     assert code == 0, err
     assert [j["id"] for j in json.loads(out)] == [named.id]
+
+
+def test_api_queues_name_workers_to_admins_only(
+    client: Client, store: Store, api: TestClient, acme_key: str
+) -> None:
+    waiting(client, queue="mail", tenant="acme")
+    store.register_node("w-mail", "worker", "host", 1, {"queues": ["mail"], "beat": 3})
+    [admin_view] = api.get("/api/v1/queues").json()
+    assert (admin_view["consumers"], admin_view["workers"]) == (1, ["w-mail"])
+    as_acme = {"Authorization": f"Bearer {acme_key}"}
+    [tenant_view] = api.get("/api/v1/queues", headers=as_acme).json()
+    assert (tenant_view["consumers"], tenant_view["workers"]) == (1, [])

@@ -648,7 +648,10 @@ class QueueOut(BaseModel):
     due: int = Field(description="Runs queued (or awaiting retry) whose time has come.")
     running: int
     oldest_due_at: str | None
-    workers: list[str] = Field(description="Live workers that claim from the queue.")
+    consumers: int = Field(description="Live workers that claim from the queue.")
+    workers: list[str] = Field(
+        description="Their node ids (admin keys only: a tenant key gets an empty list)."
+    )
 
 
 @router.get(
@@ -657,7 +660,15 @@ class QueueOut(BaseModel):
     summary="Queues with runs waiting or running or a worker: backlog, running, consumers",
 )
 def queues(principal: PrincipalDep, client: ClientDep) -> list[dict[str, Any]]:
-    return [to_json(queue) for queue in client.queues(tenant=principal.tenant)]
+    return [
+        {
+            **to_json(queue),
+            "consumers": len(queue.workers),
+            # Node ids are the cluster view's, which is for admins.
+            "workers": queue.workers if principal.admin else [],
+        }
+        for queue in client.queues(tenant=principal.tenant)
+    ]
 
 
 class MinuteOut(BaseModel):
