@@ -158,10 +158,8 @@ class Client:
         ``search``: only jobs whose name or task contains this text (any case)."""
         wanted = job_state(state)
         check_page(after, limit)
-        if search is not None and (not isinstance(search, str) or len(search) > MAX_NAME_LENGTH):
-            raise ValidationError(
-                f"search must be text of at most {MAX_NAME_LENGTH} characters", field="search"
-            )
+        if search:
+            check_label("search", search)
         return self.store.list_jobs(
             tenant=tenant, state=wanted, task=task, after=after, limit=limit, search=search or None
         )

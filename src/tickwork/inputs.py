@@ -21,13 +21,13 @@ from tickwork.job import (
     DEFAULT_MISFIRE_GRACE,
     DEFAULT_QUEUE,
     DEFAULT_TENANT,
-    MAX_NAME_LENGTH,
     JobSpec,
     JobState,
     MisfirePolicy,
     OverlapPolicy,
     RunState,
     check_args,
+    check_label,
 )
 from tickwork.records import (
     MAX_PAGE,
@@ -280,18 +280,16 @@ def run_filter(
     (``since <= scheduled_for < until``), or ValidationError."""
     if job_id is not None:
         check_id(job_id, "job")
-    for field, text in (("task", task), ("queue", queue)):
-        if text is not None and (not isinstance(text, str) or len(text) > MAX_NAME_LENGTH):
-            raise ValidationError(
-                f"{field} must be text of at most {MAX_NAME_LENGTH} characters", field=field
-            )
+    for field, text in (("task", task), ("queue", queue), ("tenant", tenant)):
+        if text:  # empty: no filter
+            check_label(field, text)
     start = instant(since, "since") if since is not None else None
     end = instant(until, "until") if until is not None else None
     if start is not None and end is not None and end <= start:
         raise ValidationError("until must be after since", field="until")
     return {
         "job_id": job_id,
-        "tenant": tenant,
+        "tenant": tenant or None,
         "task": task or None,
         "queue": queue or None,
         "since": start,

@@ -77,6 +77,8 @@ def test_api_bulk_over_max_is_400_and_changes_nothing(client: Client, api: TestC
         {"since": "yesterday"},
         {"since": "2026-01-02T00:00:00Z", "until": "2026-01-01T00:00:00Z"},
         {"job": -1},
+        {"task": "bad\u0000task"},
+        {"queue": " padded "},
         {"colour": "red"},
     ],
 )
