@@ -32,6 +32,7 @@ from tickwork.cron import Fire
 from tickwork.errors import ApiKeyNotFound, NotFound, UnknownCalendar, ValidationError
 from tickwork.explain import Explanation, explain, latest_slot, parse_slot
 from tickwork.inputs import (
+    Instant,
     check_id,
     check_page,
     instant,
@@ -40,6 +41,7 @@ from tickwork.inputs import (
     make_spec,
     parse_rate,
     resolve_task,
+    run_filter,
     run_state,
 )
 from tickwork.job import (
@@ -53,8 +55,10 @@ from tickwork.job import (
 )
 from tickwork.presence import Presence
 from tickwork.records import (
+    DEFAULT_BULK,
     DEFAULT_PAGE,
     KEEP,
+    ROLLUP_KEEP,
     ApiKey,
     CalendarChange,
     CalendarRecord,
@@ -62,13 +66,17 @@ from tickwork.records import (
     InjectedRun,
     Keep,
     Lease,
+    Node,
     Page,
+    QueueStatus,
+    RunMinute,
     RunStats,
     Session,
     SignedIn,
     SlotSkip,
     Submitted,
     TenantStatus,
+    bulk_limit,
 )
 from tickwork.schedule import (
     Cron,
@@ -115,6 +123,12 @@ def upcoming(schedule: Cron | Any, after: datetime, n: int) -> list[Fire]:
         if slot is not None:
             found.append(Fire(slot))
     return found
+
+
+def _consumes(node: Node, queue: str) -> bool:
+    """Whether a live worker claims from ``queue`` (no queues named: every queue)."""
+    queues = node.info.get("queues")
+    return not queues or queue in queues
 
 
 class Client:
@@ -220,12 +234,16 @@ class Client:
         task: str | None = None,
         after: int | None = None,
         limit: int = DEFAULT_PAGE,
+        search: str | None = None,
     ) -> Page[Job]:
-        """One page of jobs, newest first; pass ``next_cursor`` as ``after`` for the next."""
+        """One page of jobs, newest first; pass ``next_cursor`` as ``after`` for the next.
+        ``search``: only jobs whose name or task contains this text (any case)."""
         wanted = job_state(state)
         check_page(after, limit)
+        if search:
+            check_label("search", search)
         return self.store.list_jobs(
-            tenant=tenant, state=wanted, task=task, after=after, limit=limit
+            tenant=tenant, state=wanted, task=task, after=after, limit=limit, search=search or None
         )
 
     def list_runs(
@@ -236,16 +254,63 @@ class Client:
         tenant: str | None = None,
         after: int | None = None,
         limit: int = DEFAULT_PAGE,
+        task: str | None = None,
+        queue: str | None = None,
+        since: Instant | None = None,
+        until: Instant | None = None,
     ) -> Page[Run]:
         """One page of runs matching the filters, newest first; pass ``next_cursor`` as
-        ``after`` for the next."""
-        if job_id is not None:
-            check_id(job_id, "job")
+        ``after`` for the next. ``since`` and ``until`` bound the slot (``scheduled_for``):
+        ``since <= slot < until``; aware datetimes or ISO-8601 text with an offset."""
         wanted = run_state(state)
         check_page(after, limit)
         return self.store.list_runs(
-            tenant=tenant, job_id=job_id, state=wanted, after=after, limit=limit
+            state=wanted,
+            after=after,
+            limit=limit,
+            **run_filter(
+                job_id=job_id, tenant=tenant, task=task, queue=queue, since=since, until=until
+            ),
         )
+
+    def retry_runs(
+        self,
+        *,
+        max_count: int = DEFAULT_BULK,
+        job_id: int | None = None,
+        tenant: str | None = None,
+        task: str | None = None,
+        queue: str | None = None,
+        since: Instant | None = None,
+        until: Instant | None = None,
+    ) -> list[int]:
+        """Retry every dead run matching the filters (as :meth:`list_runs`): all of them,
+        or, when more than ``max_count`` match, none (ValidationError). The ids retried."""
+        bulk_limit(max_count)
+        found = run_filter(
+            job_id=job_id, tenant=tenant, task=task, queue=queue, since=since, until=until
+        )
+        return self.store.retry_runs(max_count=max_count, **found)
+
+    def cancel_runs(
+        self,
+        *,
+        max_count: int = DEFAULT_BULK,
+        job_id: int | None = None,
+        tenant: str | None = None,
+        task: str | None = None,
+        queue: str | None = None,
+        since: Instant | None = None,
+        until: Instant | None = None,
+    ) -> list[int]:
+        """Cancel every waiting run (queued, or failed and waiting to retry) matching the
+        filters: all of them, or, when more than ``max_count`` match, none
+        (ValidationError). Running runs are left alone. The ids cancelled."""
+        bulk_limit(max_count)
+        found = run_filter(
+            job_id=job_id, tenant=tenant, task=task, queue=queue, since=since, until=until
+        )
+        return self.store.cancel_runs(max_count=max_count, **found)
 
     # -- commands ----------------------------------------------------------------------------
 
@@ -502,6 +567,56 @@ class Client:
         duplicates."""
         check_page(after, limit)
         return self.store.injected_runs(tenant=tenant, after=after, limit=limit)
+
+    def job_names(self, job_ids: Iterable[int], *, tenant: str | None = None) -> dict[int, str]:
+        """The names of the named jobs among ``job_ids`` (a job without a name, or of
+        another tenant, is left out): for tables of runs. One read per distinct id."""
+        names = {}
+        for job_id in set(job_ids):
+            try:
+                job = self.store.get_job(check_id(job_id, "job"), tenant=tenant)
+            except NotFound:
+                continue
+            if job.name:
+                names[job.id] = job.name
+        return names
+
+    def run_minutes(
+        self, window: timedelta, *, tenant: str | None = None, queue: str | None = None
+    ) -> tuple[datetime, list[RunMinute]]:
+        """The per-minute rollup over the last ``window`` (at most ROLLUP_KEEP): the
+        store's now and the minutes with anything in them, oldest first."""
+        if not timedelta(minutes=1) <= window <= ROLLUP_KEEP:
+            raise ValidationError(f"window must be 1 min to {ROLLUP_KEEP}", field="window")
+        now = self.store.now()
+        since = now.replace(second=0, microsecond=0) - window
+        return now, self.store.run_minutes(since, tenant=tenant, queue=queue)
+
+    def queues(self, *, tenant: str | None = None) -> list[QueueStatus]:
+        """Every queue with runs waiting or running, or a live worker consuming it: its due
+        backlog, running count, oldest due run and the live workers that claim from it (a
+        worker started without ``--queue`` claims from every queue)."""
+        now = self.store.now()
+        stats = {q.queue: q for q in self.store.queue_stats(tenant=tenant, now=now)}
+        live = [
+            n
+            for n in self.store.list_nodes(now=now)
+            if isinstance(n.info, dict) and "queues" in n.info and not n.silent(now)
+        ]
+        named = {q for n in live for q in (n.info.get("queues") or ())}
+        for queue in named - stats.keys():
+            stats[queue] = QueueStatus(queue, 0, 0, None)
+        return [
+            replace(
+                status,
+                workers=sorted(
+                    n.id
+                    for n in live
+                    if n.info.get("queues") in (None, []) or status.queue in n.info["queues"]
+                ),
+            )
+            for _, status in sorted(stats.items())
+        ]
 
     # -- tenants -----------------------------------------------------------------------------
 

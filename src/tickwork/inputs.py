@@ -33,6 +33,7 @@ from tickwork.job import (
     OverlapPolicy,
     RunState,
     check_args,
+    check_label,
 )
 from tickwork.records import (
     MAX_PAGE,
@@ -417,3 +418,33 @@ JOB_KEYS = (
 ) | frozenset(inspect.signature(cron_schedule).parameters) - {"expr", "tz"}
 """The keys of a job in a batch: ``task``, make_spec's options and a cron schedule's DST
 policy and calendar rules."""
+
+
+def run_filter(
+    *,
+    job_id: int | None,
+    tenant: str | None,
+    task: str | None,
+    queue: str | None,
+    since: Instant | None,
+    until: Instant | None,
+) -> dict[str, Any]:
+    """The filters of a run listing or bulk command, checked, as the store takes them
+    (``since <= scheduled_for < until``), or ValidationError."""
+    if job_id is not None:
+        check_id(job_id, "job")
+    for field, text in (("task", task), ("queue", queue), ("tenant", tenant)):
+        if text:  # empty: no filter
+            check_label(field, text)
+    start = instant(since, "since") if since is not None else None
+    end = instant(until, "until") if until is not None else None
+    if start is not None and end is not None and end <= start:
+        raise ValidationError("until must be after since", field="until")
+    return {
+        "job_id": job_id,
+        "tenant": tenant or None,
+        "task": task or None,
+        "queue": queue or None,
+        "since": start,
+        "until": end,
+    }

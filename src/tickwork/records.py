@@ -229,6 +229,40 @@ class RunStats:
     now: datetime
 
 
+ROLLUP_KEEP = timedelta(hours=25)
+"""How long the per-minute rollup keeps a minute: the dashboard's longest chart (24 h) and
+an hour to spare."""
+MAX_BULK = 10_000
+"""The most runs one bulk retry or cancel may change; a filter matching more is refused
+whole (narrow it, or raise ``max_count`` up to this)."""
+DEFAULT_BULK = 1000
+"""The bulk operations' ``max_count`` when the caller names none."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunMinute:
+    """One minute of the rollup (store clock), summed over the tenants and queues asked
+    for. Minutes with nothing in them have no row."""
+
+    minute: datetime  # the minute's start
+    succeeded: int  # runs that finished in the minute, by outcome
+    failed: int  # attempts that failed and are to be retried
+    dead: int
+    lag: dict[int, int]  # start lag histogram (tickwork.stats.lag_bucket) of runs started
+    depth: int  # due runs waiting when the leader sampled the minute
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    """A queue now: what is due in it and who consumes it."""
+
+    queue: str
+    due: int  # queued or failed runs whose run_at has come
+    running: int
+    oldest_due_at: datetime | None
+    workers: list[str] = field(default_factory=list)  # live workers that claim from it
+
+
 @dataclass(frozen=True, slots=True)
 class Page(Generic[T]):
     items: list[T]
@@ -240,6 +274,19 @@ def page_limit(limit: int) -> int:
     if not 1 <= limit <= MAX_PAGE:
         raise ValidationError(f"limit must be between 1 and {MAX_PAGE}, got {limit}", field="limit")
     return limit
+
+
+def bulk_limit(max_count: int) -> int:
+    """``max_count`` for a bulk command, or ValidationError outside 1..MAX_BULK."""
+    if isinstance(max_count, bool) or not isinstance(max_count, int):
+        raise ValidationError(
+            f"max_count must be a whole number, got {max_count!r}", field="max_count"
+        )
+    if not 1 <= max_count <= MAX_BULK:
+        raise ValidationError(
+            f"max_count must be between 1 and {MAX_BULK}, got {max_count}", field="max_count"
+        )
+    return max_count
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,6 +492,7 @@ JsonValue = (
     | TenantStatus
     | CalendarRecord
     | InjectedRun
+    | QueueStatus
 )
 
 

@@ -22,3 +22,37 @@ def percentile(values: Iterable[float], percent: float) -> float | None:
         return None
     rank = max(1, math.ceil(percent * len(ordered) / 100))
     return ordered[rank - 1]
+
+
+# -- lag histograms (the per-minute rollup) --------------------------------------------------
+
+LAG_BUCKET_RATIO = 1.1
+"""Each bucket of a lag histogram is 10 % wider than the one below: bucket 0 holds lags
+under 1 ms, bucket ``i`` lags in [1.1**(i-1), 1.1**i) ms. A day of lag is bucket 193, so a
+histogram stays a few dozen entries, and a percentile read from it (its bucket's upper
+edge) is at most 10 % above the measured value."""
+
+
+def lag_bucket(ms: float) -> int:
+    """The histogram bucket of a start lag of ``ms`` milliseconds (a negative lag, a run
+    started a hair before its slot by the store's clock, counts as 0)."""
+    if ms < 1:
+        return 0
+    return math.floor(math.log(ms) / math.log(LAG_BUCKET_RATIO)) + 1
+
+
+def bucket_percentile(histogram: dict[int, int], percent: float) -> float | None:
+    """The nearest-rank ``percent`` percentile of a lag histogram ({bucket: count}), as
+    the upper edge of the bucket that holds it, in ms; None for an empty histogram."""
+    if not 0 <= percent <= 100:
+        raise ValueError(f"percent must be from 0 to 100, got {percent!r}")
+    total = sum(histogram.values())
+    if total == 0:
+        return None
+    rank = max(1, math.ceil(percent * total / 100))
+    seen = 0
+    for bucket in sorted(histogram):
+        seen += histogram[bucket]
+        if seen >= rank:
+            return float(LAG_BUCKET_RATIO**bucket)
+    raise AssertionError("unreachable: the ranks add up to the total")

@@ -124,3 +124,29 @@ def test_the_leader_prunes_finished_runs_past_retention_as_it_takes_the_lead(
     wait_until(pruned, DEADLINE)
     assert store.get_run(recent.id).state is RunState.SUCCEEDED
     wait_until(lambda: any(m.startswith("prune runs=1 ") for m in caplog.messages), DEADLINE)
+
+
+def test_the_leader_folds_finished_runs_into_minutes_as_it_takes_the_lead(
+    store: Store, schedulers: list[Scheduler]
+) -> None:
+    run = claimed_run(store, ago=timedelta(minutes=3))
+    store.complete(run.id, run.fencing_token, now=store.now() - timedelta(minutes=2))
+    node = Scheduler(store, config(store))
+    schedulers.append(node)
+
+    node.start()
+
+    since = store.now() - timedelta(minutes=10)
+    wait_until(lambda: sum(m.succeeded for m in store.run_minutes(since)) == 1, DEADLINE)
+
+
+def test_a_standby_folds_nothing(store: Store, schedulers: list[Scheduler]) -> None:
+    run = claimed_run(store, ago=timedelta(minutes=3))
+    store.complete(run.id, run.fencing_token, now=store.now() - timedelta(minutes=2))
+    assert store.acquire_leadership("other", timedelta(minutes=1)) is not None
+    node = Scheduler(store, config(store))
+    schedulers.append(node)
+    node.start()
+    wait_until(node.rollup.started.is_set, DEADLINE)
+    assert not node.leading
+    assert store.run_minutes(store.now() - timedelta(minutes=10)) == []

@@ -36,6 +36,7 @@ from tickwork.cli import (  # noqa: F401
     all_in_one,
     api,
     bench,
+    bulk,
     calendars,
     cluster,
     commands,

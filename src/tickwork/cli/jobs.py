@@ -58,6 +58,15 @@ def jobs(
         str | None,
         typer.Option("--task", metavar="NAME", show_default=False, help="Only this task's."),
     ] = None,
+    search: Annotated[
+        str | None,
+        typer.Option(
+            "--search",
+            metavar="TEXT",
+            show_default=False,
+            help="Only jobs whose name or task contains TEXT (any case).",
+        ),
+    ] = None,
     limit: LimitOption = DEFAULT_LIMIT,
     after: AfterOption = None,
     as_json: JsonOption = False,
@@ -69,7 +78,7 @@ def jobs(
     with Client.open(db) as client:
         found = collect(
             lambda cursor, size: client.list_jobs(
-                tenant=tenant, state=wanted, task=task, after=cursor, limit=size
+                tenant=tenant, state=wanted, task=task, after=cursor, limit=size, search=search
             ),
             limit,
             after,

@@ -234,3 +234,28 @@ def cron_rules(
         "business_days_only": business_days_only,
     }
     return {k: v for k, v in given.items() if v is not None and v is not False}
+
+
+# Filters of runs (tickwork runs, retry-all, cancel-all).
+TaskFilter = Annotated[
+    str | None,
+    typer.Option("--task", metavar="TASK", show_default=False, help="Runs of this task."),
+]
+QueueFilter = Annotated[
+    str | None,
+    typer.Option("--queue", metavar="QUEUE", show_default=False, help="Runs in this queue."),
+]
+JobFilter = Annotated[
+    int | None,
+    typer.Option("--job", metavar="ID", show_default=False, help="Runs of this job."),
+]
+SinceFilter = Annotated[
+    str | None,
+    typer.Option(
+        "--since", metavar="TIME", show_default=False, help="Slots at or after (ISO-8601)."
+    ),
+]
+UntilFilter = Annotated[
+    str | None,
+    typer.Option("--until", metavar="TIME", show_default=False, help="Slots before (ISO-8601)."),
+]

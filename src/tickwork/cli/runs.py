@@ -15,12 +15,16 @@ from tickwork.cli.options import (
     DbOption,
     JsonOption,
     LimitOption,
+    QueueFilter,
+    SinceFilter,
+    TaskFilter,
     TenantOption,
+    UntilFilter,
 )
 from tickwork.cli.output import echo_json
 from tickwork.client import Client
 from tickwork.errors import ValidationError
-from tickwork.inputs import check_id, run_state
+from tickwork.inputs import check_id, run_filter, run_state
 from tickwork.job import Run, RunState
 from tickwork.records import InjectedRun, to_json
 
@@ -53,6 +57,10 @@ def runs(
             "(tickwork worker --inject-faults), with the faults.",
         ),
     ] = False,
+    task: TaskFilter = None,
+    queue: QueueFilter = None,
+    since: SinceFilter = None,
+    until: UntilFilter = None,
     limit: LimitOption = DEFAULT_LIMIT,
     after: AfterOption = None,
     as_json: JsonOption = False,
@@ -60,19 +68,24 @@ def runs(
     """List runs, newest first."""
     # Every check before opening: bad input must not even create a database.
     wanted = run_state(state)
-    if job is not None:
-        check_id(job, "job")
+    filters = run_filter(
+        job_id=job, tenant=tenant, task=task, queue=queue, since=since, until=until
+    )
     if after is not None:
         check_id(after, "after")
     if injected:
-        if job is not None or state is not None:
-            raise ValidationError("--injected lists runs by their faults: no --job or --state")
+        others = (job, state, task, queue, since, until)
+        if any(v is not None for v in others):
+            raise ValidationError(
+                "--injected lists runs by their faults: no --job, --state, --task, --queue, "
+                "--since or --until"
+            )
         injected_runs(db, tenant, limit, after, as_json)
         return
     with Client.open(db) as client:
         found = collect(
             lambda cursor, size: client.list_runs(
-                job_id=job, state=wanted, tenant=tenant, after=cursor, limit=size
+                state=wanted, after=cursor, limit=size, **filters
             ),
             limit,
             after,

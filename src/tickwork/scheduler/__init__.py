@@ -7,7 +7,9 @@ Any number of scheduler nodes may run against one store; one leads at a time
 - **rescues** runs whose lease expired, every ``rescue_interval``
   (:mod:`~tickwork.scheduler.reaper`);
 - **prunes** finished runs past retention, every ``prune_interval``
-  (:mod:`~tickwork.scheduler.pruner`).
+  (:mod:`~tickwork.scheduler.pruner`);
+- **folds** finished runs into the per-minute rollup, every minute
+  (:mod:`~tickwork.scheduler.rollup`).
 
 A standby runs the same services; they idle until the election says this node leads.
 """
@@ -21,6 +23,7 @@ from tickwork.config import Config
 from tickwork.scheduler.election import Election
 from tickwork.scheduler.pruner import Pruner
 from tickwork.scheduler.reaper import Reaper
+from tickwork.scheduler.rollup import Rollup
 from tickwork.scheduler.trigger import Trigger
 from tickwork.service import Service
 from tickwork.store.base import Store
@@ -51,7 +54,8 @@ class Scheduler:
         self.trigger = Trigger(store, config, self.election, clock)
         self.reaper = Reaper(store, config, self.election, clock)
         self.pruner = Pruner(store, config, self.election, clock)
-        self._duties: tuple[Service, ...] = (self.trigger, self.reaper, self.pruner)
+        self.rollup = Rollup(store, self.election, clock)
+        self._duties: tuple[Service, ...] = (self.trigger, self.reaper, self.pruner, self.rollup)
 
     @property
     def node_id(self) -> str:
@@ -96,4 +100,4 @@ class Scheduler:
                 duty.wake()
 
 
-__all__ = ["Election", "Pruner", "Reaper", "Scheduler", "Trigger"]
+__all__ = ["Election", "Pruner", "Reaper", "Rollup", "Scheduler", "Trigger"]

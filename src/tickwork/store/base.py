@@ -45,12 +45,15 @@ from tickwork.calendar import Calendar
 from tickwork.config import RUN_LEASE, TRIGGER_BATCH
 from tickwork.job import ClaimedRun, Job, JobSpec, JobState, Run, RunState
 from tickwork.records import (
+    DEFAULT_BULK,
     DEFAULT_PAGE,
     KEEP,
+    MAX_BULK,
     MAX_PAGE,
     NODE_DEFAULT_BEAT,
     NODE_SILENT_BEATS,
     NODE_SILENT_FLOOR,
+    ROLLUP_KEEP,
     ApiKey,
     CalendarChange,
     CalendarRecord,
@@ -63,7 +66,9 @@ from tickwork.records import (
     LeaseStatus,
     Node,
     Page,
+    QueueStatus,
     RescueResult,
+    RunMinute,
     RunStats,
     Session,
     SlotFate,
@@ -72,6 +77,7 @@ from tickwork.records import (
     TenantLimits,
     TenantStatus,
     TriggerResult,
+    bulk_limit,
     page_limit,
 )
 from tickwork.store.health import StoreHealth
@@ -79,15 +85,15 @@ from tickwork.store.health import StoreHealth
 # The records (tickwork.records) are re-exported: store code names them from here.
 # fmt: off
 __all__ = [
-    "CHANNEL_JOBS", "CHANNEL_RUNS", "DEFAULT_PAGE", "DEFAULT_PRUNE_BATCH",
-    "DEFAULT_RESCUE_BATCH", "KEEP", "LISTEN_NOTIFY",
-    "MAX_PAGE", "MULTI_HOST", "NODE_DEFAULT_BEAT", "NODE_FORGET_AFTER", "NODE_SILENT_BEATS",
-    "NODE_SILENT_FLOOR", "SESSION_FORGET_AFTER", "SESSION_SEEN_EVERY", "SKIP_LOCKED", "ApiKey",
-    "CalendarChange", "CalendarRecord",
-    "Completion", "FaultMark", "Heartbeat", "InjectedRun", "Keep", "Lease", "LeaseStatus",
-    "Listener", "Node", "Page",
-    "RescueResult", "RunStats", "Session", "SlotFate", "SlotSkip", "Store", "Submitted",
-    "TenantLimits", "TenantStatus", "TriggerResult", "page_limit",
+    "CHANNEL_JOBS", "CHANNEL_RUNS", "DEFAULT_BULK", "DEFAULT_PAGE", "DEFAULT_PRUNE_BATCH",
+    "DEFAULT_RESCUE_BATCH", "KEEP", "LISTEN_NOTIFY", "MAX_BULK", "MAX_PAGE", "MULTI_HOST",
+    "NODE_DEFAULT_BEAT", "NODE_FORGET_AFTER", "NODE_SILENT_BEATS", "NODE_SILENT_FLOOR",
+    "ROLLUP_KEEP", "ROLLUP_SETTLE", "SESSION_FORGET_AFTER", "SESSION_SEEN_EVERY",
+    "SKIP_LOCKED", "ApiKey", "CalendarChange", "CalendarRecord", "Completion", "FaultMark",
+    "Heartbeat", "InjectedRun", "Keep", "Lease", "LeaseStatus", "Listener", "Node", "Page",
+    "QueueStatus", "RescueResult", "RunMinute", "RunStats", "Session", "SlotFate", "SlotSkip",
+    "Store", "Submitted", "TenantLimits", "TenantStatus", "TriggerResult", "bulk_limit",
+    "page_limit",
 ]
 # fmt: on
 
@@ -98,6 +104,9 @@ NODE_FORGET_AFTER = timedelta(days=1)
 SESSION_SEEN_EVERY = timedelta(minutes=1)
 """A session's ``last_seen_at`` is written at most this often: a dashboard page polls every
 few seconds, and a write per poll would buy nothing (the idle timeout is hours)."""
+ROLLUP_SETTLE = timedelta(seconds=10)
+"""The fold leaves the last seconds unread: a completion stamped just before the fold but
+committed just after it still lands in its minute."""
 SESSION_FORGET_AFTER = timedelta(days=1)
 """A session row is deleted this long after it ended (signed out, revoked or expired)."""
 
@@ -206,8 +215,11 @@ class Store(abc.ABC):
         task: str | None = None,
         after: int | None = None,
         limit: int = DEFAULT_PAGE,
+        search: str | None = None,
     ) -> Page[Job]:
-        """Jobs, newest first (descending id), ``limit`` at most, ids below ``after``."""
+        """Jobs, newest first (descending id), ``limit`` at most, ids below ``after``;
+        ``search``: only jobs whose name or task contains it (case-insensitive text, no
+        wildcards)."""
 
     @abc.abstractmethod
     def cancel_job(
@@ -448,8 +460,49 @@ class Store(abc.ABC):
         state: RunState | None = None,
         after: int | None = None,
         limit: int = DEFAULT_PAGE,
+        task: str | None = None,
+        queue: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> Page[Run]:
-        """Runs, newest first (descending id), ``limit`` at most, ids below ``after``."""
+        """Runs, newest first (descending id), ``limit`` at most, ids below ``after``;
+        each filter given must match (``since <= scheduled_for < until``)."""
+
+    @abc.abstractmethod
+    def retry_runs(
+        self,
+        *,
+        max_count: int,
+        tenant: str | None = None,
+        job_id: int | None = None,
+        task: str | None = None,
+        queue: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        now: datetime | None = None,
+    ) -> list[int]:
+        """Every dead run matching the filters (as :meth:`list_runs`) -> queued now, as
+        :meth:`retry_run` does each; returns their ids, ascending.
+
+        All or nothing: when more than ``max_count`` runs match, ValidationError and
+        nothing changes. Notifies CHANNEL_RUNS when runs were requeued."""
+
+    @abc.abstractmethod
+    def cancel_runs(
+        self,
+        *,
+        max_count: int,
+        tenant: str | None = None,
+        job_id: int | None = None,
+        task: str | None = None,
+        queue: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        now: datetime | None = None,
+    ) -> list[int]:
+        """Every waiting run (queued, or failed and waiting to retry) matching the filters
+        -> cancelled; returns their ids, ascending. A running run is left alone (cancel it
+        with :meth:`cancel_run`). All or nothing, as :meth:`retry_runs`."""
 
     @abc.abstractmethod
     def cancel_run(
@@ -562,6 +615,45 @@ class Store(abc.ABC):
         with their marks: a fault marked on an earlier attempt than the run's current
         one, and the run claimed again after the fault (so its handler ran again, or
         runs now)."""
+
+    @abc.abstractmethod
+    def queue_stats(
+        self, *, tenant: str | None = None, now: datetime | None = None
+    ) -> list[QueueStatus]:
+        """Every queue that has runs queued, failed or running, by name: its due backlog,
+        running count and oldest due run (``workers`` is left empty: nodes are not runs)."""
+
+    # -- the per-minute rollup (the dashboard's time axis) --------------------------------
+
+    @abc.abstractmethod
+    def fold_minutes(self, *, now: datetime | None = None) -> int:
+        """Fold what happened since the last fold into the per-minute rollup; leader-only,
+        about once a minute. Returns how many minutes it folded.
+
+        Reads the runs that finished (succeeded, dead) in whole minutes from the last fold
+        up to a few seconds ago (ROLLUP_SETTLE: a completion committed late still lands),
+        through the finished index, and adds them up per minute, tenant and queue: counts
+        by outcome at the minute they finished, and the start lag of first attempts that
+        were not asked for by hand (``manual``: a trigger or retry) at the minute they
+        started. Samples each queue's due backlog into the current minute. Deletes
+        minutes older than ROLLUP_KEEP. Failed attempts that will be retried are counted
+        by :meth:`fail` itself, as they happen (a failed run has no finish time to fold).
+
+        Exactly once under concurrency: the fold reads and moves a mark under a lock in
+        one transaction, so two folders (a deposed leader and the new one) never count
+        one run twice. The hot paths (claim, complete) write nothing for the rollup.
+        """
+
+    @abc.abstractmethod
+    def run_minutes(
+        self,
+        since: datetime,
+        *,
+        tenant: str | None = None,
+        queue: str | None = None,
+    ) -> list[RunMinute]:
+        """The rollup's minutes from ``since`` on, oldest first, summed over tenants and
+        queues (only ``tenant``'s, ``queue``'s if given). Quiet minutes have no entry."""
 
     # -- tenants ---------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ Tenants' limits: ``PUT`` replaces them all, ``PATCH`` changes those named (docs/
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Response, status
@@ -38,15 +39,19 @@ from tickwork.errors import TenantNotFound, ValidationError
 from tickwork.inputs import parse_rate
 from tickwork.job import MAX_NAME_LENGTH, JobState, MisfirePolicy, OverlapPolicy, RunState
 from tickwork.records import (
+    DEFAULT_BULK,
     DEFAULT_PAGE,
+    MAX_BULK,
     MAX_PAGE,
     MAX_RUNNING_CEILING,
     RATE_CEILING,
+    ROLLUP_KEEP,
     WEIGHT_CEILING,
     Page,
     SlotFate,
     to_json,
 )
+from tickwork.stats import bucket_percentile
 from tickwork.web.auth import Principal, get_admin, get_client, get_principal
 from tickwork.web.errors import Forbidden, error_body
 
@@ -68,6 +73,19 @@ MAX_TEXT = 1000
 PLAIN_TEXT = r"^[^\x00-\x1f\x7f]*$"
 """Query text without control characters (PostgreSQL text cannot hold NUL)."""
 
+TenantQuery = Annotated[
+    str | None,
+    Query(max_length=MAX_NAME_LENGTH, pattern=PLAIN_TEXT, description="Admin keys only."),
+]
+NameQuery = Annotated[str | None, Query(max_length=MAX_NAME_LENGTH, pattern=PLAIN_TEXT)]
+TimeQuery = Annotated[
+    str | None,
+    Query(
+        max_length=MAX_TEXT,
+        pattern=PLAIN_TEXT,
+        description="ISO-8601 with an offset; bounds the slot (since <= slot < until).",
+    ),
+]
 ClientDep = Annotated[Client, Depends(get_client)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 AdminDep = Annotated[Principal, Depends(get_admin)]
@@ -456,15 +474,25 @@ def list_jobs(
     client: ClientDep,
     state: JobState | None = None,
     task: Annotated[str | None, Query(max_length=MAX_NAME_LENGTH, pattern=PLAIN_TEXT)] = None,
-    tenant: Annotated[
+    tenant: TenantQuery = None,
+    search: Annotated[
         str | None,
-        Query(max_length=MAX_NAME_LENGTH, pattern=PLAIN_TEXT, description="Admin keys only."),
+        Query(
+            max_length=MAX_NAME_LENGTH,
+            pattern=PLAIN_TEXT,
+            description="Only jobs whose name or task contains this text (any case).",
+        ),
     ] = None,
     after: After = None,
     limit: Limit = DEFAULT_PAGE,
 ) -> dict[str, Any]:
     page = client.list_jobs(
-        tenant=_scope(principal, tenant), state=state, task=task, after=after, limit=limit
+        tenant=_scope(principal, tenant),
+        state=state,
+        task=task,
+        after=after,
+        limit=limit,
+        search=search,
     )
     return _page(page)
 
@@ -590,12 +618,92 @@ def list_runs(
     client: ClientDep,
     job: Annotated[int | None, Query(ge=1, le=MAX_ID, description="Runs of this job.")] = None,
     state: RunState | None = None,
+    task: NameQuery = None,
+    queue: NameQuery = None,
+    tenant: TenantQuery = None,
+    since: TimeQuery = None,
+    until: TimeQuery = None,
     after: After = None,
     limit: Limit = DEFAULT_PAGE,
 ) -> dict[str, Any]:
-    return _page(
-        client.list_runs(job_id=job, state=state, tenant=principal.tenant, after=after, limit=limit)
+    page = client.list_runs(
+        job_id=job,
+        state=state,
+        task=task,
+        queue=queue,
+        tenant=_scope(principal, tenant),
+        since=since,
+        until=until,
+        after=after,
+        limit=limit,
     )
+    return _page(page)
+
+
+class BulkIn(BaseModel):
+    """Which runs a bulk command takes: every filter given must match. Unknown fields are
+    refused (422)."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"task": "send_report", "max_count": 100}]}
+    )
+
+    job: Annotated[int | None, Strict(), Field(ge=1, le=MAX_ID)] = None
+    task: Label = None
+    queue: Label = None
+    tenant: Label = Field(default=None, description="Admin keys only.")
+    since: Text = Field(default=None, description="ISO-8601: slots at or after it.")
+    until: Text = Field(default=None, description="ISO-8601: slots before it.")
+    max_count: Annotated[int, Strict(), Field(ge=1, le=MAX_BULK)] = Field(
+        default=DEFAULT_BULK,
+        description="When more runs than this match, nothing changes and the answer is 400.",
+    )
+
+
+class BulkOut(BaseModel):
+    count: int
+    run_ids: list[int] = Field(description="The runs changed, ascending.")
+
+
+BULK_ERRORS: dict[int | str, dict[str, Any]] = {
+    **COMMON_ERRORS,
+    400: _error("More runs match than max_count, or a bad filter: nothing changed."),
+}
+
+
+@router.post(
+    "/runs/bulk/retry",
+    response_model=BulkOut,
+    summary="Retry every dead run matching a filter: all, or none when more than max_count",
+    responses=BULK_ERRORS,
+)
+def bulk_retry(body: BulkIn, principal: PrincipalDep, client: ClientDep) -> dict[str, Any]:
+    ids = client.retry_runs(**_bulk_filter(principal, body))
+    return {"count": len(ids), "run_ids": ids}
+
+
+@router.post(
+    "/runs/bulk/cancel",
+    response_model=BulkOut,
+    summary="Cancel every queued run (or failed, awaiting retry) matching a filter: all, or "
+    "none when more than max_count",
+    responses=BULK_ERRORS,
+)
+def bulk_cancel(body: BulkIn, principal: PrincipalDep, client: ClientDep) -> dict[str, Any]:
+    ids = client.cancel_runs(**_bulk_filter(principal, body))
+    return {"count": len(ids), "run_ids": ids}
+
+
+def _bulk_filter(principal: Principal, body: BulkIn) -> dict[str, Any]:
+    return {
+        "job_id": body.job,
+        "task": body.task,
+        "queue": body.queue,
+        "tenant": _scope(principal, body.tenant),
+        "since": body.since,
+        "until": body.until,
+        "max_count": body.max_count,
+    }
 
 
 @router.get("/runs/{run_id}", response_model=RunOut, summary="A run", responses=ID_ERRORS)
@@ -640,6 +748,80 @@ def dead_runs(
 )
 def run_stats(principal: PrincipalDep, client: ClientDep) -> dict[str, Any]:
     return to_json(client.run_stats(tenant=principal.tenant))
+
+
+class QueueOut(BaseModel):
+    queue: str
+    due: int = Field(description="Runs queued (or awaiting retry) whose time has come.")
+    running: int
+    oldest_due_at: str | None
+    consumers: int = Field(description="Live workers that claim from the queue.")
+    workers: list[str] = Field(
+        description="Their node ids (admin keys only: a tenant key gets an empty list)."
+    )
+
+
+@router.get(
+    "/queues",
+    response_model=list[QueueOut],
+    summary="Queues with runs waiting or running or a worker: backlog, running, consumers",
+)
+def queues(principal: PrincipalDep, client: ClientDep) -> list[dict[str, Any]]:
+    return [
+        {
+            **to_json(queue),
+            "consumers": len(queue.workers),
+            # Node ids are the cluster view's, which is for admins.
+            "workers": queue.workers if principal.admin else [],
+        }
+        for queue in client.queues(tenant=principal.tenant)
+    ]
+
+
+class MinuteOut(BaseModel):
+    minute: str
+    succeeded: int
+    failed: int = Field(description="Attempts that failed and will be retried.")
+    dead: int
+    lag_p50_ms: float | None = Field(description="Start lag of scheduled first attempts.")
+    lag_p99_ms: float | None
+    depth: int = Field(description="Due runs waiting, sampled in the minute.")
+
+
+class MinutesOut(BaseModel):
+    now: str
+    items: list[MinuteOut] = Field(description="Minutes with anything in them, oldest first.")
+
+
+@router.get(
+    "/minutes",
+    response_model=MinutesOut,
+    summary="The per-minute rollup: runs finished by outcome, start lag, queue depth",
+)
+def minutes(
+    principal: PrincipalDep,
+    client: ClientDep,
+    window: Annotated[
+        int, Query(ge=60, le=int(ROLLUP_KEEP.total_seconds()), description="Seconds back.")
+    ] = 3600,
+    queue: NameQuery = None,
+) -> dict[str, Any]:
+    now, found = client.run_minutes(timedelta(seconds=window), tenant=principal.tenant, queue=queue)
+    return {
+        "now": now.isoformat(),
+        "items": [
+            {
+                "minute": m.minute.isoformat(),
+                "succeeded": m.succeeded,
+                "failed": m.failed,
+                "dead": m.dead,
+                "lag_p50_ms": bucket_percentile(m.lag, 50),
+                "lag_p99_ms": bucket_percentile(m.lag, 99),
+                "depth": m.depth,
+            }
+            for m in found
+        ],
+    }
 
 
 @router.get(

@@ -108,6 +108,9 @@ SELECT * FROM tickwork_jobs
 WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
   AND (%(state)s::text IS NULL OR state = %(state)s)
   AND (%(task)s::text IS NULL OR task = %(task)s)
+  AND (%(search)s::text IS NULL
+       OR strpos(lower(coalesce(name, '')), lower(%(search)s)) > 0
+       OR strpos(lower(task), lower(%(search)s)) > 0)
   AND (%(after)s::bigint IS NULL OR id < %(after)s)
 ORDER BY id DESC LIMIT %(limit)s;
 
@@ -302,7 +305,7 @@ WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
 RETURNING r.id;
 
 -- name: held_run_for_fail
-SELECT attempt, max_attempts, backoff_base, backoff_cap FROM tickwork_runs
+SELECT attempt, max_attempts, backoff_base, backoff_cap, tenant, queue FROM tickwork_runs
 WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'running'
 FOR UPDATE;
 
@@ -357,7 +360,45 @@ WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
   AND (%(job_id)s::bigint IS NULL OR job_id = %(job_id)s)
   AND (%(state)s::text IS NULL OR state = %(state)s)
   AND (%(after)s::bigint IS NULL OR id < %(after)s)
+  AND (%(task)s::text IS NULL OR task = %(task)s)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+  AND (%(since)s::timestamptz IS NULL OR scheduled_for >= %(since)s)
+  AND (%(until)s::timestamptz IS NULL OR scheduled_for < %(until)s)
 ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: bulk_retry
+-- Dead runs matching a filter -> queued, at most limit (the caller asks for one more
+-- than it allows, and rolls back when it gets it).
+UPDATE tickwork_runs SET state = 'queued', attempt = 1, run_at = %(now)s, finished_at = NULL,
+    lease_expires_at = NULL, manual = true
+WHERE id IN (
+    SELECT id FROM tickwork_runs
+    WHERE state = 'dead' AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+      AND (%(job_id)s::bigint IS NULL OR job_id = %(job_id)s)
+      AND (%(task)s::text IS NULL OR task = %(task)s)
+      AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+      AND (%(since)s::timestamptz IS NULL OR scheduled_for >= %(since)s)
+      AND (%(until)s::timestamptz IS NULL OR scheduled_for < %(until)s)
+    ORDER BY id LIMIT %(limit)s FOR UPDATE)
+  AND state = 'dead'
+RETURNING id;
+
+-- name: bulk_cancel
+-- Waiting runs (queued, or failed and waiting to retry) matching a filter -> cancelled.
+-- A run a worker claimed meanwhile fails the state check after the lock and is left.
+UPDATE tickwork_runs SET state = 'cancelled', finished_at = %(now)s, lease_expires_at = NULL,
+    error = 'cancelled'
+WHERE id IN (
+    SELECT id FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+      AND (%(job_id)s::bigint IS NULL OR job_id = %(job_id)s)
+      AND (%(task)s::text IS NULL OR task = %(task)s)
+      AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+      AND (%(since)s::timestamptz IS NULL OR scheduled_for >= %(since)s)
+      AND (%(until)s::timestamptz IS NULL OR scheduled_for < %(until)s)
+    ORDER BY id LIMIT %(limit)s FOR UPDATE)
+  AND state IN ('queued', 'failed')
+RETURNING id;
 
 -- name: cancel_run
 UPDATE tickwork_runs SET state = 'cancelled', finished_at = %(now)s, lease_expires_at = NULL,
@@ -367,7 +408,7 @@ RETURNING *;
 
 -- name: retry_run
 UPDATE tickwork_runs SET state = 'queued', attempt = 1, run_at = %(now)s, finished_at = NULL,
-    lease_expires_at = NULL
+    lease_expires_at = NULL, manual = true
 WHERE id = %(id)s AND state IN ('dead', 'failed')
 RETURNING *;
 
@@ -420,9 +461,9 @@ WHERE name = 'scheduler' AND expires_at > coalesce(%(now)s::timestamptz, now())
 
 -- name: trigger_job
 INSERT INTO tickwork_runs (job_id, tenant, task, args, queue, priority, max_attempts,
-    backoff_base, backoff_cap, timeout, scheduled_for, run_at, state, created_at)
+    backoff_base, backoff_cap, timeout, scheduled_for, run_at, state, created_at, manual)
 SELECT id, tenant, task, args, queue, priority, max_attempts, backoff_base, backoff_cap,
-    timeout, %(now)s, %(now)s, 'queued', %(now)s
+    timeout, %(now)s, %(now)s, 'queued', %(now)s, true
 FROM tickwork_jobs WHERE id = %(job_id)s
 ON CONFLICT ON CONSTRAINT tickwork_runs_slot DO NOTHING
 RETURNING *;
@@ -447,7 +488,7 @@ WHERE state IN ('queued', 'failed') AND run_at <= %(now)s
 -- name: recent_lag
 -- The newest runs by id (no index on started_at: it would take an entry on every claim).
 SELECT extract(epoch FROM started_at - scheduled_for) * 1000.0 AS lag_ms FROM tickwork_runs
-WHERE attempt = 1 AND started_at IS NOT NULL
+WHERE attempt = 1 AND started_at IS NOT NULL AND NOT manual
   AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
 ORDER BY id DESC LIMIT %(limit)s;
 
@@ -827,3 +868,62 @@ WHERE r.injected IS NOT NULL
     WHERE (m.mark ->> 'attempt')::integer < r.attempt
       AND (m.mark ->> 'at')::bigint < (extract(epoch FROM r.started_at) * 1000000)::bigint)
 ORDER BY r.id DESC LIMIT %(limit)s;
+-- name: queue_stats
+SELECT queue,
+    count(*) FILTER (WHERE state IN ('queued', 'failed') AND run_at <= %(now)s) AS due,
+    count(*) FILTER (WHERE state = 'running') AS running,
+    min(run_at) FILTER (WHERE state IN ('queued', 'failed') AND run_at <= %(now)s) AS oldest
+FROM tickwork_runs
+WHERE state IN ('queued', 'failed', 'running')
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+GROUP BY queue ORDER BY queue;
+
+-- name: rollup_mark
+-- The lock serialises two folds (a deposed leader's and the new one's): the second reads
+-- the mark the first moved, so no finished run is counted twice.
+SELECT folded_to FROM tickwork_rollup WHERE name = 'runs' FOR UPDATE;
+
+-- name: set_rollup_mark
+UPDATE tickwork_rollup SET folded_to = %(to)s WHERE name = 'runs';
+
+-- name: finished_between
+-- Runs that finished in [start, to), for the per-minute rollup (the finished index).
+SELECT tenant, queue, state, finished_at, started_at, scheduled_for, attempt, manual
+FROM tickwork_runs
+WHERE state IN ('succeeded', 'dead', 'cancelled')
+  AND finished_at >= %(start)s AND finished_at < %(to)s;
+
+-- name: depth_by_queue
+SELECT tenant, queue, count(*) AS n FROM tickwork_runs
+WHERE state IN ('queued', 'failed') AND run_at <= %(now)s
+GROUP BY tenant, queue;
+
+-- name: minute_lag
+SELECT lag FROM tickwork_run_minutes
+WHERE minute = %(minute)s AND tenant = %(tenant)s AND queue = %(queue)s;
+
+-- name: add_minute
+-- Counts add up (the fail path adds to `failed` concurrently); `lag` is the histogram
+-- already merged by the fold; `depth` is replaced by a new sample only.
+INSERT INTO tickwork_run_minutes AS m (minute, tenant, queue, succeeded, failed, dead, lag,
+    depth)
+VALUES (%(minute)s, %(tenant)s, %(queue)s, %(succeeded)s, %(failed)s, %(dead)s, %(lag)s,
+    coalesce(%(depth)s::integer, 0))
+ON CONFLICT (minute, tenant, queue) DO UPDATE SET
+    succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed,
+    dead = m.dead + excluded.dead, lag = excluded.lag,
+    depth = CASE WHEN %(depth)s::integer IS NULL THEN m.depth ELSE excluded.depth END;
+
+-- name: prune_minutes
+DELETE FROM tickwork_run_minutes WHERE minute < %(cutoff)s;
+
+-- name: count_failed
+INSERT INTO tickwork_run_minutes AS m (minute, tenant, queue, failed)
+VALUES (%(minute)s, %(tenant)s, %(queue)s, 1)
+ON CONFLICT (minute, tenant, queue) DO UPDATE SET failed = m.failed + 1;
+
+-- name: run_minutes
+SELECT minute, succeeded, failed, dead, depth, lag FROM tickwork_run_minutes
+WHERE minute >= %(since)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+ORDER BY minute;

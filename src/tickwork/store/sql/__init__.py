@@ -9,7 +9,8 @@ claim, complete, heartbeat, bulk submit), migrations and notifications. The part
 - :mod:`.cluster`: nodes, API keys, sessions, the leader lease;
 - :mod:`.tenants`: tenants' limits;
 - :mod:`.calendars`: business-day calendars, and binding a job's schedule to its calendar;
-- :mod:`.faults`: fault injection's opt-in and marks.
+- :mod:`.faults`: fault injection's opt-in and marks;
+- :mod:`.minutes`: the per-minute rollup (the dashboard's time axis).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tickwork.store.sql.calendars import CalendarTransitions
 from tickwork.store.sql.cluster import ClusterTransitions
 from tickwork.store.sql.faults import FaultTransitions
 from tickwork.store.sql.jobs import JobTransitions
+from tickwork.store.sql.minutes import MinuteRollup
 from tickwork.store.sql.runs import RunTransitions
 from tickwork.store.sql.tenants import TenantTransitions
 
@@ -31,6 +33,7 @@ class SqlStore(
     TenantTransitions,
     CalendarTransitions,
     FaultTransitions,
+    MinuteRollup,
 ):
     def close(self) -> None:
         self.driver.close()

@@ -87,9 +87,11 @@ class JobTransitions(SqlCore):
         task: str | None = None,
         after: int | None = None,
         limit: int = DEFAULT_PAGE,
+        search: str | None = None,
     ) -> Page[Job]:
         limit = page_limit(limit)
         params = {"tenant": tenant, "state": state, "task": task, "after": after, "limit": limit}
+        params["search"] = search
         with self.driver.read() as tx:
             found = tx.all(self.q["list_jobs"], params)
         jobs = [rows.job(r, self.codec) for r in found]

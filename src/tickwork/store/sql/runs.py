@@ -5,11 +5,12 @@ The hot ones (claim, complete, heartbeat) stay in each dialect's module."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from tickwork.errors import InvalidTransition, LeaseLost, RunNotFound
+from tickwork.errors import InvalidTransition, LeaseLost, RunNotFound, ValidationError
 from tickwork.job import Run, RunState
 from tickwork.retry import RetryPolicy
 from tickwork.store import rows
@@ -18,13 +19,19 @@ from tickwork.store.base import (
     DEFAULT_PAGE,
     DEFAULT_PRUNE_BATCH,
     DEFAULT_RESCUE_BATCH,
+    MAX_BULK,
     Page,
+    QueueStatus,
     RescueResult,
     RunStats,
+    bulk_limit,
     page_limit,
 )
 from tickwork.store.queries import for_queues
 from tickwork.store.sql.core import SqlCore
+from tickwork.store.sql.minutes import floor_minute
+
+log = logging.getLogger("tickwork.store")
 
 
 class RunTransitions(SqlCore):
@@ -46,7 +53,8 @@ class RunTransitions(SqlCore):
             "result": self.codec.json(result),
         }
         with self.driver.write() as tx:
-            params["now"] = self.codec.time(tx.now(now))
+            t = tx.now(now)
+            params["now"] = self.codec.time(t)
             held = tx.one(self.q["held_run_for_fail"], params)
             if held is None:
                 raise LeaseLost(run_id, fencing_token)
@@ -57,6 +65,10 @@ class RunTransitions(SqlCore):
                 wait = retry_after if retry_after is not None else policy.backoff(held["attempt"])
                 params["wait"] = self.codec.duration(wait)
                 row = tx.one(self.q["fail_retry"], params)
+                # The rollup's failed attempts (a retried run has no finish time to fold).
+                minute = {"tenant": held["tenant"], "queue": held["queue"]}
+                minute["minute"] = self.codec.time(floor_minute(t))
+                tx.count(self.q["count_failed"], minute)
             assert row is not None
         return rows.run(row, self.codec)
 
@@ -104,13 +116,115 @@ class RunTransitions(SqlCore):
         state: RunState | None = None,
         after: int | None = None,
         limit: int = DEFAULT_PAGE,
+        task: str | None = None,
+        queue: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> Page[Run]:
         limit = page_limit(limit)
-        params = {"tenant": tenant, "job_id": job_id, "state": state, "after": after}
+        params = {"state": state, "after": after, "limit": limit}
+        params.update(
+            self._run_filter(
+                tenant=tenant, job_id=job_id, task=task, queue=queue, since=since, until=until
+            )
+        )
         with self.driver.read() as tx:
-            found = tx.all(self.q["list_runs"], {**params, "limit": limit})
+            found = tx.all(self.q["list_runs"], params)
         runs = [rows.run(r, self.codec) for r in found]
         return Page(runs, runs[-1].id if len(runs) == limit else None)
+
+    def _run_filter(
+        self,
+        *,
+        tenant: str | None,
+        job_id: int | None,
+        task: str | None,
+        queue: str | None,
+        since: datetime | None,
+        until: datetime | None,
+    ) -> dict[str, Any]:
+        time = self.codec.time
+        return {
+            "tenant": tenant,
+            "job_id": job_id,
+            "task": task,
+            "queue": queue,
+            "since": time(since) if since is not None else None,
+            "until": time(until) if until is not None else None,
+        }
+
+    def retry_runs(
+        self,
+        *,
+        max_count: int,
+        tenant: str | None = None,
+        job_id: int | None = None,
+        task: str | None = None,
+        queue: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        now: datetime | None = None,
+    ) -> list[int]:
+        params = self._run_filter(
+            tenant=tenant, job_id=job_id, task=task, queue=queue, since=since, until=until
+        )
+        return self._bulk("bulk_retry", "retry", max_count, params, now, CHANNEL_RUNS)
+
+    def cancel_runs(
+        self,
+        *,
+        max_count: int,
+        tenant: str | None = None,
+        job_id: int | None = None,
+        task: str | None = None,
+        queue: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        now: datetime | None = None,
+    ) -> list[int]:
+        params = self._run_filter(
+            tenant=tenant, job_id=job_id, task=task, queue=queue, since=since, until=until
+        )
+        return self._bulk("bulk_cancel", "cancel", max_count, params, now)
+
+    def _bulk(
+        self,
+        query: str,
+        action: str,
+        max_count: int,
+        params: dict[str, Any],
+        now: datetime | None,
+        *channels: str,
+    ) -> list[int]:
+        """One bulk command, all or nothing: the update takes one run more than allowed,
+        and when it got it, raising rolls the whole transaction back."""
+        bulk_limit(max_count)
+        with self.driver.write() as tx:
+            params.update(now=self.codec.time(tx.now(now)), limit=max_count + 1)
+            changed = sorted(r["id"] for r in tx.all(self.q[query], params))
+            if len(changed) > max_count:
+                raise ValidationError(
+                    f"more than {max_count} runs match; nothing was changed: narrow the "
+                    f"filter or raise max_count (at most {MAX_BULK})",
+                    field="max_count",
+                )
+            if changed:
+                tx.notify(*channels)
+        log.info("%s runs=%d (bulk)", action, len(changed))
+        return changed
+
+    def queue_stats(
+        self, *, tenant: str | None = None, now: datetime | None = None
+    ) -> list[QueueStatus]:
+        with self.driver.snapshot() as tx:
+            t = self.codec.time(tx.now(now))
+            found = tx.all(self.q["queue_stats"], {"tenant": tenant, "now": t})
+        return [
+            QueueStatus(
+                r["queue"], int(r["due"]), int(r["running"]), self.codec.from_time(r["oldest"])
+            )
+            for r in found
+        ]
 
     def cancel_run(
         self, run_id: int, *, tenant: str | None = None, now: datetime | None = None

@@ -45,6 +45,8 @@ SELECT * FROM tickwork_jobs WHERE id = :id AND (:tenant IS NULL OR tenant = :ten
 SELECT * FROM tickwork_jobs
 WHERE (:tenant IS NULL OR tenant = :tenant) AND (:state IS NULL OR state = :state)
   AND (:task IS NULL OR task = :task) AND (:after IS NULL OR id < :after)
+  AND (:search IS NULL OR instr(lower(coalesce(name, '')), lower(:search)) > 0
+       OR instr(lower(task), lower(:search)) > 0)
 ORDER BY id DESC LIMIT :limit;
 
 -- name: set_job_state
@@ -138,7 +140,7 @@ WHERE id = :id AND fencing_token = :token AND state = 'running'
 RETURNING id;
 
 -- name: held_run_for_fail
-SELECT attempt, max_attempts, backoff_base, backoff_cap FROM tickwork_runs
+SELECT attempt, max_attempts, backoff_base, backoff_cap, tenant, queue FROM tickwork_runs
 WHERE id = :id AND fencing_token = :token AND state = 'running';
 
 -- name: fail_retry
@@ -181,7 +183,39 @@ SELECT * FROM tickwork_runs WHERE id = :id AND (:tenant IS NULL OR tenant = :ten
 SELECT * FROM tickwork_runs
 WHERE (:tenant IS NULL OR tenant = :tenant) AND (:job_id IS NULL OR job_id = :job_id)
   AND (:state IS NULL OR state = :state) AND (:after IS NULL OR id < :after)
+  AND (:task IS NULL OR task = :task) AND (:queue IS NULL OR queue = :queue)
+  AND (:since IS NULL OR scheduled_for >= :since)
+  AND (:until IS NULL OR scheduled_for < :until)
 ORDER BY id DESC LIMIT :limit;
+
+-- name: bulk_retry
+-- Dead runs matching a filter -> queued, at most :limit (the caller asks for one more
+-- than it allows, and rolls back when it gets it).
+UPDATE tickwork_runs SET state = 'queued', attempt = 1, run_at = :now, finished_at = NULL,
+    lease_expires_at = NULL, manual = 1
+WHERE id IN (
+    SELECT id FROM tickwork_runs
+    WHERE state = 'dead' AND (:tenant IS NULL OR tenant = :tenant)
+      AND (:job_id IS NULL OR job_id = :job_id)
+      AND (:task IS NULL OR task = :task) AND (:queue IS NULL OR queue = :queue)
+      AND (:since IS NULL OR scheduled_for >= :since)
+      AND (:until IS NULL OR scheduled_for < :until)
+    ORDER BY id LIMIT :limit)
+RETURNING id;
+
+-- name: bulk_cancel
+-- Waiting runs (queued, or failed and waiting to retry) matching a filter -> cancelled.
+UPDATE tickwork_runs SET state = 'cancelled', finished_at = :now, lease_expires_at = NULL,
+    error = 'cancelled'
+WHERE id IN (
+    SELECT id FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND (:tenant IS NULL OR tenant = :tenant)
+      AND (:job_id IS NULL OR job_id = :job_id)
+      AND (:task IS NULL OR task = :task) AND (:queue IS NULL OR queue = :queue)
+      AND (:since IS NULL OR scheduled_for >= :since)
+      AND (:until IS NULL OR scheduled_for < :until)
+    ORDER BY id LIMIT :limit)
+RETURNING id;
 
 -- name: cancel_run
 UPDATE tickwork_runs SET state = 'cancelled', finished_at = :now, lease_expires_at = NULL,
@@ -191,7 +225,7 @@ RETURNING *;
 
 -- name: retry_run
 UPDATE tickwork_runs SET state = 'queued', attempt = 1, run_at = :now, finished_at = NULL,
-    lease_expires_at = NULL
+    lease_expires_at = NULL, manual = 1
 WHERE id = :id AND state IN ('dead', 'failed')
 RETURNING *;
 
@@ -236,9 +270,9 @@ WHERE name = 'scheduler' AND expires_at > :now AND holder <> '';
 
 -- name: trigger_job
 INSERT INTO tickwork_runs (job_id, tenant, task, args, queue, priority, max_attempts,
-    backoff_base, backoff_cap, timeout, scheduled_for, run_at, state, created_at)
+    backoff_base, backoff_cap, timeout, scheduled_for, run_at, state, created_at, manual)
 SELECT id, tenant, task, args, queue, priority, max_attempts, backoff_base, backoff_cap,
-    timeout, :now, :now, 'queued', :now
+    timeout, :now, :now, 'queued', :now, 1
 FROM tickwork_jobs WHERE id = :job_id
 ON CONFLICT (job_id, scheduled_for) DO NOTHING
 RETURNING *;
@@ -261,7 +295,8 @@ WHERE state IN ('queued', 'failed') AND run_at <= :now AND (:tenant IS NULL OR t
 
 -- name: recent_lag
 SELECT (started_at - scheduled_for) / 1000.0 AS lag_ms FROM tickwork_runs INDEXED BY tickwork_runs_started
-WHERE attempt = 1 AND started_at IS NOT NULL AND (:tenant IS NULL OR tenant = :tenant)
+WHERE attempt = 1 AND started_at IS NOT NULL AND NOT manual
+  AND (:tenant IS NULL OR tenant = :tenant)
 ORDER BY started_at DESC LIMIT :limit;
 
 -- name: register_node
@@ -548,3 +583,57 @@ WHERE r.injected IS NOT NULL
     SELECT 1 FROM json_each(r.injected) AS m
     WHERE m.value ->> '$.attempt' < r.attempt AND m.value ->> '$.at' < r.started_at)
 ORDER BY r.id DESC LIMIT :limit;
+-- name: queue_stats
+SELECT queue,
+    sum(state IN ('queued', 'failed') AND run_at <= :now) AS due,
+    sum(state = 'running') AS running,
+    min(CASE WHEN state IN ('queued', 'failed') AND run_at <= :now THEN run_at END) AS oldest
+FROM tickwork_runs
+WHERE state IN ('queued', 'failed', 'running') AND (:tenant IS NULL OR tenant = :tenant)
+GROUP BY queue ORDER BY queue;
+
+-- name: rollup_mark
+SELECT folded_to FROM tickwork_rollup WHERE name = 'runs';
+
+-- name: set_rollup_mark
+UPDATE tickwork_rollup SET folded_to = :to WHERE name = 'runs';
+
+-- name: finished_between
+-- Runs that finished in [:start, :to), for the per-minute rollup (the finished index).
+SELECT tenant, queue, state, finished_at, started_at, scheduled_for, attempt, manual
+FROM tickwork_runs INDEXED BY tickwork_runs_finished
+WHERE state IN ('succeeded', 'dead', 'cancelled')
+  AND finished_at >= :start AND finished_at < :to;
+
+-- name: depth_by_queue
+SELECT tenant, queue, count(*) AS n FROM tickwork_runs
+WHERE state IN ('queued', 'failed') AND run_at <= :now
+GROUP BY tenant, queue;
+
+-- name: minute_lag
+SELECT lag FROM tickwork_run_minutes
+WHERE minute = :minute AND tenant = :tenant AND queue = :queue;
+
+-- name: add_minute
+-- Counts add up (the fail path adds to `failed` concurrently); `lag` is the histogram
+-- already merged by the fold; `depth` is replaced by a new sample only.
+INSERT INTO tickwork_run_minutes (minute, tenant, queue, succeeded, failed, dead, lag, depth)
+VALUES (:minute, :tenant, :queue, :succeeded, :failed, :dead, :lag, coalesce(:depth, 0))
+ON CONFLICT (minute, tenant, queue) DO UPDATE SET
+    succeeded = succeeded + excluded.succeeded, failed = failed + excluded.failed,
+    dead = dead + excluded.dead, lag = excluded.lag,
+    depth = CASE WHEN :depth IS NULL THEN depth ELSE excluded.depth END;
+
+-- name: prune_minutes
+DELETE FROM tickwork_run_minutes WHERE minute < :cutoff;
+
+-- name: count_failed
+INSERT INTO tickwork_run_minutes (minute, tenant, queue, failed)
+VALUES (:minute, :tenant, :queue, 1)
+ON CONFLICT (minute, tenant, queue) DO UPDATE SET failed = failed + 1;
+
+-- name: run_minutes
+SELECT minute, succeeded, failed, dead, depth, lag FROM tickwork_run_minutes
+WHERE minute >= :since AND (:tenant IS NULL OR tenant = :tenant)
+  AND (:queue IS NULL OR queue = :queue)
+ORDER BY minute;

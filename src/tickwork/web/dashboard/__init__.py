@@ -16,6 +16,16 @@ Pages
 ``/tenants``          each tenant's limits and its runs running, due and held now; an admin
                       sets a tenant's limits with a form (a tenant key: its own tenant only)
 ``/tenants/{name}``   a tenant: its limits and runs now, and (admins) the form prefilled
+``/runs``             runs across jobs, filtered by state, task, queue, tenant and slot time;
+                      bulk retry (dead) and cancel (waiting) of what a filter matches, each
+                      through a confirmation page (``/bulk/retry``, ``/bulk/cancel``)
+``/runs/{id}``        a run: args, result, error with traceback, attempts, timings, worker,
+                      fencing token
+``/activity``         runs finished per minute by outcome, start lag p50/p99 and queue depth
+                      over 1 h, 6 h or 24 h: SVG drawn on the server from the store's
+                      per-minute rollup (:mod:`~tickwork.web.dashboard.charts`)
+``/queues``           each queue's due backlog, running count, oldest due run and consumers;
+                      a queue with due runs and no live worker consuming it is called out
 ``/cluster``          the leader lease and every node (admin keys only: 403 page otherwise)
 ``/login``            the sign-in form; ``/logout`` signs out
 ====================  =========================================================================
@@ -84,11 +94,13 @@ words beside it. Submit refuses those controls in names (:func:`tickwork.job.che
 display does not rely on that, since older rows, args and errors may hold them.
 
 The modules: :mod:`~tickwork.web.dashboard.pages` (the pages and their commands),
+:mod:`~tickwork.web.dashboard.runs` (runs, a run, bulk commands),
+:mod:`~tickwork.web.dashboard.activity` (the charts and queues pages),
 :mod:`~tickwork.web.dashboard.session` (the viewer, sign-in, cross-site posts) and
 :mod:`~tickwork.web.dashboard.render` (templates, the error page, static files).
 """
 
-from tickwork.web.dashboard import pages
+from tickwork.web.dashboard import activity, pages, runs
 from tickwork.web.dashboard.render import router
 
-__all__ = ["pages", "router"]
+__all__ = ["activity", "pages", "router", "runs"]

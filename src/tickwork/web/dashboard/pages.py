@@ -82,11 +82,13 @@ def _overview_context(client: Client, viewer: Principal) -> dict[str, Any]:
         "p99": percentile(stats.recent_lag_ms, 99),
         "samples": len(stats.recent_lag_ms),
     }
+    latest = client.list_runs(tenant=viewer.tenant, limit=LATEST_RUNS).items
     return {
         "stats": stats,
         "lag": lag,
         "leader": client.leader(),
-        "latest": client.list_runs(tenant=viewer.tenant, limit=LATEST_RUNS).items,
+        "latest": latest,
+        "names": client.job_names((r.job_id for r in latest), tenant=viewer.tenant),
         "scope": viewer.tenant,
     }
 
@@ -134,18 +136,24 @@ def _page(
 def _jobs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -> dict[str, Any]:
     state = query.get("state") or None
     task = (query.get("task") or "").strip() or None
+    search = (query.get("q") or "").strip() or None
     after_text = query.get("after") or None
     after = _parse_id(after_text) if after_text else None
     if after_text and after is None:
         raise ValidationError(f"after must be a job id, got {after_text!r}", field="after")
     page = client.list_jobs(
-        tenant=viewer.tenant, state=job_state(state), task=task, after=after, limit=JOBS_PER_PAGE
+        tenant=viewer.tenant,
+        state=job_state(state),
+        task=task,
+        after=after,
+        limit=JOBS_PER_PAGE,
+        search=search,
     )
-    kept = {k: v for k, v in (("state", state), ("task", task)) if v}
+    kept = {k: v for k, v in (("state", state), ("task", task), ("q", search)) if v}
     return {
         "page": page,
         "outcomes": _outcomes(client, viewer, page.items),
-        "filters": {"state": state, "task": task, "after": after},
+        "filters": {"state": state, "task": task, "q": search, "after": after},
         "job_states": [s.value for s in JobState],
         "fragment_url": "/fragments/jobs?" + urlencode({**kept, **_after(after)}),
         "first_url": "/jobs?" + urlencode(kept),
@@ -297,6 +305,7 @@ def _dead_context(client: Client, viewer: Principal, after_text: str | None) -> 
     page = client.dead_runs(tenant=viewer.tenant, after=after, limit=DEAD_PER_PAGE)
     return {
         "page": page,
+        "names": client.job_names((r.job_id for r in page.items), tenant=viewer.tenant),
         "after": after,
         "notice": None,
         "fragment_url": "/fragments/dead?" + urlencode(_after(after)),

@@ -1,0 +1,147 @@
+"""Bulk commands on runs, and the queues: ``retry-all``, ``cancel-all``, ``queues``.
+
+::
+
+    tickwork retry-all --task send_report --since 2026-05-01T00:00Z   # dead runs of a task
+    tickwork cancel-all --queue mail --max 5000 --yes                 # waiting runs of a queue
+    tickwork queues                                                   # backlog and consumers
+
+A bulk command asks before it acts (``--yes``: do not ask), and is all or nothing: when
+more runs match than ``--max`` (default 1000, at most 10 000), it exits 2 and changes
+nothing. It prints how many runs it changed (``--json``: ``{"count", "run_ids"}``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from tickwork.cli.app import app
+from tickwork.cli.listing import print_table, when
+from tickwork.cli.options import (
+    DbOption,
+    JobFilter,
+    JsonOption,
+    QueueFilter,
+    SinceFilter,
+    TaskFilter,
+    TenantOption,
+    UntilFilter,
+)
+from tickwork.cli.output import echo, echo_json
+from tickwork.client import Client
+from tickwork.inputs import run_filter
+from tickwork.records import DEFAULT_BULK, MAX_BULK, bulk_limit, to_json
+
+MaxOption = Annotated[
+    int,
+    typer.Option(
+        "--max",
+        metavar="N",
+        help=f"Change nothing when more than N runs match (at most {MAX_BULK}).",
+    ),
+]
+YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+
+
+@app.command("retry-all")
+def retry_all(
+    *,
+    db: DbOption = "",
+    job: JobFilter = None,
+    task: TaskFilter = None,
+    queue: QueueFilter = None,
+    tenant: TenantOption = None,
+    since: SinceFilter = None,
+    until: UntilFilter = None,
+    max_count: MaxOption = DEFAULT_BULK,
+    yes: YesOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Retry every dead run matching the filters, with fresh attempts (all or none)."""
+    filters = _filters(job, task, queue, tenant, since, until, max_count)
+    with Client.open(db) as client:
+        _confirm(yes, "Retry every dead run", filters)
+        ids = client.retry_runs(**filters)
+    _report(ids, "retried", as_json)
+
+
+@app.command("cancel-all")
+def cancel_all(
+    *,
+    db: DbOption = "",
+    job: JobFilter = None,
+    task: TaskFilter = None,
+    queue: QueueFilter = None,
+    tenant: TenantOption = None,
+    since: SinceFilter = None,
+    until: UntilFilter = None,
+    max_count: MaxOption = DEFAULT_BULK,
+    yes: YesOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Cancel every waiting run (queued, or failed awaiting retry) matching the filters
+    (all or none); running runs are left alone."""
+    filters = _filters(job, task, queue, tenant, since, until, max_count)
+    with Client.open(db) as client:
+        _confirm(yes, "Cancel every waiting run", filters)
+        ids = client.cancel_runs(**filters)
+    _report(ids, "cancelled", as_json)
+
+
+@app.command("queues")
+def queues(*, db: DbOption = "", tenant: TenantOption = None, as_json: JsonOption = False) -> None:
+    """Queues with runs due or running, or a worker: backlog, running, oldest, consumers."""
+    with Client.open(db) as client:
+        found = client.queues(tenant=tenant)
+    if as_json:
+        echo_json([to_json(q) for q in found])
+        return
+    rows = [
+        (
+            q.queue,
+            str(q.due),
+            str(q.running),
+            when(q.oldest_due_at),
+            ", ".join(q.workers) if q.workers else ("NONE: nothing claims it" if q.due else ""),
+        )
+        for q in found
+    ]
+    print_table(("QUEUE", "DUE", "RUNNING", "OLDEST DUE", "WORKERS"), rows)
+
+
+def _filters(  # noqa: PLR0917 (the command's options, in order)
+    job: int | None,
+    task: str | None,
+    queue: str | None,
+    tenant: str | None,
+    since: str | None,
+    until: str | None,
+    max_count: int,
+) -> dict[str, Any]:
+    # Every check before opening: bad input must not even create a database.
+    bulk_limit(max_count)
+    run_filter(job_id=job, tenant=tenant, task=task, queue=queue, since=since, until=until)
+    return {
+        "job_id": job,
+        "task": task,
+        "queue": queue,
+        "tenant": tenant,
+        "since": since,
+        "until": until,
+        "max_count": max_count,
+    }
+
+
+def _confirm(yes: bool, action: str, filters: dict[str, Any]) -> None:
+    named = [f"{k.removesuffix('_id')}={v}" for k, v in filters.items() if v is not None]
+    if not yes:
+        typer.confirm(f"{action} matching {' '.join(named)}?", abort=True)
+
+
+def _report(ids: list[int], verb: str, as_json: bool) -> None:
+    if as_json:
+        echo_json({"count": len(ids), "run_ids": ids})
+    else:
+        echo(f"{verb} {len(ids)} runs")
