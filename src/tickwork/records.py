@@ -399,18 +399,7 @@ inside every store's integer column."""
 def check_max_running(value: int | None) -> int | None:
     """``value`` if it is a valid ``max_running`` (a whole number from 1 to
     MAX_RUNNING_CEILING, or None for no limit); ValidationError otherwise."""
-    if value is None:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or not 1 <= value <= MAX_RUNNING_CEILING
-    ):
-        raise ValidationError(
-            f"max_running must be a whole number from 1 to {MAX_RUNNING_CEILING}, not {value!r}",
-            field="max_running",
-        )
-    return value
+    return _check_count("max_running", value)
 
 
 RATE_CEILING = 1_000_000.0
@@ -437,18 +426,7 @@ def check_weight(value: float | None) -> float:
 def check_burst(value: int | None) -> int | None:
     """``value`` if it is a valid ``burst`` (a whole number from 1 to MAX_RUNNING_CEILING, or
     None for one second's worth of the rate); ValidationError otherwise."""
-    if value is None:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or not 1 <= value <= MAX_RUNNING_CEILING
-    ):
-        raise ValidationError(
-            f"burst must be a whole number from 1 to {MAX_RUNNING_CEILING}, not {value!r}",
-            field="burst",
-        )
-    return value
+    return _check_count("burst", value)
 
 
 def check_tenant_limits(limits: TenantLimits) -> TenantLimits:
@@ -461,6 +439,21 @@ def check_tenant_limits(limits: TenantLimits) -> TenantLimits:
     if limits.burst is not None and limits.rate is None:
         raise ValidationError("burst needs a rate: set a rate too, or unset burst", field="burst")
     return limits
+
+
+def _check_count(field: str, value: int | None) -> int | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_RUNNING_CEILING
+    ):
+        raise ValidationError(
+            f"{field} must be a whole number from 1 to {MAX_RUNNING_CEILING}, not {value!r}",
+            field=field,
+        )
+    return value
 
 
 def _check_positive(field: str, value: float | None, ceiling: float) -> float | None:
