@@ -422,12 +422,12 @@ policy and calendar rules."""
 
 def run_filter(
     *,
-    job_id: int | None,
-    tenant: str | None,
-    task: str | None,
-    queue: str | None,
-    since: Instant | None,
-    until: Instant | None,
+    job_id: int | None = None,
+    tenant: str | None = None,
+    task: str | None = None,
+    queue: str | None = None,
+    since: Instant | None = None,
+    until: Instant | None = None,
 ) -> dict[str, Any]:
     """The filters of a run listing or bulk command, checked, as the store takes them
     (``since <= scheduled_for < until``), or ValidationError."""

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timedelta
 from enum import Enum, StrEnum
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypedDict, TypeVar
 
 from tickwork.calendar import Calendar
 from tickwork.errors import ValidationError
@@ -33,6 +33,7 @@ NODE_SILENT_FLOOR = timedelta(seconds=5)
 NODE_DEFAULT_BEAT = timedelta(seconds=3)
 """The heartbeat interval assumed for a node that did not say its own (``info["beat"]``)."""
 T = TypeVar("T")
+When = TypeVar("When")
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +238,19 @@ MAX_BULK = 10_000
 whole (narrow it, or raise ``max_count`` up to this)."""
 DEFAULT_BULK = 1000
 """The bulk operations' ``max_count`` when the caller names none."""
+
+
+class RunFilter(TypedDict, Generic[When], total=False):
+    """The filters of a bulk retry or cancel, as keywords; each one given must match
+    (``since <= scheduled_for < until``). ``When`` is ``datetime`` in the store, and
+    datetime or ISO-8601 text (:data:`tickwork.inputs.Instant`) in the client."""
+
+    tenant: str | None
+    job_id: int | None
+    task: str | None
+    queue: str | None
+    since: When | None
+    until: When | None
 
 
 @dataclass(frozen=True, slots=True)
