@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import psycopg
 import pytest
-from worker_support import DEADLINE, make_app, running
+from worker_support import DEADLINE, running
 
 from tickwork.app import App, Context
 from tickwork.job import Run, RunState
@@ -28,13 +27,6 @@ def backend() -> str:
     """The shared ``store`` fixture, on PostgreSQL only: the commit's notification wakes
     the worker."""
     return "postgres"
-
-
-@pytest.fixture
-def app(store: Store) -> Iterator[App]:
-    application = make_app(store)
-    yield application
-    application.close()
 
 
 def test_a_committed_submit_runs_once_started_within_moments_of_the_commit(
