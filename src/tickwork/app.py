@@ -39,15 +39,13 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
-from tickwork.calendar import HolidayPolicy
 from tickwork.client import Client
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import Config, resolve_db_url
-from tickwork.cron import DstGap, DstRepeat
 from tickwork.errors import ValidationError
-from tickwork.inputs import Backoff, Duration, Instant, duration, retry_policy
+from tickwork.inputs import Backoff, CronRules, Duration, Instant, duration, retry_policy
 from tickwork.job import Job, MisfirePolicy, OverlapPolicy
 from tickwork.records import check_max_running
 from tickwork.retry import RetryPolicy
@@ -264,18 +262,13 @@ class App:
         max_attempts: int | None = None,
         backoff: Backoff | None = None,
         timeout: Duration | None = None,
-        dst_gap: DstGap | str | None = None,
-        dst_repeat: DstRepeat | str | None = None,
-        calendar: str | None = None,
-        on_holiday: HolidayPolicy | str | None = None,
-        business_day: int | None = None,
-        business_days_only: bool = False,
+        **cron_rules: Unpack[CronRules],
     ) -> Job:
         """Create or update the recurring job ``name`` (default: the task's name) to run
         on ``cron`` (in ``tz``, default UTC) or ``every`` interval. The same declaration
         again changes nothing.
 
-        Cron only: ``dst_gap`` (``"run-after"``/``"skip"``) and ``dst_repeat``
+        Cron only (``cron_rules``): ``dst_gap`` (``"run-after"``/``"skip"``) and ``dst_repeat``
         (``"once"``/``"twice"``) choose what a slot in a DST gap or repeated hour does
         (default: Debian cron's rules, docs/time.md); ``calendar`` names a stored calendar,
         with ``on_holiday`` (``"skip"``, the default, ``"next-business-day"``,
@@ -304,14 +297,7 @@ class App:
             max_attempts=max_attempts,
             backoff=backoff,
             timeout=timeout,
-            **_cron_rules(
-                dst_gap=dst_gap,
-                dst_repeat=dst_repeat,
-                calendar=calendar,
-                on_holiday=on_holiday,
-                business_day=business_day,
-                business_days_only=business_days_only,
-            ),
+            **cron_rules,
         )
         for message in submitted.warnings:
             warnings.warn(message, DstWarning, stacklevel=2)
@@ -323,12 +309,6 @@ class App:
         """A worker for this app's tasks on its store (not started). ``overrides`` replace
         config fields: ``app.worker(concurrency=4, allow_shell=True)``."""
         return Worker(self.store, self.registry, replace(self.config, **overrides), self.clock)
-
-
-def _cron_rules(**rules: Any) -> dict[str, Any]:
-    """The cron rules a caller gave (the others stay unsaid, so an interval schedule takes
-    none)."""
-    return {k: v for k, v in rules.items() if v is not None and v is not False}
 
 
 def load_app(spec: str) -> App:

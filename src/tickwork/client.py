@@ -22,7 +22,7 @@ import hmac
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from tickwork import auth
 from tickwork.calendar import Calendar, check_name, make_calendar, parse_date, parse_weekend
@@ -69,6 +69,7 @@ from tickwork.records import (
     Node,
     Page,
     QueueStatus,
+    RunFilter,
     RunMinute,
     RunStats,
     Session,
@@ -274,43 +275,21 @@ class Client:
         )
 
     def retry_runs(
-        self,
-        *,
-        max_count: int = DEFAULT_BULK,
-        job_id: int | None = None,
-        tenant: str | None = None,
-        task: str | None = None,
-        queue: str | None = None,
-        since: Instant | None = None,
-        until: Instant | None = None,
+        self, *, max_count: int = DEFAULT_BULK, **where: Unpack[RunFilter[Instant]]
     ) -> list[int]:
         """Retry every dead run matching the filters (as :meth:`list_runs`): all of them,
         or, when more than ``max_count`` match, none (ValidationError). The ids retried."""
         bulk_limit(max_count)
-        found = run_filter(
-            job_id=job_id, tenant=tenant, task=task, queue=queue, since=since, until=until
-        )
-        return self.store.retry_runs(max_count=max_count, **found)
+        return self.store.retry_runs(max_count=max_count, **run_filter(**where))
 
     def cancel_runs(
-        self,
-        *,
-        max_count: int = DEFAULT_BULK,
-        job_id: int | None = None,
-        tenant: str | None = None,
-        task: str | None = None,
-        queue: str | None = None,
-        since: Instant | None = None,
-        until: Instant | None = None,
+        self, *, max_count: int = DEFAULT_BULK, **where: Unpack[RunFilter[Instant]]
     ) -> list[int]:
         """Cancel every waiting run (queued, or failed and waiting to retry) matching the
         filters: all of them, or, when more than ``max_count`` match, none
         (ValidationError). Running runs are left alone. The ids cancelled."""
         bulk_limit(max_count)
-        found = run_filter(
-            job_id=job_id, tenant=tenant, task=task, queue=queue, since=since, until=until
-        )
-        return self.store.cancel_runs(max_count=max_count, **found)
+        return self.store.cancel_runs(max_count=max_count, **run_filter(**where))
 
     # -- commands ----------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from tickwork.calendar import HolidayPolicy, check_business_day, check_name
 from tickwork.cron import DstGap, DstRepeat
@@ -213,6 +213,18 @@ def make_schedule(
     if at is not None:
         return Once(at=instant(at, "at"))
     return Once(delay=duration(delay, "delay") if delay is not None else timedelta(0))
+
+
+class CronRules(TypedDict, total=False):
+    """A cron schedule's DST policy and calendar rules, as keywords (:func:`cron_schedule`
+    documents them); a None or False one is as if not given."""
+
+    dst_gap: DstGap | str | None
+    dst_repeat: DstRepeat | str | None
+    calendar: str | None
+    on_holiday: HolidayPolicy | str | None
+    business_day: int | None
+    business_days_only: bool
 
 
 def cron_schedule(
@@ -422,12 +434,12 @@ policy and calendar rules."""
 
 def run_filter(
     *,
-    job_id: int | None,
-    tenant: str | None,
-    task: str | None,
-    queue: str | None,
-    since: Instant | None,
-    until: Instant | None,
+    job_id: int | None = None,
+    tenant: str | None = None,
+    task: str | None = None,
+    queue: str | None = None,
+    since: Instant | None = None,
+    until: Instant | None = None,
 ) -> dict[str, Any]:
     """The filters of a run listing or bulk command, checked, as the store takes them
     (``since <= scheduled_for < until``), or ValidationError."""

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timedelta
 from enum import Enum, StrEnum
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypedDict, TypeVar
 
 from tickwork.calendar import Calendar
 from tickwork.errors import ValidationError
@@ -33,6 +33,7 @@ NODE_SILENT_FLOOR = timedelta(seconds=5)
 NODE_DEFAULT_BEAT = timedelta(seconds=3)
 """The heartbeat interval assumed for a node that did not say its own (``info["beat"]``)."""
 T = TypeVar("T")
+When = TypeVar("When")
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +240,19 @@ DEFAULT_BULK = 1000
 """The bulk operations' ``max_count`` when the caller names none."""
 
 
+class RunFilter(TypedDict, Generic[When], total=False):
+    """The filters of a bulk retry or cancel, as keywords; each one given must match
+    (``since <= scheduled_for < until``). ``When`` is ``datetime`` in the store, and
+    datetime or ISO-8601 text (:data:`tickwork.inputs.Instant`) in the client."""
+
+    tenant: str | None
+    job_id: int | None
+    task: str | None
+    queue: str | None
+    since: When | None
+    until: When | None
+
+
 @dataclass(frozen=True, slots=True)
 class RunMinute:
     """One minute of the rollup (store clock), summed over the tenants and queues asked
@@ -399,18 +413,7 @@ inside every store's integer column."""
 def check_max_running(value: int | None) -> int | None:
     """``value`` if it is a valid ``max_running`` (a whole number from 1 to
     MAX_RUNNING_CEILING, or None for no limit); ValidationError otherwise."""
-    if value is None:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or not 1 <= value <= MAX_RUNNING_CEILING
-    ):
-        raise ValidationError(
-            f"max_running must be a whole number from 1 to {MAX_RUNNING_CEILING}, not {value!r}",
-            field="max_running",
-        )
-    return value
+    return _check_count("max_running", value)
 
 
 RATE_CEILING = 1_000_000.0
@@ -437,18 +440,7 @@ def check_weight(value: float | None) -> float:
 def check_burst(value: int | None) -> int | None:
     """``value`` if it is a valid ``burst`` (a whole number from 1 to MAX_RUNNING_CEILING, or
     None for one second's worth of the rate); ValidationError otherwise."""
-    if value is None:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or not 1 <= value <= MAX_RUNNING_CEILING
-    ):
-        raise ValidationError(
-            f"burst must be a whole number from 1 to {MAX_RUNNING_CEILING}, not {value!r}",
-            field="burst",
-        )
-    return value
+    return _check_count("burst", value)
 
 
 def check_tenant_limits(limits: TenantLimits) -> TenantLimits:
@@ -461,6 +453,21 @@ def check_tenant_limits(limits: TenantLimits) -> TenantLimits:
     if limits.burst is not None and limits.rate is None:
         raise ValidationError("burst needs a rate: set a rate too, or unset burst", field="burst")
     return limits
+
+
+def _check_count(field: str, value: int | None) -> int | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_RUNNING_CEILING
+    ):
+        raise ValidationError(
+            f"{field} must be a whole number from 1 to {MAX_RUNNING_CEILING}, not {value!r}",
+            field=field,
+        )
+    return value
 
 
 def _check_positive(field: str, value: float | None, ceiling: float) -> float | None:

@@ -27,7 +27,7 @@ import pytest
 
 from tickwork.job import JobSpec, MisfirePolicy, OverlapPolicy, Run, RunState
 from tickwork.schedule import Cron
-from tickwork.store import Store, open_store
+from tickwork.store import Store
 from tickwork.store.base import SlotFate, SlotSkip
 from tickwork.testing import wait_until
 
@@ -99,15 +99,6 @@ def nodes(store_url: str, tmp_path: Path) -> Iterator[Callable[[str], Node]]:
             if node.proc.poll() is None:
                 node.proc.send_signal(signal.SIGCONT)  # a stopped child cannot die otherwise
             node.kill()
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    opened = open_store(store_url)
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def per_second(**policies: Any) -> JobSpec:

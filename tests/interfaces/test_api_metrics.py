@@ -17,7 +17,7 @@ from tickwork.job import JobSpec
 from tickwork.schedule import Once
 from tickwork.store import Store, open_store
 from tickwork.web.app import create_app
-from tickwork.web.metrics import Metrics
+from tickwork.web.metrics import Metrics, StoreCollector
 
 
 @pytest.fixture
@@ -246,7 +246,7 @@ def test_past_the_cap_the_busiest_tenants_keep_their_series_and_the_rest_are_sum
     ]
     store.submit_many(specs, now=now)
     client.set_tenant_limits("e", max_running=1)  # no runs: the quietest
-    text = Metrics(client, tenant_series=2).render().decode()
+    text = Metrics(StoreCollector(client, tenant_series=2)).render().decode()
     samples = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(text)

@@ -6,25 +6,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from worker_support import DEADLINE, finished, in_state, make_app, only_run, running
+from worker_support import DEADLINE, finished, in_state, only_run, running
 
 from tickwork.app import App, Context, Discard, Retry
 from tickwork.job import JobSpec, RunState
 from tickwork.schedule import Once
 from tickwork.store import Store
 from tickwork.testing import wait_until
-
-
-@pytest.fixture
-def app(store: Store) -> Iterator[App]:
-    application = make_app(store)
-    yield application
-    application.close()
 
 
 def test_a_sync_handler_gets_its_args_and_its_return_value_is_the_result(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -19,13 +18,6 @@ from tickwork.job import RunState
 from tickwork.store import Store
 from tickwork.testing import wait_until
 from tickwork.worker import Worker
-
-
-@pytest.fixture
-def app(store: Store) -> Iterator[App]:
-    application = make_app(store)
-    yield application
-    application.close()
 
 
 def far_future(store: Store) -> Any:

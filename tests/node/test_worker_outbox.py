@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import psycopg
 import pytest
-from worker_support import DEADLINE, make_app, running
+from worker_support import DEADLINE, running
 
 from tickwork.app import App, Context
 from tickwork.job import Run, RunState
-from tickwork.store import Store, open_store
+from tickwork.store import Store
 from tickwork.testing import wait_until
 from tickwork.worker import IDLE_RECHECK
 
@@ -24,23 +23,14 @@ IDLE_RECHECK (5 s) a worker that missed the notification would take."""
 
 
 @pytest.fixture
-def pg(pg_database: str) -> Iterator[Store]:
-    opened = open_store(pg_database)
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
-@pytest.fixture
-def app(pg: Store) -> Iterator[App]:
-    application = make_app(pg)
-    yield application
-    application.close()
+def backend() -> str:
+    """The shared ``store`` fixture, on PostgreSQL only: the commit's notification wakes
+    the worker."""
+    return "postgres"
 
 
 def test_a_committed_submit_runs_once_started_within_moments_of_the_commit(
-    app: App, pg: Store
+    app: App, store: Store
 ) -> None:
     assert WAKE_LIMIT < IDLE_RECHECK
     executed: list[int] = []
@@ -53,7 +43,7 @@ def test_a_committed_submit_runs_once_started_within_moments_of_the_commit(
 
     with running(app.worker()):
         time.sleep(0.5)  # the worker is idle, waiting on its notification
-        with psycopg.connect(pg.url) as conn:
+        with psycopg.connect(store.url) as conn:
             conn.execute("CREATE TEMP TABLE orders (id int)")
             conn.execute("INSERT INTO orders VALUES (42)")
             job = app.submit(receipt, {"order": 42}, conn=conn)
@@ -62,15 +52,15 @@ def test_a_committed_submit_runs_once_started_within_moments_of_the_commit(
             row = conn.execute("SELECT clock_timestamp()").fetchone()
             assert row is not None
             committed_at: datetime = row[0]
-        (run,) = wait_until(lambda: executed and pg.list_runs(job_id=job.id).items, DEADLINE)
-        done = wait_until(lambda: _succeeded(pg, run.id), DEADLINE)
+        (run,) = wait_until(lambda: executed and store.list_runs(job_id=job.id).items, DEADLINE)
+        done = wait_until(lambda: _succeeded(store, run.id), DEADLINE)
         time.sleep(0.3)
     assert executed == [run.id]
     assert done.started_at is not None
     assert done.started_at - committed_at < WAKE_LIMIT
 
 
-def test_a_rolled_back_submit_never_runs(app: App, pg: Store) -> None:
+def test_a_rolled_back_submit_never_runs(app: App, store: Store) -> None:
     executed: list[int] = []
 
     @app.task
@@ -78,7 +68,7 @@ def test_a_rolled_back_submit_never_runs(app: App, pg: Store) -> None:
         executed.append(ctx.run_id)
 
     with running(app.worker()):
-        conn = psycopg.connect(pg.url)
+        conn = psycopg.connect(store.url)
         try:
             app.submit(receipt, conn=conn)
             conn.rollback()
@@ -86,8 +76,8 @@ def test_a_rolled_back_submit_never_runs(app: App, pg: Store) -> None:
             conn.close()
         time.sleep(1.0)
     assert executed == []
-    assert pg.list_jobs().items == []
-    assert pg.list_runs().items == []
+    assert store.list_jobs().items == []
+    assert store.list_runs().items == []
 
 
 def _succeeded(store: Store, run_id: int) -> Run | None:

@@ -4,10 +4,8 @@ spending an attempt; no new claims once stopping; completions are written in bat
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 
-import pytest
 from worker_support import DEADLINE, CountingStore, finished, in_state, make_app, only_run, running
 
 from tickwork.app import App, Context
@@ -15,13 +13,6 @@ from tickwork.job import RunState
 from tickwork.store import Store
 from tickwork.testing import wait_until
 from tickwork.worker import Worker
-
-
-@pytest.fixture
-def app(store: Store) -> Iterator[App]:
-    application = make_app(store)
-    yield application
-    application.close()
 
 
 def test_a_graceful_stop_lets_a_running_handler_finish_within_the_grace(

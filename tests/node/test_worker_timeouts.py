@@ -6,22 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 
-import pytest
-from worker_support import DEADLINE, finished, in_state, make_app, running
+from worker_support import DEADLINE, finished, in_state, running
 
 from tickwork.app import App, Context
 from tickwork.job import RunState
 from tickwork.store import Store
 from tickwork.testing import wait_until
-
-
-@pytest.fixture
-def app(store: Store) -> Iterator[App]:
-    application = make_app(store)
-    yield application
-    application.close()
 
 
 def test_a_sync_handler_past_its_timeout_fails_and_its_late_result_is_dropped(

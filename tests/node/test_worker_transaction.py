@@ -5,25 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from tests import ledger
-from worker_support import finished, make_app, running
+from worker_support import finished, running
 
 from tickwork.app import App, Context
 from tickwork.errors import InvalidTransition
 from tickwork.job import ClaimedRun, RunState
 from tickwork.store import Store
-
-
-@pytest.fixture
-def app(store: Store) -> Iterator[App]:
-    application = make_app(store)
-    yield application
-    application.close()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ the caller's own open transaction on the store's PostgreSQL."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from datetime import UTC, timedelta
 from pathlib import Path
 
@@ -26,73 +25,73 @@ def now_spec(**fields: object) -> JobSpec:
 
 
 @pytest.fixture
-def pg(pg_database: str) -> Iterator[Store]:
-    opened = open_store(pg_database)
-    try:
-        yield opened
-    finally:
-        opened.close()
+def backend() -> str:
+    """The shared ``store`` fixture, on PostgreSQL only: ``conn=`` takes the caller's own
+    psycopg connection."""
+    return "postgres"
 
 
 def nothing_written(store: Store) -> bool:
     return not store.list_jobs().items and not store.list_runs().items
 
 
-def test_a_job_submitted_in_a_committed_transaction_exists_from_the_commit(pg: Store) -> None:
-    with psycopg.connect(pg.url) as conn:
+def test_a_job_submitted_in_a_committed_transaction_exists_from_the_commit(store: Store) -> None:
+    with psycopg.connect(store.url) as conn:
         conn.execute("CREATE TEMP TABLE orders (id int)")
         conn.execute("INSERT INTO orders VALUES (1)")
-        submitted = pg.submit(now_spec(args={"order": 1}), conn=conn)
+        submitted = store.submit(now_spec(args={"order": 1}), conn=conn)
         assert submitted.created
         assert submitted.run is not None
-        assert nothing_written(pg)  # not visible outside the transaction yet
+        assert nothing_written(store)  # not visible outside the transaction yet
     # psycopg's `with` committed it
-    job = pg.get_job(submitted.job.id)
+    job = store.get_job(submitted.job.id)
     assert job.args == {"order": 1}
-    run = pg.get_run(submitted.run.id)
+    run = store.get_run(submitted.run.id)
     assert run.state is RunState.QUEUED
 
 
-def test_a_rolled_back_submit_leaves_no_job_and_no_run(pg: Store) -> None:
-    conn = psycopg.connect(pg.url)
+def test_a_rolled_back_submit_leaves_no_job_and_no_run(store: Store) -> None:
+    conn = psycopg.connect(store.url)
     try:
         conn.execute("SELECT 1")  # the caller's transaction is open
-        pg.submit(now_spec(), conn=conn)
-        pg.submit_many([now_spec(), now_spec(idempotency_key="k"), now_spec(name="n")], conn=conn)
+        store.submit(now_spec(), conn=conn)
+        store.submit_many(
+            [now_spec(), now_spec(idempotency_key="k"), now_spec(name="n")], conn=conn
+        )
         conn.rollback()
     finally:
         conn.close()
-    assert nothing_written(pg)
+    assert nothing_written(store)
 
 
 def test_a_submit_before_the_callers_first_statement_is_still_in_its_transaction(
-    pg: Store,
+    store: Store,
 ) -> None:
     # psycopg begins a transaction at the first statement; a submit that is the first must
     # not commit on its own.
-    conn = psycopg.connect(pg.url)
+    conn = psycopg.connect(store.url)
     try:
-        pg.submit(now_spec(), conn=conn)
+        store.submit(now_spec(), conn=conn)
         conn.rollback()
     finally:
         conn.close()
-    assert nothing_written(pg)
+    assert nothing_written(store)
 
 
 def test_an_autocommit_connection_without_a_transaction_commits_the_submit_at_once(
-    pg: Store,
+    store: Store,
 ) -> None:
-    with psycopg.connect(pg.url, autocommit=True) as conn:
-        submitted = pg.submit(now_spec(), conn=conn)
-        assert pg.get_job(submitted.job.id).id == submitted.job.id
+    with psycopg.connect(store.url, autocommit=True) as conn:
+        submitted = store.submit(now_spec(), conn=conn)
+        assert store.get_job(submitted.job.id).id == submitted.job.id
 
 
-def test_the_wake_up_is_delivered_only_at_the_commit(pg: Store) -> None:
-    listener = pg.listener([CHANNEL_RUNS])
+def test_the_wake_up_is_delivered_only_at_the_commit(store: Store) -> None:
+    listener = store.listener([CHANNEL_RUNS])
     try:
-        conn = psycopg.connect(pg.url)
+        conn = psycopg.connect(store.url)
         try:
-            pg.submit(now_spec(), conn=conn)
+            store.submit(now_spec(), conn=conn)
             assert listener.wait(0.3) is False  # the run cannot be seen yet
             conn.commit()
         finally:
@@ -102,21 +101,21 @@ def test_the_wake_up_is_delivered_only_at_the_commit(pg: Store) -> None:
         listener.close()
 
 
-def test_a_refused_submit_leaves_the_callers_transaction_usable(pg: Store) -> None:
-    pg.submit(now_spec(name="taken"))
-    with psycopg.connect(pg.url) as conn:
+def test_a_refused_submit_leaves_the_callers_transaction_usable(store: Store) -> None:
+    store.submit(now_spec(name="taken"))
+    with psycopg.connect(store.url) as conn:
         conn.execute("CREATE TEMP TABLE t (id int)")
         with pytest.raises(ValidationError, match="already has a job named 'taken'"):
-            pg.submit_many([now_spec(), now_spec(name="taken")], conn=conn)
+            store.submit_many([now_spec(), now_spec(name="taken")], conn=conn)
         conn.execute("INSERT INTO t VALUES (1)")  # not aborted: the savepoint took the blow
         assert conn.execute("SELECT count(*) FROM t").fetchone() == (1,)
-    assert len(pg.list_jobs().items) == 1  # only the one submitted before
+    assert len(store.list_jobs().items) == 1  # only the one submitted before
 
 
-def test_the_callers_session_keeps_its_own_time_zone_and_rows(pg: Store) -> None:
-    with psycopg.connect(pg.url) as conn:
+def test_the_callers_session_keeps_its_own_time_zone_and_rows(store: Store) -> None:
+    with psycopg.connect(store.url) as conn:
         conn.execute("SET TIME ZONE 'Asia/Kathmandu'")
-        submitted = pg.submit(now_spec(), conn=conn)
+        submitted = store.submit(now_spec(), conn=conn)
         assert submitted.job.created_at.utcoffset() == timedelta(0)
         assert submitted.job.created_at.tzinfo == UTC
         assert conn.execute("SHOW TIME ZONE").fetchone() == ("Asia/Kathmandu",)
@@ -127,43 +126,45 @@ def sqlalchemy_url(url: str) -> str:
     return url.replace("postgresql://", "postgresql+psycopg://", 1)
 
 
-def test_a_sqlalchemy_connection_carries_the_submit(pg: Store) -> None:
-    engine = sqlalchemy.create_engine(sqlalchemy_url(pg.url))
+def test_a_sqlalchemy_connection_carries_the_submit(store: Store) -> None:
+    engine = sqlalchemy.create_engine(sqlalchemy_url(store.url))
     try:
         with engine.connect() as conn:
-            pg.submit(now_spec(), conn=conn)
+            store.submit(now_spec(), conn=conn)
             conn.rollback()
-        assert nothing_written(pg)
+        assert nothing_written(store)
         with engine.begin() as conn:
-            submitted = pg.submit(now_spec(), conn=conn)
-        assert pg.get_job(submitted.job.id).id == submitted.job.id
+            submitted = store.submit(now_spec(), conn=conn)
+        assert store.get_job(submitted.job.id).id == submitted.job.id
     finally:
         engine.dispose()
 
 
-def test_a_sqlalchemy_session_carries_the_submit(pg: Store) -> None:
-    engine = sqlalchemy.create_engine(sqlalchemy_url(pg.url))
+def test_a_sqlalchemy_session_carries_the_submit(store: Store) -> None:
+    engine = sqlalchemy.create_engine(sqlalchemy_url(store.url))
     try:
         with Session(engine) as session:
-            pg.submit_many([now_spec(), now_spec()], conn=session)
+            store.submit_many([now_spec(), now_spec()], conn=session)
             session.rollback()
-        assert nothing_written(pg)
+        assert nothing_written(store)
         with Session(engine) as session, session.begin():
-            done = pg.submit_many([now_spec(), now_spec()], conn=session)
-        assert [pg.get_job(s.job.id).id for s in done] == [s.job.id for s in done]
+            done = store.submit_many([now_spec(), now_spec()], conn=session)
+        assert [store.get_job(s.job.id).id for s in done] == [s.job.id for s in done]
     finally:
         engine.dispose()
 
 
-def test_a_conn_that_is_not_a_postgresql_connection_is_refused(pg: Store, tmp_path: Path) -> None:
+def test_a_conn_that_is_not_a_postgresql_connection_is_refused(
+    store: Store, tmp_path: Path
+) -> None:
     other = sqlite3.connect(tmp_path / "other.db")
     try:
         for bad in (other, "postgresql://", object()):
             with pytest.raises(ValidationError, match="conn= takes a psycopg 3 connection"):
-                pg.submit(now_spec(), conn=bad)
+                store.submit(now_spec(), conn=bad)
     finally:
         other.close()
-    assert nothing_written(pg)
+    assert nothing_written(store)
 
 
 def test_a_sqlite_store_refuses_conn(tmp_path: Path) -> None:
@@ -179,25 +180,25 @@ def test_a_sqlite_store_refuses_conn(tmp_path: Path) -> None:
         store.close()
 
 
-def test_the_apps_bulk_submit_takes_conn_too(pg: Store) -> None:
-    app = App(pg.url)
+def test_the_apps_bulk_submit_takes_conn_too(store: Store) -> None:
+    app = App(store.url)
 
     @app.task
     def outbox(ctx: Context) -> None:
         pass
 
     try:
-        conn = psycopg.connect(pg.url)
+        conn = psycopg.connect(store.url)
         try:
             app.submit_many([{"task": "outbox"}, {"task": "outbox", "delay": "1h"}], conn=conn)
             conn.rollback()
-            assert nothing_written(pg)
+            assert nothing_written(store)
             jobs = app.submit_many([{"task": "outbox"}, {"task": "outbox"}], conn=conn)
-            assert nothing_written(pg)
+            assert nothing_written(store)
             conn.commit()
         finally:
             conn.close()
-        assert sorted(j.id for j in pg.list_jobs().items) == sorted(j.id for j in jobs)
-        assert len(pg.list_runs().items) == 2
+        assert sorted(j.id for j in store.list_jobs().items) == sorted(j.id for j in jobs)
+        assert len(store.list_runs().items) == 2
     finally:
         app.close()

@@ -13,6 +13,7 @@ nothing. It prints how many runs it changed (``--json``: ``{"count", "run_ids"}`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -45,49 +46,50 @@ MaxOption = Annotated[
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 
 
-@app.command("retry-all")
-def retry_all(
-    *,
-    db: DbOption = "",
-    job: JobFilter = None,
-    task: TaskFilter = None,
-    queue: QueueFilter = None,
-    tenant: TenantOption = None,
-    since: SinceFilter = None,
-    until: UntilFilter = None,
-    max_count: MaxOption = DEFAULT_BULK,
-    yes: YesOption = False,
-    as_json: JsonOption = False,
+def _bulk_command(
+    name: str, act: Callable[..., list[int]], asks: str, done: str, summary: str
 ) -> None:
-    """Retry every dead run matching the filters, with fresh attempts (all or none)."""
-    filters = _filters(job, task, queue, tenant, since, until, max_count)
-    with Client.open(db) as client:
-        _confirm(yes, "Retry every dead run", filters)
-        ids = client.retry_runs(**filters)
-    _report(ids, "retried", as_json)
+    """Register ``tickwork <name>``: ``act`` (a bulk method of Client) on the runs the
+    options filter; ``asks`` is the question before, ``done`` the verb of the count after."""
+
+    def command(
+        *,
+        db: DbOption = "",
+        job: JobFilter = None,
+        task: TaskFilter = None,
+        queue: QueueFilter = None,
+        tenant: TenantOption = None,
+        since: SinceFilter = None,
+        until: UntilFilter = None,
+        max_count: MaxOption = DEFAULT_BULK,
+        yes: YesOption = False,
+        as_json: JsonOption = False,
+    ) -> None:
+        filters = _filters(job, task, queue, tenant, since, until, max_count)
+        with Client.open(db) as client:
+            _confirm(yes, asks, filters)
+            ids = act(client, **filters)
+        _report(ids, done, as_json)
+
+    command.__doc__ = summary
+    app.command(name)(command)
 
 
-@app.command("cancel-all")
-def cancel_all(
-    *,
-    db: DbOption = "",
-    job: JobFilter = None,
-    task: TaskFilter = None,
-    queue: QueueFilter = None,
-    tenant: TenantOption = None,
-    since: SinceFilter = None,
-    until: UntilFilter = None,
-    max_count: MaxOption = DEFAULT_BULK,
-    yes: YesOption = False,
-    as_json: JsonOption = False,
-) -> None:
+_bulk_command(
+    "retry-all",
+    Client.retry_runs,
+    "Retry every dead run",
+    "retried",
+    "Retry every dead run matching the filters, with fresh attempts (all or none).",
+)
+_bulk_command(
+    "cancel-all",
+    Client.cancel_runs,
+    "Cancel every waiting run",
+    "cancelled",
     """Cancel every waiting run (queued, or failed awaiting retry) matching the filters
-    (all or none); running runs are left alone."""
-    filters = _filters(job, task, queue, tenant, since, until, max_count)
-    with Client.open(db) as client:
-        _confirm(yes, "Cancel every waiting run", filters)
-        ids = client.cancel_runs(**filters)
-    _report(ids, "cancelled", as_json)
+    (all or none); running runs are left alone.""",
+)
 
 
 @app.command("queues")

@@ -214,28 +214,6 @@ BusinessDayOption = Annotated[
 ]
 
 
-def cron_rules(
-    *,
-    dst_gap: str | None,
-    dst_repeat: str | None,
-    calendar: str | None,
-    on_holiday: str | None,
-    business_day: int | None,
-    business_days_only: bool,
-) -> dict[str, Any]:
-    """The cron rules options given, as :func:`tickwork.inputs.cron_schedule` takes them;
-    the ones not given are left out (an interval or one-off schedule takes none)."""
-    given = {
-        "dst_gap": dst_gap,
-        "dst_repeat": dst_repeat,
-        "calendar": calendar,
-        "on_holiday": on_holiday,
-        "business_day": business_day,
-        "business_days_only": business_days_only,
-    }
-    return {k: v for k, v in given.items() if v is not None and v is not False}
-
-
 # Filters of runs (tickwork runs, retry-all, cancel-all).
 TaskFilter = Annotated[
     str | None,

@@ -57,7 +57,6 @@ from tickwork.cli.options import (
     DstGapOption,
     DstRepeatOption,
     OnHolidayOption,
-    cron_rules,
 )
 from tickwork.cli.output import echo, stderr, warn
 from tickwork.cli.worker import app_and_db
@@ -186,14 +185,12 @@ def submit(
             misfire=misfire,
             overlap=overlap,
             idempotency_key=idempotency_key,
-            **cron_rules(
-                dst_gap=dst_gap,
-                dst_repeat=dst_repeat,
-                calendar=calendar,
-                on_holiday=on_holiday,
-                business_day=business_day,
-                business_days_only=business_days_only,
-            ),
+            dst_gap=dst_gap,  # unset (None/False) rules: as if not given
+            dst_repeat=dst_repeat,
+            calendar=calendar,
+            on_holiday=on_holiday,
+            business_day=business_day,
+            business_days_only=business_days_only,
         )
     except UnknownTask:
         hint = "" if loaded is not None else "; load your tasks with --app MODULE"

@@ -39,7 +39,7 @@ import abc
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from tickwork.calendar import Calendar
 from tickwork.config import RUN_LEASE, TRIGGER_BATCH
@@ -68,6 +68,7 @@ from tickwork.records import (
     Page,
     QueueStatus,
     RescueResult,
+    RunFilter,
     RunMinute,
     RunStats,
     Session,
@@ -91,9 +92,9 @@ __all__ = [
     "ROLLUP_KEEP", "ROLLUP_SETTLE", "SESSION_FORGET_AFTER", "SESSION_SEEN_EVERY",
     "SKIP_LOCKED", "ApiKey", "CalendarChange", "CalendarRecord", "Completion", "FaultMark",
     "Heartbeat", "InjectedRun", "Keep", "Lease", "LeaseStatus", "Listener", "Node", "Page",
-    "QueueStatus", "RescueResult", "RunMinute", "RunStats", "Session", "SlotFate", "SlotSkip",
-    "Store", "Submitted", "TenantLimits", "TenantStatus", "TriggerResult", "bulk_limit",
-    "page_limit",
+    "QueueStatus", "RescueResult", "RunFilter", "RunMinute", "RunStats", "Session",
+    "SlotFate", "SlotSkip", "Store", "Submitted", "TenantLimits", "TenantStatus",
+    "TriggerResult", "bulk_limit", "page_limit",
 ]
 # fmt: on
 
@@ -473,13 +474,8 @@ class Store(abc.ABC):
         self,
         *,
         max_count: int,
-        tenant: str | None = None,
-        job_id: int | None = None,
-        task: str | None = None,
-        queue: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
         now: datetime | None = None,
+        **where: Unpack[RunFilter[datetime]],
     ) -> list[int]:
         """Every dead run matching the filters (as :meth:`list_runs`) -> queued now, as
         :meth:`retry_run` does each; returns their ids, ascending.
@@ -492,13 +488,8 @@ class Store(abc.ABC):
         self,
         *,
         max_count: int,
-        tenant: str | None = None,
-        job_id: int | None = None,
-        task: str | None = None,
-        queue: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
         now: datetime | None = None,
+        **where: Unpack[RunFilter[datetime]],
     ) -> list[int]:
         """Every waiting run (queued, or failed and waiting to retry) matching the filters
         -> cancelled; returns their ids, ascending. A running run is left alone (cancel it

@@ -33,7 +33,7 @@ from tickwork.client import Client
 from tickwork.errors import TickworkError
 from tickwork.web import api, dashboard, errors
 from tickwork.web.auth import Gate, Principal, get_admin
-from tickwork.web.metrics import CONTENT_TYPE, Metrics
+from tickwork.web.metrics import CONTENT_TYPE, Metrics, StoreCollector
 
 log = logging.getLogger("tickwork.web")
 
@@ -81,7 +81,7 @@ def create_app(
     app.state.gate = Gate(client, open_access=open_access, force_open=force_open)
     app.state.open_access = open_access or force_open
     app.state.secure_cookies = secure_cookies
-    metrics = Metrics(client, rescues)
+    metrics = Metrics(StoreCollector(client, rescues))
 
     errors.install(app)
     # Outermost first: the access log sees every answer, the error net catches every bug,

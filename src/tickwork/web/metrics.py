@@ -358,16 +358,12 @@ def _bound(value: float) -> str:
 
 
 class Metrics:
-    """One app's metrics: its own registry (never the global one, so apps do not collide)."""
+    """One app's metrics: its own registry (never the global one, so apps do not collide),
+    read by ``collector`` at every scrape."""
 
-    def __init__(
-        self,
-        client: Client,
-        rescues: Callable[[], int] | None = None,
-        tenant_series: int = TENANT_SERIES,
-    ) -> None:
+    def __init__(self, collector: StoreCollector) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(StoreCollector(client, rescues, tenant_series))
+        self.registry.register(collector)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

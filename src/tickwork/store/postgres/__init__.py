@@ -387,13 +387,7 @@ class PostgresStore(SqlStore):
         # claimed, might: the limited path then finds out, and claims what it may).
         rows: list[DictRow] = []
         if not self._limited:
-            params = {
-                "worker": worker,
-                "now": now,
-                "limit": limit,
-                "lease": lease,
-                "queues": _list(queues),
-            }
+            params = _claim_params(worker, limit, lease, queues, now)
             rows = self._all(for_queues(Q["claim"], queues), params)
             self._limited = bool(rows and rows[0]["limited"])
             if len(rows) == limit or (rows and not self._limited):
@@ -427,11 +421,7 @@ class PostgresStore(SqlStore):
             )
         params = {
             **_completion_params(completions),
-            "worker": worker,
-            "now": now,
-            "limit": max(limit, 0),
-            "lease": lease,
-            "queues": _list(queues),
+            **_claim_params(worker, max(limit, 0), lease, queues, now),
         }
         query = for_queues(Q["complete_then_claim"], queues)
         with self._conn() as conn:
@@ -494,11 +484,7 @@ class PostgresStore(SqlStore):
                 claimed = None
                 if limit >= 1:
                     params = {
-                        "worker": worker,
-                        "now": now,
-                        "limit": limit,
-                        "lease": lease,
-                        "queues": _list(queues),
+                        **_claim_params(worker, limit, lease, queues, now),
                         "after": self._after,
                     }
                     conn.execute(for_queues(Q["hold_limits"], queues), params, prepare=True)
@@ -618,6 +604,16 @@ class PostgresStore(SqlStore):
 
 def _list(queues: Sequence[str] | None) -> list[str] | None:
     return list(queues) if queues is not None else None
+
+
+def _claim_params(
+    worker: str,
+    limit: int,
+    lease: timedelta,
+    queues: Sequence[str] | None,
+    now: datetime | None,
+) -> dict[str, Any]:
+    return {"worker": worker, "now": now, "limit": limit, "lease": lease, "queues": _list(queues)}
 
 
 def _completion_params(completions: Sequence[Completion]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from tickwork.errors import InvalidTransition, LeaseLost, RunNotFound, ValidationError
 from tickwork.job import Run, RunState
@@ -23,6 +23,7 @@ from tickwork.store.base import (
     Page,
     QueueStatus,
     RescueResult,
+    RunFilter,
     RunStats,
     bulk_limit,
     page_limit,
@@ -136,12 +137,12 @@ class RunTransitions(SqlCore):
     def _run_filter(
         self,
         *,
-        tenant: str | None,
-        job_id: int | None,
-        task: str | None,
-        queue: str | None,
-        since: datetime | None,
-        until: datetime | None,
+        tenant: str | None = None,
+        job_id: int | None = None,
+        task: str | None = None,
+        queue: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> dict[str, Any]:
         time = self.codec.time
         return {
@@ -157,34 +158,20 @@ class RunTransitions(SqlCore):
         self,
         *,
         max_count: int,
-        tenant: str | None = None,
-        job_id: int | None = None,
-        task: str | None = None,
-        queue: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
         now: datetime | None = None,
+        **where: Unpack[RunFilter[datetime]],
     ) -> list[int]:
-        params = self._run_filter(
-            tenant=tenant, job_id=job_id, task=task, queue=queue, since=since, until=until
-        )
+        params = self._run_filter(**where)
         return self._bulk("bulk_retry", "retry", max_count, params, now, CHANNEL_RUNS)
 
     def cancel_runs(
         self,
         *,
         max_count: int,
-        tenant: str | None = None,
-        job_id: int | None = None,
-        task: str | None = None,
-        queue: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
         now: datetime | None = None,
+        **where: Unpack[RunFilter[datetime]],
     ) -> list[int]:
-        params = self._run_filter(
-            tenant=tenant, job_id=job_id, task=task, queue=queue, since=since, until=until
-        )
+        params = self._run_filter(**where)
         return self._bulk("bulk_cancel", "cancel", max_count, params, now)
 
     def _bulk(
