@@ -120,7 +120,7 @@ def test_a_second_transaction_in_one_attempt_is_refused(
 
 def test_a_context_not_made_by_a_worker_has_no_transaction() -> None:
     now = datetime.now(UTC)
-    run = ClaimedRun(7, 1, 3, "default", "pay", {}, now, 1, 3, None)
+    run = ClaimedRun(7, 1, 3, "default", "pay", {}, now, 1, 3, None, "default")
     ctx = Context(run, lambda: now)  # a handler called directly, as in a unit test of it
     with pytest.raises(InvalidTransition, match="not held by a worker"), ctx.transaction():
         pass
