@@ -383,14 +383,15 @@ class PostgresStore(SqlStore):
     ) -> list[Run]:
         if limit < 1 or (queues is not None and not queues):
             return []
-        # As complete_and_claim: one statement unless a limit exists (or, with no run
-        # claimed, might: the limited path then finds out, and claims what it may).
+        # As complete_and_claim: one statement unless a limit exists (the statement's
+        # flag row says so even when it claimed nothing).
         rows: list[DictRow] = []
         if not self._limited:
             params = _claim_params(worker, limit, lease, queues, now)
             rows = self._all(for_queues(Q["claim"], queues), params)
-            self._limited = bool(rows and rows[0]["limited"])
-            if len(rows) == limit or (rows and not self._limited):
+            self._limited = rows[0]["limited"]
+            rows = [r for r in rows if r["id"] is not None]
+            if len(rows) == limit or not self._limited:
                 return _claimed(rows)
         _, more = self._claim_limited(
             [], worker, limit=limit - len(rows), lease=lease, queues=queues, now=now

@@ -240,8 +240,9 @@ ORDER BY c.priority DESC, c.run_at, c.id;
 -- name: claim
 -- The one-statement claim, only while no tenant or task is limited and one tenant's runs
 -- are claimable (the gate of complete_then_claim); "limited" on each row says whether the
--- limited path must claim instead. A line ending "-- only-queues" is dropped for a worker
--- that takes every queue.
+-- limited path must claim instead. At least one row comes back: with no run claimed, one
+-- row of NULLs carrying "limited" (so an idle worker's poll is one statement, not two).
+-- A line ending "-- only-queues" is dropped for a worker that takes every queue.
 WITH limits AS MATERIALIZED (
     SELECT EXISTS (SELECT 1 FROM tickwork_tenants
                    WHERE max_running IS NOT NULL OR rate IS NOT NULL
@@ -257,13 +258,17 @@ WITH limits AS MATERIALIZED (
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE tickwork_runs r
+    SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
+        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+        started_at = coalesce(%(now)s::timestamptz, now())
+    FROM picked WHERE r.id = picked.id
+    RETURNING r.*
 )
-UPDATE tickwork_runs r
-SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
-    lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
-    started_at = coalesce(%(now)s::timestamptz, now())
-FROM picked WHERE r.id = picked.id
-RETURNING r.*, (SELECT set FROM limits) AS limited;
+SELECT c.*, (SELECT set FROM limits) AS limited
+FROM (SELECT 1) one
+LEFT JOIN claimed c ON true;
 
 -- name: next_claimable_at
 SELECT min(run_at) AS at FROM tickwork_runs
