@@ -585,11 +585,7 @@ class Client:
         return [
             replace(
                 status,
-                workers=sorted(
-                    n.id
-                    for n in live
-                    if n.info.get("queues") in (None, []) or status.queue in n.info["queues"]
-                ),
+                workers=sorted(n.id for n in live if _consumes(n, status.queue)),
             )
             for _, status in sorted(stats.items())
         ]
