@@ -481,14 +481,11 @@ class Client:
         """Change a calendar: a given ``country``, ``subdiv`` or ``weekend`` replaces the
         stored one; dates in ``add`` become days off and dates in ``remove`` business days
         (each undoes the other for its dates). The jobs that use it are re-planned in the
-        same transaction. CalendarNotFound when there is none."""
+        same transaction. CalendarNotFound when there is none; InvalidCalendar (from
+        :class:`Calendar` itself) for a date both added and removed."""
         current = self.store.get_calendar(check_name(name)).calendar
         added = {parse_date(d, field="add") for d in add or ()}
         removed = {parse_date(d, field="remove") for d in remove or ()}
-        if added & removed:
-            raise ValidationError(
-                f"{min(added & removed).isoformat()} is both added and removed", field="add"
-            )
         new_country = country if country is not None else current.country
         calendar = Calendar(
             name,
@@ -588,11 +585,7 @@ class Client:
         return [
             replace(
                 status,
-                workers=sorted(
-                    n.id
-                    for n in live
-                    if n.info.get("queues") in (None, []) or status.queue in n.info["queues"]
-                ),
+                workers=sorted(n.id for n in live if _consumes(n, status.queue)),
             )
             for _, status in sorted(stats.items())
         ]
