@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -103,11 +103,19 @@ def in_ci() -> bool:
     return bool(os.environ.get("CI"))
 
 
-def unavailable(reason: str) -> None:
-    """PostgreSQL cannot be had: skip locally, fail in CI (never a silent green)."""
+def skip_unless_ci(reason: str, *, ci: str | None = None) -> NoReturn:
+    """Something a test needs cannot be had: skip locally, fail in CI with ``ci`` (default
+    ``reason``), never a silent green."""
     if in_ci():
-        pytest.fail(f"PostgreSQL is required under CI: {reason}", pytrace=False)
-    pytest.skip(f"PostgreSQL unavailable: {reason}")
+        pytest.fail(reason if ci is None else ci, pytrace=False)
+    pytest.skip(reason)
+
+
+def unavailable(reason: str) -> NoReturn:
+    """PostgreSQL cannot be had: skip locally, fail in CI."""
+    skip_unless_ci(
+        f"PostgreSQL unavailable: {reason}", ci=f"PostgreSQL is required under CI: {reason}"
+    )
 
 
 def with_dbname(url: str, dbname: str) -> str:
@@ -397,6 +405,4 @@ def faketime_library() -> Path:
     try:
         return libfaketime()
     except RuntimeError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(str(exc), pytrace=False)
-        pytest.skip(str(exc))
+        skip_unless_ci(str(exc))

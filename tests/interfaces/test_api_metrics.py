@@ -21,16 +21,6 @@ from tickwork.web.metrics import Metrics, StoreCollector
 
 
 @pytest.fixture
-def client(store: Store) -> Client:
-    return Client(store)
-
-
-@pytest.fixture
-def admin_key(client: Client) -> str:
-    return client.create_api_key(tenant="ops", admin=True)[1]
-
-
-@pytest.fixture
 def web(client: Client, admin_key: str) -> Iterator[TestClient]:
     rescued = iter(range(100))
     app = create_app(client, open_access=False, rescues=lambda: next(rescued))

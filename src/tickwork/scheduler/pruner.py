@@ -15,13 +15,12 @@ deletes only what any leader would.
 from __future__ import annotations
 
 import logging
-import threading
 
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import Config
 from tickwork.errors import StoreError
 from tickwork.scheduler.election import Election
-from tickwork.service import Service
+from tickwork.scheduler.periodic import LeaderPeriodic
 from tickwork.store.base import DEFAULT_PRUNE_BATCH, Store
 
 log = logging.getLogger("tickwork.scheduler")
@@ -30,7 +29,7 @@ MAX_BATCHES = 100
 """Full batches pruned back to back before the loop yields to its interval."""
 
 
-class Pruner(Service):
+class Pruner(LeaderPeriodic):
     """Prunes finished runs every ``prune_interval``. Leader-only."""
 
     name = "pruner"
@@ -42,30 +41,15 @@ class Pruner(Service):
         election: Election,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        super().__init__(clock)
+        super().__init__(election, clock)
         self.store = store
         self.config = config
-        self.election = election
-        self._wakeup = threading.Event()
-        self._pruned_at_epoch: int | None = None
 
-    def wake(self) -> None:
-        self._wakeup.set()
+    def period(self) -> float:
+        return self.config.prune_interval.total_seconds()
 
-    def run(self) -> None:
-        self.started.set()
-        period = self.config.prune_interval.total_seconds()
-        next_at = self.clock.monotonic()
-        while not self.stopping.is_set():
-            self._wakeup.clear()
-            epoch = self.election.epoch()
-            now = self.clock.monotonic()
-            if epoch is not None and (epoch != self._pruned_at_epoch or now >= next_at):
-                self._pruned_at_epoch = epoch
-                next_at = now + period
-                self.prune()
-            # Woken by the election when this node starts leading.
-            self.pause(self._wakeup, max(0.0, next_at - self.clock.monotonic()) or period)
+    def act(self) -> int:
+        return self.prune()
 
     def prune(self) -> int:
         """Prune now, batch after batch; return how many runs were deleted."""

@@ -19,13 +19,12 @@ the charts show it as 0.
 from __future__ import annotations
 
 import logging
-import threading
 from datetime import timedelta
 
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.errors import StoreError
 from tickwork.scheduler.election import Election
-from tickwork.service import Service
+from tickwork.scheduler.periodic import LeaderPeriodic
 from tickwork.store.base import Store
 
 log = logging.getLogger("tickwork.scheduler")
@@ -34,35 +33,20 @@ ROLLUP_INTERVAL = timedelta(minutes=1)
 """How often the leader folds: the rollup's resolution."""
 
 
-class Rollup(Service):
+class Rollup(LeaderPeriodic):
     """Folds finished runs into the per-minute rollup every minute. Leader-only."""
 
     name = "rollup"
 
     def __init__(self, store: Store, election: Election, clock: Clock = SYSTEM_CLOCK) -> None:
-        super().__init__(clock)
+        super().__init__(election, clock)
         self.store = store
-        self.election = election
-        self._wakeup = threading.Event()
-        self._folded_at_epoch: int | None = None
 
-    def wake(self) -> None:
-        self._wakeup.set()
+    def period(self) -> float:
+        return ROLLUP_INTERVAL.total_seconds()
 
-    def run(self) -> None:
-        self.started.set()
-        period = ROLLUP_INTERVAL.total_seconds()
-        next_at = self.clock.monotonic()
-        while not self.stopping.is_set():
-            self._wakeup.clear()
-            epoch = self.election.epoch()
-            now = self.clock.monotonic()
-            if epoch is not None and (epoch != self._folded_at_epoch or now >= next_at):
-                self._folded_at_epoch = epoch
-                next_at = now + period
-                self.fold()
-            # Woken by the election when this node starts leading.
-            self.pause(self._wakeup, max(0.0, next_at - self.clock.monotonic()) or period)
+    def act(self) -> int:
+        return self.fold()
 
     def fold(self) -> int:
         """Fold now; return how many minutes were folded (0 on a store error, logged)."""
