@@ -26,7 +26,7 @@ from tickwork.inputs import run_state
 from tickwork.job import RunState
 from tickwork.records import DEFAULT_BULK, MAX_PAGE
 from tickwork.web.auth import Principal
-from tickwork.web.dashboard.pages import _after, _Missing, _page, _parse_id
+from tickwork.web.dashboard.pages import _after, _after_id, _Missing, _page, _parse_id
 from tickwork.web.dashboard.render import failure, router
 from tickwork.web.dashboard.session import (
     client_of,
@@ -84,10 +84,7 @@ def _selection(client: Client, viewer: Principal, kept: Mapping[str, str]) -> di
 
 def _runs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -> dict[str, Any]:
     kept = _filters(client, viewer, query)
-    after_text = query.get("after") or None
-    after = _parse_id(after_text) if after_text else None
-    if after_text and after is None:
-        raise ValidationError(f"after must be a run id, got {after_text!r}", field="after")
+    after = _after_id(query.get("after"), "run")
     page = client.list_runs(
         state=run_state(kept.get("state")),
         after=after,
