@@ -412,17 +412,14 @@ def cluster_fragment(request: Request) -> Response:
 
 
 def _tenants_context(client: Client, viewer: Principal) -> dict[str, Any]:
-    found = client.list_tenants() if viewer.admin else [client.tenant(_own(viewer))]
-    return {"tenants": found}
-
-
-def _own(viewer: Principal) -> str:
-    """The one tenant a tenant key sees: its own (only admins see every tenant)."""
-    return viewer.tenant if viewer.tenant is not None else viewer.home
+    # A tenant key sees its own tenant only (as GET /api/v1/tenants); admins see every one.
+    if viewer.tenant is not None:
+        return {"tenants": [client.tenant(viewer.tenant)]}
+    return {"tenants": client.list_tenants()}
 
 
 def _tenant_context(client: Client, viewer: Principal, tenant: str) -> dict[str, Any]:
-    if not viewer.admin and tenant != _own(viewer):
+    if viewer.tenant is not None and tenant != viewer.tenant:
         raise TenantNotFound(tenant)
     return {"status": client.tenant(tenant)}
 
