@@ -72,6 +72,14 @@ def _parse_id(text: str) -> int | None:
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 19 else None
 
 
+def _after_id(text: str | None, noun: str) -> int | None:
+    """A page's ``after`` cursor: None when absent, a ValidationError when not an id."""
+    after = _parse_id(text) if text else None
+    if text and after is None:
+        raise ValidationError(f"after must be a {noun} id, got {text!r}", field="after")
+    return after
+
+
 # -- overview ------------------------------------------------------------------------------
 
 
@@ -137,10 +145,7 @@ def _jobs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -
     state = query.get("state") or None
     task = (query.get("task") or "").strip() or None
     search = (query.get("q") or "").strip() or None
-    after_text = query.get("after") or None
-    after = _parse_id(after_text) if after_text else None
-    if after_text and after is None:
-        raise ValidationError(f"after must be a job id, got {after_text!r}", field="after")
+    after = _after_id(query.get("after"), "job")
     page = client.list_jobs(
         tenant=viewer.tenant,
         state=job_state(state),
@@ -299,9 +304,7 @@ def job_action(request: Request, job_id: str, action: str) -> Response:
 
 
 def _dead_context(client: Client, viewer: Principal, after_text: str | None) -> dict[str, Any]:
-    after = _parse_id(after_text) if after_text else None
-    if after_text and after is None:
-        raise ValidationError(f"after must be a run id, got {after_text!r}", field="after")
+    after = _after_id(after_text, "run")
     page = client.dead_runs(tenant=viewer.tenant, after=after, limit=DEAD_PER_PAGE)
     return {
         "page": page,
@@ -409,17 +412,14 @@ def cluster_fragment(request: Request) -> Response:
 
 
 def _tenants_context(client: Client, viewer: Principal) -> dict[str, Any]:
-    found = client.list_tenants() if viewer.admin else [client.tenant(_own(viewer))]
-    return {"tenants": found}
-
-
-def _own(viewer: Principal) -> str:
-    """The one tenant a tenant key sees: its own (only admins see every tenant)."""
-    return viewer.tenant if viewer.tenant is not None else viewer.home
+    # A tenant key sees its own tenant only (as GET /api/v1/tenants); admins see every one.
+    if viewer.tenant is not None:
+        return {"tenants": [client.tenant(viewer.tenant)]}
+    return {"tenants": client.list_tenants()}
 
 
 def _tenant_context(client: Client, viewer: Principal, tenant: str) -> dict[str, Any]:
-    if not viewer.admin and tenant != _own(viewer):
+    if viewer.tenant is not None and tenant != viewer.tenant:
         raise TenantNotFound(tenant)
     return {"status": client.tenant(tenant)}
 

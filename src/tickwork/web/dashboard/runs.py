@@ -26,7 +26,7 @@ from tickwork.inputs import run_state
 from tickwork.job import RunState
 from tickwork.records import DEFAULT_BULK, MAX_PAGE
 from tickwork.web.auth import Principal
-from tickwork.web.dashboard.pages import _after, _Missing, _page, _parse_id
+from tickwork.web.dashboard.pages import _after, _after_id, _Missing, _page, _parse_id
 from tickwork.web.dashboard.render import failure, router
 from tickwork.web.dashboard.session import (
     client_of,
@@ -54,9 +54,9 @@ BULK = {
 }
 
 
-def _filters(client: Client, viewer: Principal, query: Mapping[str, str]) -> dict[str, Any]:
-    """The page's filters, read from the query: text trimmed, empty dropped; ``range``
-    becomes ``since`` (the store's now minus it). Bad values raise ValidationError."""
+def _filters(viewer: Principal, query: Mapping[str, str]) -> dict[str, Any]:
+    """The page's filters, read from the query: text trimmed, empty dropped; ``range`` is
+    checked here (:func:`_selection` makes it ``since``). Bad values raise ValidationError."""
     kept = {k: (query.get(k) or "").strip() for k in FILTERS}
     kept = {k: v for k, v in kept.items() if v}
     if "range" in kept and kept["range"] not in RANGES:
@@ -83,11 +83,8 @@ def _selection(client: Client, viewer: Principal, kept: Mapping[str, str]) -> di
 
 
 def _runs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -> dict[str, Any]:
-    kept = _filters(client, viewer, query)
-    after_text = query.get("after") or None
-    after = _parse_id(after_text) if after_text else None
-    if after_text and after is None:
-        raise ValidationError(f"after must be a run id, got {after_text!r}", field="after")
+    kept = _filters(viewer, query)
+    after = _after_id(query.get("after"), "run")
     page = client.list_runs(
         state=run_state(kept.get("state")),
         after=after,
@@ -160,7 +157,7 @@ def _bulk_context(
 ) -> dict[str, Any]:
     if action not in BULK:
         raise _Missing(f"there is no bulk action {action!r}")
-    kept = _filters(client, viewer, query)
+    kept = _filters(viewer, query)
     kept.pop("state", None)
     states = [RunState.DEAD] if action == "retry" else [RunState.QUEUED, RunState.FAILED]
     selection = _selection(client, viewer, kept)
@@ -218,7 +215,7 @@ def bulk(
     try:
         if action not in BULK:
             raise _Missing(f"there is no bulk action {action!r}")
-        selection = _selection(client, viewer, _filters(client, viewer, kept))
+        selection = _selection(client, viewer, _filters(viewer, kept))
         command = client.retry_runs if action == "retry" else client.cancel_runs
         ids = command(max_count=DEFAULT_BULK, **selection)
     except TickworkError as exc:
