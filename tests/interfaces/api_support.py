@@ -98,6 +98,7 @@ class ServerProcess:
 def child_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
     env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"  # SIGABRT on a hung stop dumps every thread's stack
     return env
 
 
@@ -140,7 +141,17 @@ def serving(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Iterat
                 server.url = found.group(0) if found else ""
         yield server
         process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=STOP_TIMEOUT)
+        try:
+            code = process.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            process.wait(timeout=STOP_TIMEOUT)
+            for reader in readers:
+                reader.join(timeout=STOP_TIMEOUT)
+            raise AssertionError(
+                f"not stopped {STOP_TIMEOUT:g} s after SIGTERM; its threads and stderr:\n"
+                + "".join(server.err)[-20000:]
+            ) from None
         for reader in readers:
             reader.join(timeout=STOP_TIMEOUT)
         assert code == 0, "".join(server.err)

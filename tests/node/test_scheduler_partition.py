@@ -7,7 +7,11 @@ can end it (its packets are dropped), so the server must: tickwork's sessions ca
 
 The vanished leader is played by a connection with tickwork's own session settings that
 opens the trigger's fence and then never says another word, exactly what the server sees
-of a black-holed client.
+of a black-holed client. The second test stops the client half-way through a pipelined
+batch, before its Sync: the server then waits for the rest of the batch (not idle in
+transaction, so that timeout never fires) for as long as the TCP connection lives, which
+behind a stopped process or a proxy that keeps the socket open is for ever. A standby whose
+acquire is held past the lease's expiry ends such a session itself.
 """
 
 from __future__ import annotations
@@ -30,6 +34,17 @@ FAILOVER_BOUND = LEASE + RENEW + timedelta(seconds=2)
 """The promise: failover after any leader fault, a mid-transaction partition included."""
 
 
+def standby_scheduler(store: PostgresStore, url: str) -> Scheduler:
+    config = Config(
+        db_url=url,
+        node_id="standby",
+        leader_lease=LEASE,
+        leader_renew=RENEW,
+        leader_safety_margin=timedelta(milliseconds=300),
+    )
+    return Scheduler(store, config)
+
+
 def test_a_standby_leads_within_lease_plus_renew_plus_2s_of_a_partition_mid_trigger(
     pg_database: str,
 ) -> None:
@@ -47,14 +62,7 @@ def test_a_standby_leads_within_lease_plus_renew_plus_2s_of_a_partition_mid_trig
         vanished.execute("BEGIN")
         vanished.execute(Q["trigger_head"], {"epoch": lease.epoch, "now": None})
 
-        config = Config(
-            db_url=pg_database,
-            node_id="standby",
-            leader_lease=LEASE,
-            leader_renew=RENEW,
-            leader_safety_margin=timedelta(milliseconds=300),
-        )
-        standby = Scheduler(standby_store, config)
+        standby = standby_scheduler(standby_store, pg_database)
         standby.start()
         wait_until(
             lambda: standby.leading,
@@ -70,6 +78,57 @@ def test_a_standby_leads_within_lease_plus_renew_plus_2s_of_a_partition_mid_trig
             vanished.execute("SELECT 1")
         vanished.close()
     finally:
+        if standby is not None:
+            standby.stop()
+        leader_store.close()
+        standby_store.close()
+
+
+HELD_FOR_SHARE = """
+    SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+    WHERE c.relname = 'tickwork_leases' AND l.mode = 'RowShareLock' AND l.granted
+"""
+
+
+def test_a_standby_leads_within_the_bound_when_the_leader_stops_before_its_batch_sync(
+    pg_database: str,
+) -> None:
+    leader_store = open_store(pg_database)
+    standby_store = open_store(pg_database)
+    assert isinstance(leader_store, PostgresStore)
+    assert isinstance(standby_store, PostgresStore)
+    standby: Scheduler | None = None
+    stopped = leader_store._pool.connect()
+    try:
+        lease = leader_store.acquire_leadership("stopped-leader", LEASE)
+        assert lease is not None
+        acquired = time.monotonic()
+        # The first batch of a pipelined trigger reaches the server, its Sync never does.
+        pgconn = stopped.pgconn
+        pgconn.enter_pipeline_mode()
+        pgconn.send_query_params(b"BEGIN", None)
+        pgconn.send_query_params(
+            b"SELECT epoch FROM tickwork_leases WHERE name = 'scheduler' FOR SHARE", None
+        )
+        while pgconn.flush():
+            pass
+        with psycopg.connect(pg_database, autocommit=True) as admin:
+            wait_until(lambda: admin.execute(HELD_FOR_SHARE).fetchone(), 10, 0.01)
+
+        standby = standby_scheduler(standby_store, pg_database)
+        standby.start()
+        wait_until(
+            lambda: standby.leading,
+            max(0.0, acquired + FAILOVER_BOUND.total_seconds() - time.monotonic()),
+            0.02,
+            what="a failover while the stopped client's batch holds the lease row",
+        )
+        took = time.monotonic() - acquired
+        assert took >= LEASE.total_seconds() - 0.1  # not before the old lease could lapse
+        with psycopg.connect(pg_database, autocommit=True) as admin:
+            assert admin.execute(HELD_FOR_SHARE).fetchone() is None  # its session is gone
+    finally:
+        stopped.close()
         if standby is not None:
             standby.stop()
         leader_store.close()

@@ -137,6 +137,12 @@ class Driver(abc.ABC):
         """Whether ``exc`` is a lock given up on after :meth:`Tx.give_up_on_held_locks`."""
         return False
 
+    def end_expired_lease_holders(self, now: datetime | None) -> int:
+        """End the database sessions that hold the expired leader lease's row locked (a
+        leader stopped mid-transaction where no timeout of the server's reaches it); how
+        many. A no-op where no session outlives its process's stop (SQLite)."""
+        return 0
+
     @abc.abstractmethod
     def now(self) -> datetime: ...
 

@@ -7,6 +7,7 @@ now" become :class:`~tickwork.errors.StoreUnavailable`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -26,6 +27,8 @@ from tickwork.store.driver import Codec, Driver, Params
 from tickwork.store.health import StoreHealth
 from tickwork.store.postgres.pool import POOL_MAX_SIZE, Conn, Pool, connect_kwargs
 from tickwork.store.queries import load_queries
+
+log = logging.getLogger("tickwork.store")
 
 HERE = Path(__file__).parent
 Q = load_queries(HERE / "queries.sql")
@@ -178,6 +181,21 @@ class PgDriver(Driver):
         return isinstance(exc, StoreUnavailable) and isinstance(
             exc.__cause__, pg_errors.LockNotAvailable
         )
+
+    def end_expired_lease_holders(self, now: datetime | None) -> int:
+        try:
+            with self.conn() as conn:
+                row = conn.execute(P["end_expired_lease_holders"], {"now": now}).fetchone()
+        except pg_errors.InsufficientPrivilege as exc:
+            # Another role's session: only its role or pg_signal_backend may end it.
+            log.warning("cannot end the stuck leader's session: %s", exc.diag.message_primary)
+            return 0
+        ended = int(row["ended"]) if row is not None else 0
+        if ended:
+            log.warning(
+                "ended %d session(s) of an expired leader stuck holding the lease row", ended
+            )
+        return ended
 
     def now(self) -> datetime:
         with self.conn() as conn:

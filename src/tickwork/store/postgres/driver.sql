@@ -14,6 +14,20 @@ SELECT pg_notify(%(channel)s, '');
 -- instead of queueing behind it (the election thread stays on its cadence).
 SET LOCAL lock_timeout = '500ms';
 
+-- name: end_expired_lease_holders
+-- Sessions that hold the lease row locked although the lease has expired: a leader whose
+-- client stopped, or was cut off, half-way through a pipelined trigger, before the Sync
+-- that arms idle_in_transaction_session_timeout. The server waits for the rest of that
+-- batch for as long as the TCP connection lives (for ever behind a stopped process, or a
+-- middlebox that keeps the socket open). Its transaction can commit nothing: the lease it
+-- fenced on has expired. Ending the session rolls it back and frees the row. A single
+-- locker's xid is the row's xmax (a MultiXact of several lockers matches no session).
+SELECT count(*) FILTER (WHERE pg_terminate_backend(a.pid)) AS ended
+FROM tickwork_leases l
+JOIN pg_stat_activity a ON a.backend_xid = l.xmax
+WHERE l.name = 'scheduler' AND l.expires_at <= coalesce(%(now)s::timestamptz, now())
+  AND a.pid <> pg_backend_pid();
+
 -- name: migration_lock
 SELECT pg_advisory_xact_lock(7201865394127);
 

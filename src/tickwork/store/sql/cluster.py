@@ -169,9 +169,12 @@ class ClusterTransitions(SqlCore):
                 tx.give_up_on_held_locks()
                 row = tx.one(self.q["acquire_leadership"], params)
         except StoreUnavailable as exc:
-            if self.driver.busy(exc):
-                return None  # another node's renew or trigger holds the row: not free now
-            raise
+            if not self.driver.busy(exc):
+                raise
+            # The row is locked although the lease it fences has expired (the acquire waits
+            # only on an expired row): a stuck leader's session, ended so the next beat wins.
+            self.driver.end_expired_lease_holders(now)
+            return None
         return rows.lease(row, self.codec) if row is not None else None
 
     def renew_leadership(
