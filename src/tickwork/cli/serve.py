@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import select
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from datetime import UTC, datetime
 from types import FrameType
 
@@ -80,25 +83,60 @@ def serve_until_signal(
 
     A second signal during ``stop()`` calls ``hurry()`` (cut a grace period short). Signal
     handlers are restored on the way out, so tests can call commands in-process.
+
+    The handler only notes the signal and writes a byte to a pipe. A Python handler runs in
+    the main thread between two of its bytecodes, maybe while that thread holds a lock (an
+    ``Event``'s, a worker's); a handler that took the same lock would wait for itself for
+    ever. So the main thread waits on the pipe, and ``hurry()`` runs on a thread of its own.
     """
-    stopping = threading.Event()
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
     received: list[int] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
-        if stopping.is_set() and hurry is not None:
-            hurry()
-        stopping.set()
+        with suppress(BlockingIOError):  # a full pipe already says "signalled"
+            os.write(wake_w, b"\0")
 
     previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
     try:
         start()
         try:
-            while not stopping.wait(1.0):
-                pass
+            os.read(wake_r, 1)  # one signal's byte: any further one hurries the stop
             logging.getLogger("tickwork").info("stopping on %s", signal.Signals(received[0]).name)
         finally:
-            stop()
+            stopped = threading.Event()
+            watcher = threading.Thread(
+                target=_hurry_on_signal, args=(wake_r, stopped, hurry), name="tickwork-hurry"
+            )
+            watcher.start()
+            try:
+                stop()
+            finally:
+                stopped.set()
+                watcher.join()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        os.close(wake_r)
+        os.close(wake_w)
+
+
+def _hurry_on_signal(
+    wake_r: int, stopped: threading.Event, hurry: Callable[[], None] | None
+) -> None:
+    """While ``stop()`` runs, call ``hurry()`` for each further signal."""
+    while not stopped.is_set():
+        if _wait_readable(wake_r, 0.1):
+            _drain(wake_r)
+            if hurry is not None:
+                hurry()
+
+
+def _wait_readable(fd: int, timeout: float | None) -> bool:
+    return bool(select.select([fd], [], [], timeout)[0])
+
+
+def _drain(fd: int) -> None:
+    while _wait_readable(fd, 0):
+        os.read(fd, 64)
