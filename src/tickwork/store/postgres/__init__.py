@@ -396,7 +396,9 @@ class PostgresStore(SqlStore):
         _, more = self._claim_limited(
             [], worker, limit=limit - len(rows), lease=lease, queues=queues, now=now
         )
-        return _claimed(rows + more)
+        if more:  # the limited path comes back lean: the whole rows for Run
+            rows += self._all(Q["runs_by_ids"], {"ids": [run.id for run in more]})
+        return _claimed(rows)
 
     def complete_and_claim(
         self,
@@ -452,11 +454,11 @@ class PostgresStore(SqlStore):
         queues: Sequence[str] | None,
         now: datetime | None,
     ) -> tuple[list[int], list[ClaimedRun]]:
-        done, rows = self._claim_limited(
+        done, claimed = self._claim_limited(
             completions, worker, limit=limit, lease=lease, queues=queues, now=now
         )
         rejected = [c.run_id for c in completions if c.run_id not in done]
-        return rejected, [ClaimedRun.of(run) for run in _claimed(rows)]
+        return rejected, claimed
 
     def _claim_limited(
         self,
@@ -467,7 +469,7 @@ class PostgresStore(SqlStore):
         lease: timedelta,
         queues: Sequence[str] | None,
         now: datetime | None,
-    ) -> tuple[set[int], list[DictRow]]:
+    ) -> tuple[set[int], list[ClaimedRun]]:
         """Complete, then claim within tenants' and tasks' limits and fairly across
         tenants, in one transaction and one round trip. hold_limits walks the tenants with
         runs and locks the rows of the limited ones it walked and of the limited tasks
@@ -475,7 +477,7 @@ class PostgresStore(SqlStore):
         a later statement whose snapshot sees what every earlier holder committed, counts
         their running runs, refills their token buckets, picks, claims and spends the
         tokens: so no two claimers ever count one tenant or task at once, and every limit
-        holds exactly. Returns the ids completed and the rows claimed."""
+        holds exactly. Returns the ids completed and the runs claimed, in claim order."""
         with self._conn() as conn, conn.pipeline():
             with conn.transaction():
                 completed = None
@@ -490,22 +492,26 @@ class PostgresStore(SqlStore):
                     }
                     conn.execute(for_queues(Q["hold_limits"], queues), params, prepare=True)
                     query = for_queues(Q["claim_limited"], queues)
-                    claimed = conn.execute(query, params, prepare=True)
+                    cur = conn.cursor(row_factory=tuple_row)
+                    claimed = cur.execute(query, params, binary=True, prepare=True)
             done = {r["id"] for r in completed} if completed is not None else set()
             if claimed is None:
                 return done, []
             rows = claimed.fetchall()
+        # Each row: tenants walked, the last of them, whether a limit exists, the claimed
+        # run's tenant's place in the walk, then the ClaimedRun (NULLs with none claimed).
+        tenants, last_walked, limited = rows[0][:3]
         # The limited path again while a limit exists or tenants share; else one statement.
-        flags = rows[0]
-        self._limited = flags["limited"] or flags["tenants"] > 1
-        rows = [r for r in rows if r["id"] is not None]
+        self._limited = limited or tenants > 1
+        make = ClaimedRun._make
+        runs = [make(r[4:]) for r in rows if r[4] is not None]
         # Round-robin: the next claim walks on from the last tenant this one claimed for,
         # or past every tenant it walked when it found them all full.
-        if rows:
-            self._after = max(rows, key=lambda r: r["walked"])["tenant"]
-        elif flags["last_walked"] is not None:
-            self._after = flags["last_walked"]
-        return done, rows
+        if runs:
+            self._after = max(rows, key=lambda r: r[3] if r[4] is not None else 0)[7]
+        elif last_walked is not None:
+            self._after = last_walked
+        return done, runs
 
     def _rejected(self, completions: Sequence[Completion]) -> list[int]:
         """Which of ``completions`` were not applied: their run is not succeeded under the

@@ -354,6 +354,9 @@ RETURNING r.id, r.state;
 SELECT * FROM tickwork_runs
 WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s);
 
+-- name: runs_by_ids
+SELECT * FROM tickwork_runs WHERE id = ANY(%(ids)s::bigint[]);
+
 -- name: get_run_for_update
 SELECT * FROM tickwork_runs
 WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
@@ -681,9 +684,9 @@ SELECT set_config('jit', 'off', true),
 --    (twice its weighted share of the batch, at most its room); keep those within their
 --    task's room, in order of rank / weight, then walk position; claim %(limit)s of them.
 -- 3. Spend a token of each claimed run's rate-limited tenant.
--- Comes back: one row per claimed run (with its tenant's position in the walk), or one
--- row of NULLs; each carries how many tenants the walk saw, the last of them, and whether
--- any limit exists.
+-- Comes back: one row per claimed run in claim order, lean (with its tenant's position in
+-- the walk, then the columns of ClaimedRun), or one row of NULLs; each carries how many
+-- tenants the walk saw, the last of them, and whether any limit exists.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
 ), walk AS MATERIALIZED (
@@ -765,20 +768,25 @@ WITH clock AS (
         lease_expires_at = (SELECT now FROM clock) + %(lease)s::interval,
         started_at = (SELECT now FROM clock)
     FROM chosen c WHERE r.id = c.id
-    RETURNING r.*, c.n AS walked
+    RETURNING r.id, r.fencing_token, r.job_id, r.tenant, r.task, r.args, r.scheduled_for,
+        r.attempt, r.max_attempts, make_interval(secs => r.timeout) AS timeout,
+        r.queue, r.priority, r.run_at, c.n AS walked
 ), spent AS (
     UPDATE tickwork_tenants t SET tokens = b.tokens - c.n, refilled_at = b.at
     FROM (SELECT tenant, count(*) AS n FROM claimed GROUP BY tenant) c
     JOIN buckets b USING (tenant)
     WHERE t.tenant = c.tenant
 )
-SELECT f.tenants, f.last_walked, f.limited, c.*
+SELECT f.tenants, f.last_walked, f.limited, c.walked,
+    c.id, c.fencing_token, c.job_id, c.tenant, c.task, c.args,
+    c.scheduled_for, c.attempt, c.max_attempts, c.timeout, c.queue
 FROM (SELECT (SELECT count(*) FROM walk) AS tenants,
              (SELECT tenant FROM walk ORDER BY n DESC LIMIT 1) AS last_walked,
              EXISTS (SELECT 1 FROM tickwork_tenants
                      WHERE max_running IS NOT NULL OR rate IS NOT NULL
                      UNION ALL SELECT 1 FROM tickwork_task_limits) AS limited) f
-LEFT JOIN claimed c ON true;
+LEFT JOIN claimed c ON true
+ORDER BY c.priority DESC, c.run_at, c.id;
 
 -- name: set_task_limit
 INSERT INTO tickwork_task_limits (task, max_running, updated_at)
