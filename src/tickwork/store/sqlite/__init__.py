@@ -47,6 +47,7 @@ from tickwork.store.base import (
 from tickwork.store.driver import Tx
 from tickwork.store.health import StoreHealth
 from tickwork.store.limits import (
+    FAIR_WALK,
     TASK,
     TENANT,
     FairRow,
@@ -403,7 +404,7 @@ class SqliteStore(SqlStore):
                 for_queues(Q["walk_tenants"], queues),
                 {
                     "after": self._after,
-                    "tenants": want + len(skip),
+                    "tenants": min(want, FAIR_WALK) + len(skip),
                     "now": params["now"],
                     "queues": params["queues"],
                 },
@@ -411,6 +412,7 @@ class SqliteStore(SqlStore):
             walked.update((r["tenant"], r["n"]) for r in walk)
             walk = [r for r in walk if r["tenant"] not in skip]
             weights = sum(r["weight"] for r in walk)
+            walk_full = len(walk) >= min(want, FAIR_WALK)
             rows: list[FairRow] = []
             for w in walk:
                 found = conn.execute(
@@ -421,7 +423,7 @@ class SqliteStore(SqlStore):
                         "queues": params["queues"],
                         "taken": C.array(taken),
                         "full_tasks": C.array(names(full, TASK)),
-                        "limit": share(want, w["weight"], weights),
+                        "limit": share(want, w["weight"], weights, walk_full=walk_full),
                     },
                 )
                 rows += [
