@@ -146,6 +146,23 @@ def test_queues_page_says_when_nobody_consumes_a_due_queue(
     assert "No worker" not in mail_row.group(0)
 
 
+def test_overview_backlog_card_names_a_due_queue_nobody_consumes(
+    client: Client, store: Store, open_web: TestClient
+) -> None:
+    queued_run(client, queue="mail")
+    store.register_node("w-mail", "worker", "host", 1, {"queues": ["mail"], "beat": 3})
+    card = re.compile(r'<div class="card" id="due-backlog">.*?</div>\s*</div>', re.S)
+    found = card.search(open_web.get("/").text)
+    assert found is not None
+    assert "No worker" not in found.group(0)  # its one queue is consumed
+
+    queued_run(client, queue="orphan")
+    found = card.search(open_web.get("/fragments/overview").text)
+    assert found is not None
+    assert re.search(r"No worker consumes queue\s+<a[^>]*>orphan</a>", found.group(0))
+    assert "mail" not in found.group(0)
+
+
 def test_activity_page_draws_the_rollup(client: Client, store: Store, open_web: TestClient) -> None:
     for _ in range(2):
         queued_run(client)

@@ -91,8 +91,12 @@ def _overview_context(client: Client, viewer: Principal) -> dict[str, Any]:
         "samples": len(stats.recent_lag_ms),
     }
     latest = client.list_runs(tenant=viewer.tenant, limit=LATEST_RUNS).items
+    # Queues whose due runs no live worker claims: said on the backlog card, not only on
+    # the queues page, since the backlog alone looks the same as workers that are slow.
+    stranded = [q for q in client.queues(tenant=viewer.tenant) if q.due and not q.workers]
     return {
         "stats": stats,
+        "stranded": stranded,
         "lag": lag,
         "leader": client.leader(),
         "latest": latest,
