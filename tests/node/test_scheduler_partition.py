@@ -45,6 +45,19 @@ def standby_scheduler(store: PostgresStore, url: str) -> Scheduler:
     return Scheduler(store, config)
 
 
+def fails_over_in_bound(standby: Scheduler, acquired: float, holder: str) -> None:
+    """``standby`` leads within FAILOVER_BOUND of the old lease's start (monotonic
+    ``acquired``), and not before that lease could lapse."""
+    wait_until(
+        lambda: standby.leading,
+        max(0.0, acquired + FAILOVER_BOUND.total_seconds() - time.monotonic()),
+        0.02,
+        what=f"a failover while {holder} holds the lease row",
+    )
+    took = time.monotonic() - acquired
+    assert took >= LEASE.total_seconds() - 0.1
+
+
 def test_a_standby_leads_within_lease_plus_renew_plus_2s_of_a_partition_mid_trigger(
     pg_database: str,
 ) -> None:
@@ -64,14 +77,7 @@ def test_a_standby_leads_within_lease_plus_renew_plus_2s_of_a_partition_mid_trig
 
         standby = standby_scheduler(standby_store, pg_database)
         standby.start()
-        wait_until(
-            lambda: standby.leading,
-            max(0.0, acquired + FAILOVER_BOUND.total_seconds() - time.monotonic()),
-            0.02,
-            what="a failover while the stuck transaction holds the lease row",
-        )
-        took = time.monotonic() - acquired
-        assert took >= LEASE.total_seconds() - 0.1  # not before the old lease could lapse
+        fails_over_in_bound(standby, acquired, "the stuck transaction")
 
         # The server ended the stuck session; its client learns it at its next word.
         with pytest.raises(psycopg.Error):
@@ -117,14 +123,7 @@ def test_a_standby_leads_within_the_bound_when_the_leader_stops_before_its_batch
 
         standby = standby_scheduler(standby_store, pg_database)
         standby.start()
-        wait_until(
-            lambda: standby.leading,
-            max(0.0, acquired + FAILOVER_BOUND.total_seconds() - time.monotonic()),
-            0.02,
-            what="a failover while the stopped client's batch holds the lease row",
-        )
-        took = time.monotonic() - acquired
-        assert took >= LEASE.total_seconds() - 0.1  # not before the old lease could lapse
+        fails_over_in_bound(standby, acquired, "the stopped client's batch")
         with psycopg.connect(pg_database, autocommit=True) as admin:
             assert admin.execute(HELD_FOR_SHARE).fetchone() is None  # its session is gone
     finally:
