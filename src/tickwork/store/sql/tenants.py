@@ -4,6 +4,7 @@ The claim enforces them (each dialect's hot path, over :mod:`tickwork.store.limi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -11,10 +12,10 @@ from tickwork.records import (
     DEFAULT_WEIGHT,
     KEEP,
     Keep,
-    check_max_running,
+    check_task_limits,
     check_tenant_limits,
 )
-from tickwork.store.base import TenantLimits, TenantStatus
+from tickwork.store.base import TaskLimits, TenantLimits, TenantStatus
 from tickwork.store.limits import refill_all, whole
 from tickwork.store.sql.core import SqlCore
 
@@ -93,22 +94,35 @@ class TenantTransitions(SqlCore):
         return whole(tokens)
 
     def register_task_limits(
-        self, limits: dict[str, int | None], *, now: datetime | None = None
+        self, limits: Mapping[str, TaskLimits], *, now: datetime | None = None
     ) -> None:
-        checked = {task: check_max_running(value) for task, value in limits.items()}
+        checked = {task: check_task_limits(value) for task, value in limits.items()}
         with self.driver.write() as tx:
             t = self.codec.time(tx.now(now))
             for task in sorted(checked):  # one order for every worker: no deadlock
                 value = checked[task]
-                if value is None:
+                if value.unlimited:
                     tx.count(self.q["clear_task_limit"], {"task": task})
                 else:
-                    params = {"task": task, "max_running": value, "now": t}
+                    params = {
+                        "task": task,
+                        "max_running": value.max_running,
+                        "rate": value.rate,
+                        "burst": value.burst,
+                        "now": t,
+                    }
                     tx.count(self.q["set_task_limit"], params)
 
-    def task_limits(self) -> dict[str, int]:
+    def task_limits(self) -> dict[str, TaskLimits]:
         with self.driver.read() as tx:
-            return {r["task"]: r["max_running"] for r in tx.all(self.q["task_limits"], {})}
+            return {
+                r["task"]: TaskLimits(
+                    r["max_running"],
+                    float(r["rate"]) if r["rate"] is not None else None,
+                    r["burst"],
+                )
+                for r in tx.all(self.q["task_limits"], {})
+            }
 
 
 def _limits(r: Any) -> TenantLimits:
