@@ -384,6 +384,21 @@ class TaskLimits:
         return self.max_running is None and self.rate is None and self.burst is None
 
 
+@dataclass(frozen=True, slots=True)
+class TaskStatus:
+    """A task now: its limits, and how many of its runs its rate lets start."""
+
+    task: str
+    limits: TaskLimits
+    starts: int | None = None
+    """How many runs its rate lets start now (whole tokens in its bucket); None: no rate."""
+
+    @property
+    def rate_held(self) -> bool:
+        """No run of this task can start now: its rate's bucket is empty."""
+        return self.starts == 0
+
+
 class Keep(Enum):
     """The type of :data:`KEEP`."""
 

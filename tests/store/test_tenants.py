@@ -13,7 +13,7 @@ from tickwork.errors import ValidationError
 from tickwork.job import JobSpec
 from tickwork.schedule import Once
 from tickwork.store import Store
-from tickwork.store.base import Completion, TaskLimits, TenantLimits, TenantStatus
+from tickwork.store.base import Completion, TaskLimits, TaskStatus, TenantLimits, TenantStatus
 
 LEASE = timedelta(seconds=10)
 Children = Callable[..., list[dict[str, Any]]]
@@ -349,6 +349,18 @@ def test_a_rate_held_task_does_not_hold_back_other_tasks_runs(store: Store, t0: 
     due(store, t0, "beta", 3)
     claimed = store.claim("w1", limit=10, lease=LEASE, now=t0)
     assert Counter(r.task for r in claimed) == {"paced": 1, "tests.run": 6}
+
+
+def test_a_tasks_status_counts_the_starts_its_rate_allows_now(store: Store, t0: datetime) -> None:
+    assert store.task_status("paced", now=t0) == TaskStatus("paced", TaskLimits())
+    store.register_task_limits({"paced": TaskLimits(max_running=4, rate=2.0, burst=3)}, now=t0)
+    limits = TaskLimits(max_running=4, rate=2.0, burst=3)
+    assert store.task_status("paced", now=t0) == TaskStatus("paced", limits, starts=3)
+    paced(store, t0, "paced", 10)
+    store.claim("w1", limit=10, lease=LEASE, now=t0)
+    assert store.task_status("paced", now=t0).rate_held
+    later = t0 + timedelta(seconds=1)
+    assert store.task_status("paced", now=later) == TaskStatus("paced", limits, starts=2)
 
 
 def test_registering_a_tasks_limits_again_keeps_its_bucket(store: Store, t0: datetime) -> None:

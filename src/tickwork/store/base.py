@@ -76,6 +76,7 @@ from tickwork.records import (
     SlotSkip,
     Submitted,
     TaskLimits,
+    TaskStatus,
     TenantLimits,
     TenantStatus,
     TriggerResult,
@@ -94,8 +95,8 @@ __all__ = [
     "SKIP_LOCKED", "ApiKey", "CalendarChange", "CalendarRecord", "Completion", "FaultMark",
     "Heartbeat", "InjectedRun", "Keep", "Lease", "LeaseStatus", "Listener", "Node", "Page",
     "QueueStatus", "RescueResult", "RunFilter", "RunMinute", "RunStats", "Session",
-    "SlotFate", "SlotSkip", "Store", "Submitted", "TaskLimits", "TenantLimits", "TenantStatus",
-    "TriggerResult", "bulk_limit", "page_limit",
+    "SlotFate", "SlotSkip", "Store", "Submitted", "TaskLimits", "TaskStatus", "TenantLimits",
+    "TenantStatus", "TriggerResult", "bulk_limit", "page_limit",
 ]
 # fmt: on
 
@@ -693,6 +694,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def task_limits(self) -> dict[str, TaskLimits]:
         """Every task that has a limit set, by task name."""
+
+    @abc.abstractmethod
+    def task_status(self, task: str, *, now: datetime | None = None) -> TaskStatus:
+        """``task``'s limits and how many runs its rate lets start at ``now`` (its bucket
+        refilled as the claim refills it); a task without limits: its empty status."""
 
     # -- nodes and keys --------------------------------------------------------------------
 

@@ -829,6 +829,10 @@ DELETE FROM tickwork_task_limits WHERE task = %(task)s;
 -- name: task_limits
 SELECT task, max_running, rate, burst FROM tickwork_task_limits ORDER BY task;
 
+-- name: task_status
+SELECT task, max_running, rate, burst, tokens, refilled_at FROM tickwork_task_limits
+WHERE task = %(task)s;
+
 -- name: insert_calendar
 INSERT INTO tickwork_calendars (name, definition, created_at, updated_at)
 VALUES (%(name)s, %(definition)s, %(now)s, %(now)s)

@@ -15,7 +15,7 @@ from tickwork.records import (
     check_task_limits,
     check_tenant_limits,
 )
-from tickwork.store.base import TaskLimits, TenantLimits, TenantStatus
+from tickwork.store.base import TaskLimits, TaskStatus, TenantLimits, TenantStatus
 from tickwork.store.limits import refill_all, whole
 from tickwork.store.sql.core import SqlCore
 
@@ -79,12 +79,13 @@ class TenantTransitions(SqlCore):
             return [TenantStatus(TenantLimits(tenant), 0, 0)]
         return statuses
 
-    def _starts(self, r: Any, now: datetime) -> int | None:
-        """How many runs the tenant's rate lets start at ``now``, as the claim counts them."""
+    def _starts(self, r: Any, now: datetime, name: str = "tenant") -> int | None:
+        """How many runs the tenant's (or, by ``name``, task's) rate lets start at ``now``,
+        as the claim counts them."""
         if r["rate"] is None:
             return None
         row = (
-            r["tenant"],
+            r[name],
             r["rate"],
             r["burst"],
             r["tokens"],
@@ -115,14 +116,15 @@ class TenantTransitions(SqlCore):
 
     def task_limits(self) -> dict[str, TaskLimits]:
         with self.driver.read() as tx:
-            return {
-                r["task"]: TaskLimits(
-                    r["max_running"],
-                    float(r["rate"]) if r["rate"] is not None else None,
-                    r["burst"],
-                )
-                for r in tx.all(self.q["task_limits"], {})
-            }
+            return {r["task"]: _task_limits(r) for r in tx.all(self.q["task_limits"], {})}
+
+    def task_status(self, task: str, *, now: datetime | None = None) -> TaskStatus:
+        with self.driver.snapshot() as tx:
+            at = tx.now(now)
+            r = tx.one(self.q["task_status"], {"task": task})
+        if r is None:
+            return TaskStatus(task, TaskLimits())
+        return TaskStatus(task, _task_limits(r), self._starts(r, at, "task"))
 
 
 def _limits(r: Any) -> TenantLimits:
@@ -132,4 +134,10 @@ def _limits(r: Any) -> TenantLimits:
         float(r["rate"]) if r["rate"] is not None else None,
         r["burst"],
         float(r["weight"]),
+    )
+
+
+def _task_limits(r: Any) -> TaskLimits:
+    return TaskLimits(
+        r["max_running"], float(r["rate"]) if r["rate"] is not None else None, r["burst"]
     )

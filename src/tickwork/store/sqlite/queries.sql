@@ -517,6 +517,10 @@ DELETE FROM tickwork_task_limits WHERE task = :task;
 -- name: task_limits
 SELECT task, max_running, rate, burst FROM tickwork_task_limits ORDER BY task;
 
+-- name: task_status
+SELECT task, max_running, rate, burst, tokens, refilled_at FROM tickwork_task_limits
+WHERE task = :task;
+
 -- name: insert_calendar
 INSERT INTO tickwork_calendars (name, definition, created_at, updated_at)
 VALUES (:name, :definition, :now, :now)
