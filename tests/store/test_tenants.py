@@ -363,6 +363,26 @@ def test_a_tasks_status_counts_the_starts_its_rate_allows_now(store: Store, t0: 
     assert store.task_status("paced", now=later) == TaskStatus("paced", limits, starts=2)
 
 
+def test_racing_claimers_never_start_more_than_a_tasks_bucket_together(
+    store: Store, store_url: str, children: Children
+) -> None:
+    now = store.now()
+    store.register_task_limits({"paced": TaskLimits(rate=0.001, burst=5)})
+    specs = [JobSpec(task="paced", schedule=Once(at=now), tenant=f"t{i % 4}") for i in range(80)]
+    throttled = {s.run.id for s in store.submit_many(specs, now=now) if s.run is not None}
+    others = set(due(store, now, "beta", 100))
+    results = children(
+        [
+            {"op": "claim_all", "url": store_url, "worker": f"w{i}", "limit": 7, "lease": 600}
+            for i in range(4)
+        ]
+    )
+    claimed = [i for r in results for i in r["ids"]]
+    assert len(claimed) == len(set(claimed))
+    assert len(set(claimed) & throttled) == 5
+    assert set(claimed) - throttled == others
+
+
 def test_registering_a_tasks_limits_again_keeps_its_bucket(store: Store, t0: datetime) -> None:
     store.register_task_limits({"paced": TaskLimits(rate=1.0, burst=3)}, now=t0)
     paced(store, t0, "paced", 10)
