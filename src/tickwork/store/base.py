@@ -688,8 +688,8 @@ class Store(abc.ABC):
         only if its tenant and its task both have room, and a rate-limited task has a token
         bucket in its row, refilled and spent under the row's lock). Writing a task's
         limits again keeps its bucket's tokens, whether or not its rate changed: only
-        unsetting the rate empties it. ValidationError for a bad value or a burst without a
-        rate, and nothing is written."""
+        unsetting the rate forgets them (a rate set again starts with a full bucket).
+        ValidationError for a bad value or a burst without a rate, and nothing is written."""
 
     @abc.abstractmethod
     def task_limits(self) -> dict[str, TaskLimits]:

@@ -810,7 +810,7 @@ ORDER BY c.priority DESC, c.run_at, c.id;
 -- name: set_task_limit
 -- A task's limits as its code declares them; a row already so is left alone. The bucket's
 -- tokens are kept (refill caps them at the new bucket), so a worker's start never refills
--- it; unsetting the rate empties it.
+-- it; unsetting the rate forgets it (a rate set again starts with a full bucket).
 INSERT INTO tickwork_task_limits (task, max_running, rate, burst, updated_at)
 VALUES (%(task)s, %(max_running)s, %(rate)s, %(burst)s, %(now)s)
 ON CONFLICT (task) DO UPDATE SET max_running = excluded.max_running,
