@@ -45,9 +45,17 @@ from tickwork.client import Client
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import Config, resolve_db_url
 from tickwork.errors import ValidationError
-from tickwork.inputs import Backoff, CronRules, Duration, Instant, duration, retry_policy
+from tickwork.inputs import (
+    Backoff,
+    CronRules,
+    Duration,
+    Instant,
+    duration,
+    parse_rate,
+    retry_policy,
+)
 from tickwork.job import Job, MisfirePolicy, OverlapPolicy
-from tickwork.records import check_max_running
+from tickwork.records import TaskLimits, check_task_limits
 from tickwork.retry import RetryPolicy
 from tickwork.schedule import DstWarning
 from tickwork.store import Store, open_store
@@ -124,6 +132,8 @@ class App:
         queue: str | None = None,
         priority: int | None = None,
         max_running: int | None = None,
+        rate: float | str | None = None,
+        burst: int | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -138,6 +148,8 @@ class App:
         queue: str | None = None,
         priority: int | None = None,
         max_running: int | None = None,
+        rate: float | str | None = None,
+        burst: int | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a handler ``def f(ctx, **args)`` (or ``async def``) as a task.
 
@@ -149,18 +161,28 @@ class App:
 
         ``max_running``: at most this many runs of the task execute at once, across every
         worker (``1``: a cluster-wide mutex). A run whose worker died counts until its
-        lease expires and it is rescued. Each worker records its tasks' limits in the
-        store before its first claim; the newest worker's code wins.
+        lease expires and it is rescued. ``rate``: at most this many runs of the task
+        start a second, across every worker, as a tenant's rate: runs per second, or text
+        (``"10/s"``, ``"30/m"``, ``"100/h"``); a token bucket of ``burst`` starts (unset:
+        one second's worth, at least 1). ``rate=10, burst=20``: a backlog starts 20 runs at
+        once, then 10 a second. Either limit or both; a run starts only when its task and
+        its tenant both have room. A bad value (a rate of 0, a burst below 1 or without a
+        rate) raises ValidationError here, at import. Each worker records its tasks' limits
+        in the store before its first claim; the newest worker's code wins.
         """
         policy = retry_policy(max_attempts, backoff)  # validates now, at import
         explicit_attempts = max_attempts is not None or isinstance(backoff, RetryPolicy)
+        per_second = parse_rate(rate) if rate is not None else None
+        limits = check_task_limits(TaskLimits(max_running, per_second, burst))
         defaults = TaskDefaults(
             max_attempts=policy.max_attempts if explicit_attempts else None,
             backoff=(policy.backoff_base, policy.backoff_cap) if backoff is not None else None,
             timeout=duration(timeout, "timeout") if timeout is not None else None,
             queue=queue,
             priority=priority,
-            max_running=check_max_running(max_running),
+            max_running=limits.max_running,
+            rate=limits.rate,
+            burst=limits.burst,
         )
 
         def register(handler: Callable[P, R]) -> Task[P, R]:

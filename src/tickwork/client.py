@@ -388,7 +388,10 @@ class Client:
         job, runs, skips = self.store.runs_for_slot(job.id, slot, tenant=tenant)
         waiting = runs and runs[0].state in (RunState.QUEUED, RunState.FAILED)
         status = self.store.list_tenants(tenant=job.tenant)[0] if waiting else None
-        return explain(job, slot, runs, skips, now=now, leader=self.store.leader(), tenant=status)
+        task = self.store.task_status(runs[0].task) if waiting else None
+        return explain(
+            job, slot, runs, skips, now=now, leader=self.store.leader(), tenant=status, task=task
+        )
 
     @staticmethod
     def slot_at(job: Job, at: str | datetime | None, *, now: datetime) -> datetime:

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from tickwork import cron
 from tickwork.job import Job, JobState, Run, RunState
-from tickwork.records import Lease, SlotFate, SlotSkip, TenantStatus
+from tickwork.records import Lease, SlotFate, SlotSkip, TaskStatus, TenantStatus
 from tickwork.schedule import Cron, Interval, Once, check_instant, read_time
 
 ONE_US = timedelta(microseconds=1)
@@ -115,11 +115,20 @@ def explain(
     leader: Lease | None,
     retention: timedelta | None = None,
     tenant: TenantStatus | None = None,
+    task: TaskStatus | None = None,
 ) -> Explanation:
     """The fate of ``job`` at ``slot`` as a record; its text is :func:`explain_slot`'s.
-    ``tenant``: the job's tenant now, to say why a due run waits."""
+    ``tenant`` and ``task``: the run's tenant and task now, to say why a due run waits."""
     text = explain_slot(
-        job, slot, runs, skips, now=now, leader=leader, retention=retention, tenant=tenant
+        job,
+        slot,
+        runs,
+        skips,
+        now=now,
+        leader=leader,
+        retention=retention,
+        tenant=tenant,
+        task=task,
     )
     run = runs[0] if runs else None
     skip = skips[0] if skips and run is None and is_slot(job, slot)[0] else None
@@ -136,13 +145,14 @@ def explain_slot(
     leader: Lease | None,
     retention: timedelta | None = None,
     tenant: TenantStatus | None = None,
+    task: TaskStatus | None = None,
 ) -> str:
     """One paragraph on the fate of ``job`` at ``slot`` (an aware instant)."""
     when = _fmt(slot, job)
     head = f"Job {job.id} ({job.name or job.task}, {job.schedule.describe()})"
     note = job.schedule.note_at(slot) if isinstance(job.schedule, Cron) else None
     if runs:
-        text = f"{head} was triggered for {when}: {_describe_run(runs[0], now, tenant)}"
+        text = f"{head} was triggered for {when}: {_describe_run(runs[0], now, tenant, task)}"
         return f"{text} Note: {note}." if note else text
     matches, before, after = is_slot(job, slot)
     if matches and skips:
@@ -216,7 +226,9 @@ def explain_slot(
     )
 
 
-def _describe_run(run: Run, now: datetime, tenant: TenantStatus | None) -> str:
+def _describe_run(
+    run: Run, now: datetime, tenant: TenantStatus | None, task: TaskStatus | None
+) -> str:
     text = f"run {run.id} is {run.state} (attempt {run.attempt} of {run.max_attempts})"
     waits = run.state in (RunState.QUEUED, RunState.FAILED) and run.run_at <= now
     if waits and tenant is not None and tenant.at_limit:
@@ -226,6 +238,8 @@ def _describe_run(run: Run, now: datetime, tenant: TenantStatus | None) -> str:
         )
     elif waits and tenant is not None and tenant.rate_held:
         text += f"; waiting: tenant {tenant.tenant}'s rate {tenant.limits.rate:g}/s"
+    elif waits and task is not None and task.rate_held:
+        text += f"; waiting: task {task.task}'s rate {task.limits.rate:g}/s"
     if run.started_at:
         lag = (run.started_at - run.scheduled_for).total_seconds() * 1000
         text += f", last started at {run.started_at.isoformat()}"

@@ -359,6 +359,46 @@ class TenantLimits:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class TaskLimits:
+    """A task's limits, declared in code (``@app.task(max_running=1, rate="10/s")``) and
+    enforced when workers claim, whoever owns the runs; ``None`` is no limit.
+
+    ``max_running``: runs of the task in state running at once, across every worker.
+    ``rate``: runs of the task started per second across every worker, a token bucket of
+    ``burst`` starts (unset: one second's worth, :attr:`bucket`), as a tenant's rate.
+    """
+
+    max_running: int | None = None
+    rate: float | None = None
+    burst: int | None = None
+
+    @property
+    def bucket(self) -> int | None:
+        """The token bucket's size, as :attr:`TenantLimits.bucket`; None without a rate."""
+        return TenantLimits("", rate=self.rate, burst=self.burst).bucket
+
+    @property
+    def unlimited(self) -> bool:
+        """No limit set: a task the store keeps no row for."""
+        return self.max_running is None and self.rate is None and self.burst is None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStatus:
+    """A task now: its limits, and how many of its runs its rate lets start."""
+
+    task: str
+    limits: TaskLimits
+    starts: int | None = None
+    """How many runs its rate lets start now (whole tokens in its bucket); None: no rate."""
+
+    @property
+    def rate_held(self) -> bool:
+        """No run of this task can start now: its rate's bucket is empty."""
+        return self.starts == 0
+
+
 class Keep(Enum):
     """The type of :data:`KEEP`."""
 
@@ -450,6 +490,17 @@ def check_tenant_limits(limits: TenantLimits) -> TenantLimits:
     check_rate(limits.rate)
     check_burst(limits.burst)
     check_weight(limits.weight)
+    if limits.burst is not None and limits.rate is None:
+        raise ValidationError("burst needs a rate: set a rate too, or unset burst", field="burst")
+    return limits
+
+
+def check_task_limits(limits: TaskLimits) -> TaskLimits:
+    """``limits`` if every field is valid and they agree (a burst needs a rate);
+    ValidationError naming the field otherwise."""
+    check_max_running(limits.max_running)
+    check_rate(limits.rate)
+    check_burst(limits.burst)
     if limits.burst is not None and limits.rate is None:
         raise ValidationError("burst needs a rate: set a rate too, or unset burst", field="burst")
     return limits

@@ -7,6 +7,7 @@ from tickwork.client import Client
 from tickwork.job import JobSpec, RunState
 from tickwork.schedule import Once
 from tickwork.store import Store
+from tickwork.store.base import TaskLimits
 
 
 def test_explain_says_a_due_run_waits_for_its_tenants_rate(store: Store) -> None:
@@ -31,3 +32,14 @@ def test_a_tenant_with_tokens_left_holds_nothing_back(store: Store) -> None:
     status = client.tenant("acme")
     assert (status.starts, status.rate_held, status.held) == (5, False, 0)
     assert "waiting" not in client.explain(store.list_runs().items[0].job_id).text
+
+
+def test_explain_says_a_due_run_waits_for_its_tasks_rate(store: Store) -> None:
+    now = store.now()
+    client = Client(store)
+    store.register_task_limits({"paced": TaskLimits(rate=0.01, burst=1)})
+    spec = JobSpec(task="paced", schedule=Once(at=now), tenant="acme")
+    submitted = store.submit_many([spec, spec], now=now)
+    assert len(store.claim("w", limit=10)) == 1
+    [waiting] = [s for s in submitted if store.get_run(s.run.id).state is RunState.QUEUED]  # type: ignore[union-attr]
+    assert "waiting: task paced's rate 0.01/s" in client.explain(waiting.job.id).text

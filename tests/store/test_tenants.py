@@ -13,7 +13,7 @@ from tickwork.errors import ValidationError
 from tickwork.job import JobSpec
 from tickwork.schedule import Once
 from tickwork.store import Store
-from tickwork.store.base import Completion, TenantLimits, TenantStatus
+from tickwork.store.base import Completion, TaskLimits, TaskStatus, TenantLimits, TenantStatus
 
 LEASE = timedelta(seconds=10)
 Children = Callable[..., list[dict[str, Any]]]
@@ -229,20 +229,46 @@ def test_racing_claimers_never_take_more_than_max_running_together(
 
 
 def test_register_task_limits_sets_and_clears_them(store: Store) -> None:
-    store.register_task_limits({"mutex": 1, "pair": 2, "free": None})
-    assert store.task_limits() == {"mutex": 1, "pair": 2}
-    store.register_task_limits({"pair": None})
-    assert store.task_limits() == {"mutex": 1}
+    store.register_task_limits(
+        {
+            "mutex": TaskLimits(max_running=1),
+            "pair": TaskLimits(max_running=2),
+            "paced": TaskLimits(rate=2.5, burst=5),
+            "free": TaskLimits(),
+        }
+    )
+    assert store.task_limits() == {
+        "mutex": TaskLimits(max_running=1),
+        "pair": TaskLimits(max_running=2),
+        "paced": TaskLimits(rate=2.5, burst=5),
+    }
+    store.register_task_limits({"pair": TaskLimits(), "paced": TaskLimits(1, 2.5)})
+    assert store.task_limits() == {
+        "mutex": TaskLimits(max_running=1),
+        "paced": TaskLimits(max_running=1, rate=2.5),
+    }
 
 
-def test_a_bad_task_limit_is_rejected_and_writes_nothing(store: Store) -> None:
-    with pytest.raises(ValidationError, match="max_running"):
-        store.register_task_limits({"a": 1, "b": 0})
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        (TaskLimits(max_running=0), "max_running"),
+        (TaskLimits(rate=0.0), "rate"),
+        (TaskLimits(rate=float("nan")), "rate"),
+        (TaskLimits(rate=1.0, burst=0), "burst"),
+        (TaskLimits(burst=3), "burst needs a rate"),
+    ],
+)
+def test_a_bad_task_limit_is_rejected_and_writes_nothing(
+    store: Store, bad: TaskLimits, field: str
+) -> None:
+    with pytest.raises(ValidationError, match=field):
+        store.register_task_limits({"a": TaskLimits(max_running=1), "b": bad})
     assert store.task_limits() == {}
 
 
 def test_a_task_with_max_running_one_is_claimed_one_at_a_time(store: Store, t0: datetime) -> None:
-    store.register_task_limits({"mutex": 1})
+    store.register_task_limits({"mutex": TaskLimits(max_running=1)})
     specs = [JobSpec(task="mutex", schedule=Once(at=t0), tenant=f"t{i}") for i in range(3)]
     store.submit_many(specs, now=t0)
     due(store, t0, "acme", 2)
@@ -258,12 +284,117 @@ def test_a_run_needs_room_in_both_its_tenants_and_its_tasks_limit(
     store: Store, t0: datetime
 ) -> None:
     store.set_tenant_limits("acme", max_running=1)
-    store.register_task_limits({"mutex": 2})
+    store.register_task_limits({"mutex": TaskLimits(max_running=2)})
     specs = [JobSpec(task="mutex", schedule=Once(at=t0), tenant="acme") for _ in range(3)]
     specs += [JobSpec(task="mutex", schedule=Once(at=t0), tenant="beta") for _ in range(3)]
     store.submit_many(specs, now=t0)
     claimed = store.claim("w1", limit=10, lease=LEASE, now=t0)
     assert tenants_of(claimed) == {"acme": 1, "beta": 1}
+
+
+def paced(store: Store, at: datetime, task: str, n: int, tenant: str = "acme") -> None:
+    """``n`` queued runs of ``task``, claimable at ``at``."""
+    store.submit_many(
+        [JobSpec(task=task, schedule=Once(at=at), tenant=tenant) for _ in range(n)], now=at
+    )
+
+
+def test_a_rate_limited_task_starts_its_burst_then_its_rate(store: Store, t0: datetime) -> None:
+    store.register_task_limits({"paced": TaskLimits(rate=2.0, burst=2)}, now=t0)
+    paced(store, t0, "paced", 10)
+
+    def claimed(after: float) -> int:
+        return len(store.claim("w1", limit=10, lease=LEASE, now=t0 + timedelta(seconds=after)))
+
+    assert claimed(0) == 2  # the full bucket
+    assert claimed(0) == 0
+    assert claimed(0.4) == 0  # 0.8 of a token
+    assert claimed(0.5) == 1  # 1.0
+    assert claimed(1.5) == 2
+    assert claimed(1.75) == 0  # half a token left over
+    assert claimed(10) == 2  # refilled no fuller than its burst
+
+
+def test_a_rate_limited_tasks_runs_share_its_bucket_across_tenants(
+    store: Store, t0: datetime
+) -> None:
+    store.register_task_limits({"paced": TaskLimits(rate=1.0, burst=3)}, now=t0)
+    for tenant in ("acme", "beta", "gamma"):
+        paced(store, t0, "paced", 3, tenant=tenant)
+    assert len(store.claim("w1", limit=10, lease=LEASE, now=t0)) == 3
+    assert len(store.claim("w2", limit=10, lease=LEASE, now=t0)) == 0
+    assert len(store.claim("w2", limit=10, lease=LEASE, now=t0 + timedelta(seconds=1))) == 1
+
+
+def test_a_tasks_rate_and_max_running_hold_together(store: Store, t0: datetime) -> None:
+    store.register_task_limits({"paced": TaskLimits(max_running=2, rate=1.0, burst=5)}, now=t0)
+    paced(store, t0, "paced", 10)
+    first = store.claim("w1", limit=10, lease=LEASE, now=t0)
+    assert len(first) == 2  # max_running binds: 3 tokens stay
+    for run in first:
+        store.complete(run.id, run.fencing_token, now=t0)
+    second = store.claim("w1", limit=10, lease=LEASE, now=t0)
+    assert len(second) == 2
+    for run in second:
+        store.complete(run.id, run.fencing_token, now=t0)
+    assert len(store.claim("w1", limit=10, lease=LEASE, now=t0)) == 1  # the rate binds
+
+
+def test_a_rate_held_task_does_not_hold_back_other_tasks_runs(store: Store, t0: datetime) -> None:
+    store.register_task_limits({"paced": TaskLimits(rate=1.0)}, now=t0)
+    store.submit_many(
+        [JobSpec(task="paced", schedule=Once(at=t0), tenant="acme", priority=10)] * 5, now=t0
+    )
+    due(store, t0, "acme", 3)
+    due(store, t0, "beta", 3)
+    claimed = store.claim("w1", limit=10, lease=LEASE, now=t0)
+    assert Counter(r.task for r in claimed) == {"paced": 1, "tests.run": 6}
+
+
+def test_a_tasks_status_counts_the_starts_its_rate_allows_now(store: Store, t0: datetime) -> None:
+    assert store.task_status("paced", now=t0) == TaskStatus("paced", TaskLimits())
+    store.register_task_limits({"paced": TaskLimits(max_running=4, rate=2.0, burst=3)}, now=t0)
+    limits = TaskLimits(max_running=4, rate=2.0, burst=3)
+    assert store.task_status("paced", now=t0) == TaskStatus("paced", limits, starts=3)
+    paced(store, t0, "paced", 10)
+    store.claim("w1", limit=10, lease=LEASE, now=t0)
+    assert store.task_status("paced", now=t0).rate_held
+    later = t0 + timedelta(seconds=1)
+    assert store.task_status("paced", now=later) == TaskStatus("paced", limits, starts=2)
+
+
+def test_racing_claimers_never_start_more_than_a_tasks_bucket_together(
+    store: Store, store_url: str, children: Children
+) -> None:
+    now = store.now()
+    store.register_task_limits({"paced": TaskLimits(rate=0.001, burst=5)})
+    specs = [JobSpec(task="paced", schedule=Once(at=now), tenant=f"t{i % 4}") for i in range(80)]
+    throttled = {s.run.id for s in store.submit_many(specs, now=now) if s.run is not None}
+    others = set(due(store, now, "beta", 100))
+    results = children(
+        [
+            {"op": "claim_all", "url": store_url, "worker": f"w{i}", "limit": 7, "lease": 600}
+            for i in range(4)
+        ]
+    )
+    claimed = [i for r in results for i in r["ids"]]
+    assert len(claimed) == len(set(claimed))
+    assert len(set(claimed) & throttled) == 5
+    assert set(claimed) - throttled == others
+
+
+def test_registering_a_tasks_limits_again_keeps_its_bucket(store: Store, t0: datetime) -> None:
+    store.register_task_limits({"paced": TaskLimits(rate=1.0, burst=3)}, now=t0)
+    paced(store, t0, "paced", 10)
+    assert len(store.claim("w1", limit=10, lease=LEASE, now=t0)) == 3
+    store.register_task_limits({"paced": TaskLimits(rate=1.0, burst=3)}, now=t0)  # a restart
+    assert len(store.claim("w1", limit=10, lease=LEASE, now=t0)) == 0
+    store.register_task_limits({"paced": TaskLimits(rate=2.0, burst=3)}, now=t0)  # a new rate
+    assert len(store.claim("w1", limit=10, lease=LEASE, now=t0)) == 0
+    half = t0 + timedelta(seconds=0.5)
+    assert len(store.claim("w1", limit=10, lease=LEASE, now=half)) == 1
+    store.register_task_limits({"paced": TaskLimits()}, now=half)
+    assert len(store.claim("w1", limit=10, lease=LEASE, now=half)) == 6
 
 
 # -- rate limits ---------------------------------------------------------------------------

@@ -40,6 +40,7 @@ HOT_PATH_ONLY = {
     "claim_candidates": "sqlite",
     "claim_ids": "sqlite",
     "take_tokens": "sqlite",
+    "take_task_tokens": "sqlite",
     # PostgreSQL's limited claim comes back lean (ClaimedRun's columns); Store.claim, which
     # returns whole runs, reads them after it (SQLite's claim reads whole rows itself).
     "runs_by_ids": "postgres",

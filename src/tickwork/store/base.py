@@ -36,7 +36,7 @@ The run state machine is drawn in ``docs/job-lifecycle.md``.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any, Unpack
@@ -75,6 +75,8 @@ from tickwork.records import (
     SlotFate,
     SlotSkip,
     Submitted,
+    TaskLimits,
+    TaskStatus,
     TenantLimits,
     TenantStatus,
     TriggerResult,
@@ -93,8 +95,8 @@ __all__ = [
     "SKIP_LOCKED", "ApiKey", "CalendarChange", "CalendarRecord", "Completion", "FaultMark",
     "Heartbeat", "InjectedRun", "Keep", "Lease", "LeaseStatus", "Listener", "Node", "Page",
     "QueueStatus", "RescueResult", "RunFilter", "RunMinute", "RunStats", "Session",
-    "SlotFate", "SlotSkip", "Store", "Submitted", "TenantLimits", "TenantStatus",
-    "TriggerResult", "bulk_limit", "page_limit",
+    "SlotFate", "SlotSkip", "Store", "Submitted", "TaskLimits", "TaskStatus", "TenantLimits",
+    "TenantStatus", "TriggerResult", "bulk_limit", "page_limit",
 ]
 # fmt: on
 
@@ -678,16 +680,25 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def register_task_limits(
-        self, limits: dict[str, int | None], *, now: datetime | None = None
+        self, limits: Mapping[str, TaskLimits], *, now: datetime | None = None
     ) -> None:
-        """Record each task's ``max_running`` as its code declares it (a worker at start:
-        ``@app.task(max_running=1)``); None clears a task's limit. One transaction; the
-        claim enforces them as tenants' (a run is taken only if its tenant and its task
-        both have room). ValidationError for a value below 1, and nothing is written."""
+        """Record each task's limits as its code declares them (a worker at start:
+        ``@app.task(max_running=1, rate="10/s", burst=20)``); a task's unlimited record
+        clears its row. One transaction; the claim enforces them as tenants' (a run is taken
+        only if its tenant and its task both have room, and a rate-limited task has a token
+        bucket in its row, refilled and spent under the row's lock). Writing a task's
+        limits again keeps its bucket's tokens, whether or not its rate changed: only
+        unsetting the rate forgets them (a rate set again starts with a full bucket).
+        ValidationError for a bad value or a burst without a rate, and nothing is written."""
 
     @abc.abstractmethod
-    def task_limits(self) -> dict[str, int]:
-        """Every task's ``max_running`` that is set, by task name."""
+    def task_limits(self) -> dict[str, TaskLimits]:
+        """Every task that has a limit set, by task name."""
+
+    @abc.abstractmethod
+    def task_status(self, task: str, *, now: datetime | None = None) -> TaskStatus:
+        """``task``'s limits and how many runs its rate lets start at ``now`` (its bucket
+        refilled as the claim refills it); a task without limits: its empty status."""
 
     # -- nodes and keys --------------------------------------------------------------------
 

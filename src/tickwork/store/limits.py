@@ -11,9 +11,10 @@ claim is one round trip; the conformance tests (tests/store/test_tenants.py) hol
 the same figures. The tenants' statuses (``TenantStatus.starts``) use :func:`refill_all`.
 
 A tenant's ``rate`` is a token bucket kept in its row (tokens, refilled_at by the store's
-clock): the claim refills it (:func:`refill`), gives the tenant room for as many runs as
-whole tokens, and spends one token per run it claims, all while it holds the row, so every
-worker on every host draws on one bucket and the rate is never exceeded.
+clock), and a task's the same way: the claim refills it (:func:`refill`), gives the tenant
+(or task) room for as many runs as whole tokens, and spends one token per run it claims,
+all while it holds the row, so every worker on every host draws on one bucket and the rate
+is never exceeded.
 
 Fair share (:func:`fair_order`): when runs of more than one tenant are claimable, a claim
 walks the tenants in name order from where this claimer's last claim stopped (a cursor,
@@ -100,11 +101,13 @@ def refill(
 Bucket = tuple[float, datetime]
 """A token bucket: its tokens at a time."""
 BucketRow = tuple[str, float | None, int | None, float | None, datetime | None]
-"""A tenant's ``(tenant, rate, burst, tokens, refilled_at)`` as its row keeps them."""
+"""A tenant's or a task's ``(name, rate, burst, tokens, refilled_at)`` as its row keeps
+them."""
 
 
 def refill_all(rows: Sequence[BucketRow], now: datetime | None) -> dict[str, Bucket]:
-    """The buckets of the tenants among ``rows`` with a rate, refilled to ``now``. The
+    """The buckets of the tenants (or tasks) among ``rows`` with a rate, refilled to
+    ``now``, by name. The
     time a bucket is written back never moves back (two claimers' clocks: one database,
     but transactions that began in another order than they took the row)."""
     found: dict[str, Bucket] = {}
@@ -120,7 +123,8 @@ def refill_all(rows: Sequence[BucketRow], now: datetime | None) -> dict[str, Buc
 
 def spend(buckets: dict[str, Bucket], tenants: Sequence[str]) -> dict[str, Bucket]:
     """The buckets to write back after a claim started a run of each of ``tenants`` (one
-    entry per run): a token each, for the tenants with a bucket."""
+    entry per run; or of tasks, with their buckets): a token each, for those with a
+    bucket."""
     spent: dict[str, int] = {}
     for tenant in tenants:
         if tenant in buckets:

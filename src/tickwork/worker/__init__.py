@@ -90,7 +90,14 @@ from tickwork.errors import FaultInjectionRefused, StoreUnavailable
 from tickwork.job import ClaimedRun
 from tickwork.service import Backoff, Service
 from tickwork.skew import SkewWatch
-from tickwork.store.base import CHANNEL_RUNS, LISTEN_NOTIFY, LeaseStatus, Listener, Store
+from tickwork.store.base import (
+    CHANNEL_RUNS,
+    LISTEN_NOTIFY,
+    LeaseStatus,
+    Listener,
+    Store,
+    TaskLimits,
+)
 from tickwork.worker.builtins import HTTP, SHELL, http_task
 from tickwork.worker.egress import EgressPolicy
 from tickwork.worker.executor import Attempt, AttemptState, Executor, Outcome
@@ -306,12 +313,14 @@ class Worker(Service):
             **self.skew.info(),
         }
 
-    def _task_limits(self) -> dict[str, int | None]:
-        """Each of this worker's own tasks' ``max_running`` (None: no limit, which clears
-        one an older version of the code declared). Built-in tasks declare none."""
+    def _task_limits(self) -> dict[str, TaskLimits]:
+        """Each of this worker's own tasks' limits (unlimited: clears those an older version
+        of the code declared). Built-in tasks declare none."""
         found = (self.registry.find(name) for name in self.registry.names())
         return {
-            task.name: task.defaults.max_running
+            task.name: TaskLimits(
+                task.defaults.max_running, task.defaults.rate, task.defaults.burst
+            )
             for task in found
             if task is not None and not task.builtin
         }

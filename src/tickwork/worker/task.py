@@ -249,6 +249,10 @@ class TaskDefaults:
     priority: int | None = None
     max_running: int | None = None
     """Not a job default: the task's cluster-wide limit of executions at once."""
+    rate: float | None = None
+    """Not a job default: the task's cluster-wide limit of starts, in runs per second."""
+    burst: int | None = None
+    """Not a job default: the size of the task's token bucket (None: one second's worth)."""
 
 
 class Task(Generic[P, R]):

@@ -679,12 +679,12 @@ SELECT set_config('jit', 'off', true),
 --    running runs, and no more than the whole tokens in its bucket, refilled to now (as
 --    store/limits.py's refill; the conformance tests hold both to the same figures); a
 --    held task, its max_running less its running runs; a limited tenant or task not held,
---    none.
+--    none. A held task with a rate: no more than the whole tokens in its bucket too.
 -- 2. Fair share: of each tenant of the walk with room, lock its first runs in claim order
 --    (twice its weighted share of the batch, once when %(walk)s tenants have room, at most
 --    its room: limits.share); keep those within their task's room, in order of rank /
 --    weight, then walk position; claim %(limit)s of them.
--- 3. Spend a token of each claimed run's rate-limited tenant.
+-- 3. Spend a token of each claimed run's rate-limited tenant, and of its rate-limited task.
 -- Comes back: one row per claimed run in claim order, lean (with its tenant's position in
 -- the walk, then the columns of ClaimedRun), or one row of NULLs; each carries how many
 -- tenants the walk saw, the last of them, and whether any limit exists.
@@ -727,11 +727,23 @@ WITH clock AS (
     SELECT task, count(*) AS n FROM tickwork_runs
     WHERE state = 'running' AND task IN (SELECT task FROM held_tasks)
     GROUP BY task
+), task_buckets AS MATERIALIZED (
+    SELECT t.task, greatest(c.now, coalesce(t.refilled_at, c.now)) AS at,
+        CASE WHEN t.tokens IS NULL OR t.refilled_at IS NULL
+                 THEN coalesce(t.burst, greatest(1, ceil(t.rate)))::float8
+             ELSE least(coalesce(t.burst, greatest(1, ceil(t.rate)))::float8, t.tokens + t.rate
+                        * greatest(0, extract(epoch FROM c.now - t.refilled_at)::float8))
+        END AS tokens
+    FROM tickwork_task_limits t JOIN held_tasks h USING (task), clock c
+    WHERE t.rate IS NOT NULL
 ), task_room AS MATERIALIZED (
-    SELECT t.task, CASE WHEN h.task IS NULL THEN 0 ELSE t.max_running - coalesce(r.n, 0) END
-        AS room
+    SELECT t.task,
+        CASE WHEN h.task IS NULL THEN 0
+             ELSE least(coalesce(t.max_running - coalesce(r.n, 0), %(limit)s),
+                        coalesce(floor(b.tokens + 1e-9)::int, %(limit)s))
+        END AS room
     FROM tickwork_task_limits t LEFT JOIN held_tasks h USING (task)
-    LEFT JOIN task_running r USING (task)
+    LEFT JOIN task_running r USING (task) LEFT JOIN task_buckets b USING (task)
 ), open AS (
     SELECT w.tenant, w.n, coalesce(t.weight, 1) AS weight, coalesce(r.room, %(limit)s) AS room
     FROM walk w LEFT JOIN tickwork_tenants t ON t.tenant = w.tenant
@@ -778,6 +790,11 @@ WITH clock AS (
     FROM (SELECT tenant, count(*) AS n FROM claimed GROUP BY tenant) c
     JOIN buckets b USING (tenant)
     WHERE t.tenant = c.tenant
+), task_spent AS (
+    UPDATE tickwork_task_limits t SET tokens = b.tokens - c.n, refilled_at = b.at
+    FROM (SELECT task, count(*) AS n FROM claimed GROUP BY task) c
+    JOIN task_buckets b USING (task)
+    WHERE t.task = c.task
 )
 SELECT f.tenants, f.last_walked, f.limited, c.walked,
     c.id, c.fencing_token, c.job_id, c.tenant, c.task, c.args,
@@ -791,17 +808,30 @@ LEFT JOIN claimed c ON true
 ORDER BY c.priority DESC, c.run_at, c.id;
 
 -- name: set_task_limit
-INSERT INTO tickwork_task_limits (task, max_running, updated_at)
-VALUES (%(task)s, %(max_running)s, %(now)s)
+-- A task's limits as its code declares them; a row already so is left alone. The bucket's
+-- tokens are kept (refill caps them at the new bucket), so a worker's start never refills
+-- it; unsetting the rate forgets it (a rate set again starts with a full bucket).
+INSERT INTO tickwork_task_limits (task, max_running, rate, burst, updated_at)
+VALUES (%(task)s, %(max_running)s, %(rate)s, %(burst)s, %(now)s)
 ON CONFLICT (task) DO UPDATE SET max_running = excluded.max_running,
+    rate = excluded.rate, burst = excluded.burst,
+    tokens = CASE WHEN excluded.rate IS NULL THEN NULL ELSE tickwork_task_limits.tokens END,
+    refilled_at = CASE WHEN excluded.rate IS NULL THEN NULL
+                       ELSE tickwork_task_limits.refilled_at END,
     updated_at = excluded.updated_at
-WHERE tickwork_task_limits.max_running <> excluded.max_running;
+WHERE tickwork_task_limits.max_running IS DISTINCT FROM excluded.max_running
+   OR tickwork_task_limits.rate IS DISTINCT FROM excluded.rate
+   OR tickwork_task_limits.burst IS DISTINCT FROM excluded.burst;
 
 -- name: clear_task_limit
 DELETE FROM tickwork_task_limits WHERE task = %(task)s;
 
 -- name: task_limits
-SELECT task, max_running FROM tickwork_task_limits ORDER BY task;
+SELECT task, max_running, rate, burst FROM tickwork_task_limits ORDER BY task;
+
+-- name: task_status
+SELECT task, max_running, rate, burst, tokens, refilled_at FROM tickwork_task_limits
+WHERE task = %(task)s;
 
 -- name: insert_calendar
 INSERT INTO tickwork_calendars (name, definition, created_at, updated_at)

@@ -4,6 +4,7 @@ The claim enforces them (each dialect's hot path, over :mod:`tickwork.store.limi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -11,10 +12,10 @@ from tickwork.records import (
     DEFAULT_WEIGHT,
     KEEP,
     Keep,
-    check_max_running,
+    check_task_limits,
     check_tenant_limits,
 )
-from tickwork.store.base import TenantLimits, TenantStatus
+from tickwork.store.base import TaskLimits, TaskStatus, TenantLimits, TenantStatus
 from tickwork.store.limits import refill_all, whole
 from tickwork.store.sql.core import SqlCore
 
@@ -78,12 +79,13 @@ class TenantTransitions(SqlCore):
             return [TenantStatus(TenantLimits(tenant), 0, 0)]
         return statuses
 
-    def _starts(self, r: Any, now: datetime) -> int | None:
-        """How many runs the tenant's rate lets start at ``now``, as the claim counts them."""
+    def _starts(self, r: Any, now: datetime, name: str = "tenant") -> int | None:
+        """How many runs the tenant's (or, by ``name``, task's) rate lets start at ``now``,
+        as the claim counts them."""
         if r["rate"] is None:
             return None
         row = (
-            r["tenant"],
+            r[name],
             r["rate"],
             r["burst"],
             r["tokens"],
@@ -93,22 +95,36 @@ class TenantTransitions(SqlCore):
         return whole(tokens)
 
     def register_task_limits(
-        self, limits: dict[str, int | None], *, now: datetime | None = None
+        self, limits: Mapping[str, TaskLimits], *, now: datetime | None = None
     ) -> None:
-        checked = {task: check_max_running(value) for task, value in limits.items()}
+        checked = {task: check_task_limits(value) for task, value in limits.items()}
         with self.driver.write() as tx:
             t = self.codec.time(tx.now(now))
             for task in sorted(checked):  # one order for every worker: no deadlock
                 value = checked[task]
-                if value is None:
+                if value.unlimited:
                     tx.count(self.q["clear_task_limit"], {"task": task})
                 else:
-                    params = {"task": task, "max_running": value, "now": t}
+                    params = {
+                        "task": task,
+                        "max_running": value.max_running,
+                        "rate": value.rate,
+                        "burst": value.burst,
+                        "now": t,
+                    }
                     tx.count(self.q["set_task_limit"], params)
 
-    def task_limits(self) -> dict[str, int]:
+    def task_limits(self) -> dict[str, TaskLimits]:
         with self.driver.read() as tx:
-            return {r["task"]: r["max_running"] for r in tx.all(self.q["task_limits"], {})}
+            return {r["task"]: _task_limits(r) for r in tx.all(self.q["task_limits"], {})}
+
+    def task_status(self, task: str, *, now: datetime | None = None) -> TaskStatus:
+        with self.driver.snapshot() as tx:
+            at = tx.now(now)
+            r = tx.one(self.q["task_status"], {"task": task})
+        if r is None:
+            return TaskStatus(task, TaskLimits())
+        return TaskStatus(task, _task_limits(r), self._starts(r, at, "task"))
 
 
 def _limits(r: Any) -> TenantLimits:
@@ -118,4 +134,10 @@ def _limits(r: Any) -> TenantLimits:
         float(r["rate"]) if r["rate"] is not None else None,
         r["burst"],
         float(r["weight"]),
+    )
+
+
+def _task_limits(r: Any) -> TaskLimits:
+    return TaskLimits(
+        r["max_running"], float(r["rate"]) if r["rate"] is not None else None, r["burst"]
     )

@@ -366,13 +366,15 @@ class SqliteStore(SqlStore):
         self, conn: sqlite3.Connection, params: dict[str, Any], queues: Sequence[str] | None
     ) -> list[sqlite3.Row]:
         """Claim under the write lock: one statement when no tenant or task has a limit and
-        one tenant's runs are claimable; else the limited ones' running runs are counted,
-        their token buckets refilled, and the candidates picked within them, fairly across
-        tenants (the write lock holds every other claimer off, so the counts stay true)."""
+        one tenant's runs are claimable; else the limited tenants' and tasks' running runs
+        are counted, their token buckets refilled, and the candidates picked within them,
+        fairly across tenants (the write lock holds every other claimer off, so the counts
+        stay true)."""
         limited = conn.execute(Q["limited_tenants"]).fetchall()
         tenants = {r["tenant"]: r["max_running"] for r in limited if r["max_running"]}
-        tasks = {r["task"]: r["max_running"] for r in conn.execute(Q["limited_tasks"])}
-        if not limited and not tasks:
+        limited_tasks = conn.execute(Q["limited_tasks"]).fetchall()
+        tasks = {r["task"]: r["max_running"] for r in limited_tasks if r["max_running"]}
+        if not limited and not limited_tasks:
             span = conn.execute(Q["claimable_tenants"]).fetchone()
             if span["first"] == span["last"]:
                 return conn.execute(for_queues(Q["claim"], queues), params).fetchall()
@@ -395,6 +397,15 @@ class SqliteStore(SqlStore):
         )
         for tenant, (tokens, _) in buckets.items():
             room[TENANT, tenant] = min(room.get((TENANT, tenant), params["limit"]), whole(tokens))
+        task_buckets = refill_all(
+            [
+                (r["task"], r["rate"], r["burst"], r["tokens"], _dt(r["refilled_at"]))
+                for r in limited_tasks
+            ],
+            now,
+        )
+        for task, (tokens, _) in task_buckets.items():
+            room[TASK, task] = min(room.get((TASK, task), params["limit"]), whole(tokens))
         query = for_queues(Q["claim_candidates"], queues)
         walked: dict[str, int] = {}
 
@@ -445,6 +456,11 @@ class SqliteStore(SqlStore):
         conn.executemany(
             Q["take_tokens"],
             [{"tenant": t, "tokens": n, "at": to_micros(at)} for t, (n, at) in taken.items()],
+        )
+        taken = spend(task_buckets, [r["task"] for r in claimed])
+        conn.executemany(
+            Q["take_task_tokens"],
+            [{"task": t, "tokens": n, "at": to_micros(at)} for t, (n, at) in taken.items()],
         )
         return claimed
 

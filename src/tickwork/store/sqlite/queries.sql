@@ -457,8 +457,9 @@ WHERE state = 'running' AND tenant IN (SELECT value FROM json_each(:tenants))
 GROUP BY tenant;
 
 -- name: limited_tasks
--- As limited_tenants, for tasks' limits.
-SELECT task, max_running, 1 AS held FROM tickwork_task_limits ORDER BY task;
+-- As limited_tenants, for tasks' limits: every task with one, and its token bucket.
+SELECT task, max_running, rate, burst, tokens, refilled_at, 1 AS held
+FROM tickwork_task_limits ORDER BY task;
 
 -- name: running_of_tasks
 -- :tasks is a JSON array.
@@ -482,6 +483,10 @@ ORDER BY priority DESC, run_at, id LIMIT :limit;
 -- spent (store/limits.py, refill).
 UPDATE tickwork_tenants SET tokens = :tokens, refilled_at = :at WHERE tenant = :tenant;
 
+-- name: take_task_tokens
+-- As take_tokens, for a rate-limited task's bucket.
+UPDATE tickwork_task_limits SET tokens = :tokens, refilled_at = :at WHERE task = :task;
+
 -- name: claim_ids
 -- :ids is a JSON array.
 UPDATE tickwork_runs
@@ -491,17 +496,30 @@ WHERE id IN (SELECT value FROM json_each(:ids))
 RETURNING *;
 
 -- name: set_task_limit
-INSERT INTO tickwork_task_limits (task, max_running, updated_at)
-VALUES (:task, :max_running, :now)
+-- A task's limits as its code declares them; a row already so is left alone. The bucket's
+-- tokens are kept (refill caps them at the new bucket), so a worker's start never refills
+-- it; unsetting the rate forgets it (a rate set again starts with a full bucket).
+INSERT INTO tickwork_task_limits (task, max_running, rate, burst, updated_at)
+VALUES (:task, :max_running, :rate, :burst, :now)
 ON CONFLICT (task) DO UPDATE SET max_running = excluded.max_running,
+    rate = excluded.rate, burst = excluded.burst,
+    tokens = CASE WHEN excluded.rate IS NULL THEN NULL ELSE tickwork_task_limits.tokens END,
+    refilled_at = CASE WHEN excluded.rate IS NULL THEN NULL
+                       ELSE tickwork_task_limits.refilled_at END,
     updated_at = excluded.updated_at
-WHERE tickwork_task_limits.max_running <> excluded.max_running;
+WHERE tickwork_task_limits.max_running IS NOT excluded.max_running
+   OR tickwork_task_limits.rate IS NOT excluded.rate
+   OR tickwork_task_limits.burst IS NOT excluded.burst;
 
 -- name: clear_task_limit
 DELETE FROM tickwork_task_limits WHERE task = :task;
 
 -- name: task_limits
-SELECT task, max_running, 1 AS held FROM tickwork_task_limits ORDER BY task;
+SELECT task, max_running, rate, burst FROM tickwork_task_limits ORDER BY task;
+
+-- name: task_status
+SELECT task, max_running, rate, burst, tokens, refilled_at FROM tickwork_task_limits
+WHERE task = :task;
 
 -- name: insert_calendar
 INSERT INTO tickwork_calendars (name, definition, created_at, updated_at)
