@@ -229,7 +229,9 @@ def test_the_queues_page_calls_out_a_queue_nobody_consumes(
 ) -> None:
     client.submit("http", args={"url": "https://example.com/"}, queue="orphan")
     sign_in(page, key)
-    page.get_by_role("link", name="Queues").click()
+    # The overview says it first, on the due-backlog card.
+    expect(page.locator("#due-backlog")).to_contain_text("No worker consumes queue orphan")
+    page.get_by_role("navigation").get_by_role("link", name="Queues", exact=True).click()
     row = page.locator('#queues tr[data-queue="orphan"]')
     expect(row).to_contain_text("No worker consumes this queue")
     expect(row.locator("td").nth(1)).to_have_text("1")
