@@ -206,13 +206,9 @@ def test_a_changed_limit_applies_from_the_next_claim(store: Store, t0: datetime)
     assert len(store.claim("w1", limit=10, lease=LEASE, now=t0)) == 2
 
 
-def test_racing_claimers_never_take_more_than_max_running_together(
-    store: Store, store_url: str, children: Children
-) -> None:
-    now = store.now()
-    store.set_tenant_limits("acme", max_running=5)
-    acme = set(due(store, now, "acme", 200))
-    others = set(due(store, now, "beta", 200))
+def race_to_claim_all(store_url: str, children: Children) -> list[int]:
+    """The ids four processes claimed, racing in batches of 7 until nothing is left; no
+    run twice."""
     results = children(
         [
             {"op": "claim_all", "url": store_url, "worker": f"w{i}", "limit": 7, "lease": 600}
@@ -221,6 +217,17 @@ def test_racing_claimers_never_take_more_than_max_running_together(
     )
     claimed = [i for r in results for i in r["ids"]]
     assert len(claimed) == len(set(claimed))
+    return claimed
+
+
+def test_racing_claimers_never_take_more_than_max_running_together(
+    store: Store, store_url: str, children: Children
+) -> None:
+    now = store.now()
+    store.set_tenant_limits("acme", max_running=5)
+    acme = set(due(store, now, "acme", 200))
+    others = set(due(store, now, "beta", 200))
+    claimed = race_to_claim_all(store_url, children)
     assert len(set(claimed) & acme) == 5
     assert set(claimed) - acme == others
 
@@ -292,6 +299,15 @@ def test_a_run_needs_room_in_both_its_tenants_and_its_tasks_limit(
     assert tenants_of(claimed) == {"acme": 1, "beta": 1}
 
 
+def claims_at(store: Store, t0: datetime) -> Callable[[float], int]:
+    """How many runs a claim of up to 10 takes ``after`` seconds past ``t0``."""
+
+    def claimed(after: float) -> int:
+        return len(store.claim("w1", limit=10, lease=LEASE, now=t0 + timedelta(seconds=after)))
+
+    return claimed
+
+
 def paced(store: Store, at: datetime, task: str, n: int, tenant: str = "acme") -> None:
     """``n`` queued runs of ``task``, claimable at ``at``."""
     store.submit_many(
@@ -303,8 +319,7 @@ def test_a_rate_limited_task_starts_its_burst_then_its_rate(store: Store, t0: da
     store.register_task_limits({"paced": TaskLimits(rate=2.0, burst=2)}, now=t0)
     paced(store, t0, "paced", 10)
 
-    def claimed(after: float) -> int:
-        return len(store.claim("w1", limit=10, lease=LEASE, now=t0 + timedelta(seconds=after)))
+    claimed = claims_at(store, t0)
 
     assert claimed(0) == 2  # the full bucket
     assert claimed(0) == 0
@@ -371,14 +386,7 @@ def test_racing_claimers_never_start_more_than_a_tasks_bucket_together(
     specs = [JobSpec(task="paced", schedule=Once(at=now), tenant=f"t{i % 4}") for i in range(80)]
     throttled = {s.run.id for s in store.submit_many(specs, now=now) if s.run is not None}
     others = set(due(store, now, "beta", 100))
-    results = children(
-        [
-            {"op": "claim_all", "url": store_url, "worker": f"w{i}", "limit": 7, "lease": 600}
-            for i in range(4)
-        ]
-    )
-    claimed = [i for r in results for i in r["ids"]]
-    assert len(claimed) == len(set(claimed))
+    claimed = race_to_claim_all(store_url, children)
     assert len(set(claimed) & throttled) == 5
     assert set(claimed) - throttled == others
 
@@ -404,8 +412,7 @@ def test_a_rate_limited_tenant_starts_its_burst_then_its_rate(store: Store, t0: 
     store.set_tenant_limits("acme", rate=2.0, burst=4)
     due(store, t0, "acme", 20)
 
-    def claimed(after: float) -> int:
-        return len(store.claim("w1", limit=10, lease=LEASE, now=t0 + timedelta(seconds=after)))
+    claimed = claims_at(store, t0)
 
     assert claimed(0) == 4  # the full bucket
     assert claimed(0) == 0

@@ -50,6 +50,7 @@ from tickwork.store.limits import (
     FAIR_WALK,
     TASK,
     TENANT,
+    Bucket,
     FairRow,
     Key,
     fair_order,
@@ -388,24 +389,23 @@ class SqliteStore(SqlStore):
             running = {r["task"]: r["n"] for r in found}
             room.update({(TASK, t): cap - running.get(t, 0) for t, cap in tasks.items()})
         now = from_micros(params["now"])
-        buckets = refill_all(
-            [
-                (r["tenant"], r["rate"], r["burst"], r["tokens"], _dt(r["refilled_at"]))
-                for r in limited
-            ],
-            now,
-        )
-        for tenant, (tokens, _) in buckets.items():
-            room[TENANT, tenant] = min(room.get((TENANT, tenant), params["limit"]), whole(tokens))
-        task_buckets = refill_all(
-            [
-                (r["task"], r["rate"], r["burst"], r["tokens"], _dt(r["refilled_at"]))
-                for r in limited_tasks
-            ],
-            now,
-        )
-        for task, (tokens, _) in task_buckets.items():
-            room[TASK, task] = min(room.get((TASK, task), params["limit"]), whole(tokens))
+
+        def bucket_room(kind: str, rows: list[sqlite3.Row]) -> dict[str, Bucket]:
+            """The token buckets of ``rows`` (tenants' or tasks'), refilled to now; each
+            one's room no more than its whole tokens."""
+            buckets = refill_all(
+                [
+                    (r[kind], r["rate"], r["burst"], r["tokens"], _dt(r["refilled_at"]))
+                    for r in rows
+                ],
+                now,
+            )
+            for name, (tokens, _) in buckets.items():
+                room[kind, name] = min(room.get((kind, name), params["limit"]), whole(tokens))
+            return buckets
+
+        buckets = bucket_room(TENANT, limited)
+        task_buckets = bucket_room(TASK, limited_tasks)
         query = for_queues(Q["claim_candidates"], queues)
         walked: dict[str, int] = {}
 
