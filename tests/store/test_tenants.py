@@ -512,6 +512,18 @@ def test_claims_go_round_the_tenants_when_there_are_more_than_a_batch(
     assert len(served) == 20
 
 
+def test_a_claim_fills_its_batch_from_many_tenants_of_one_run_each(
+    store: Store, t0: datetime
+) -> None:
+    # A walk shorter than the batch (tried: 32 tenants, 4 runs each) came back with 32 of
+    # 50 here, and a worker that claims a short batch waits a poll interval.
+    for i in range(60):
+        due(store, t0, f"t{i:02}", 1)
+    batch = tenants_of(store.claim("w1", limit=50, lease=LEASE, now=t0))
+    assert sum(batch.values()) == 50
+    assert set(batch.values()) == {1}
+
+
 def test_a_lone_tenant_is_claimed_in_full_batches(store: Store, t0: datetime) -> None:
     due(store, t0, "acme", 30)
     due(store, t0, "beta", 1)

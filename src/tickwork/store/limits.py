@@ -20,10 +20,8 @@ Fair share (:func:`fair_order`): when runs of more than one tenant are claimable
 walks the tenants in name order from where this claimer's last claim stopped (a cursor,
 round-robin) and reads each one's first runs in claim order; it then interleaves them by
 weighted rank, ``rank / weight`` (start-time fair queuing with a per-claim virtual clock):
-with weights 1 and 3, the batch goes A B B B A B B B ... A claim visits at most
-:data:`FAIR_WALK` tenants (one index probe each, however many tenants have runs), so with
-more tenants than that a batch gives each visited tenant a quantum of several runs and the
-cursor goes round the rest in the next claims (deficit round robin).
+with weights 1 and 3, the batch goes A B B B A B B B ... Each claim costs one index probe
+per tenant visited, at most a batch's worth, however many tenants have runs.
 """
 
 from __future__ import annotations
@@ -36,12 +34,6 @@ from tickwork.records import TenantLimits
 
 TENANT = "tenant"
 TASK = "task"
-FAIR_WALK = 32
-"""Tenants one claim visits at most. Each costs an index probe, a lock on its row when it
-has a limit, a count of its running runs and a write of its token bucket: visiting a
-batch's worth (100) made a claim over 1,000 limited tenants cost about three times the
-one-tenant claim. With 32, a batch of 100 gives each of 32 tenants up to 4 runs, and 1,000
-busy tenants are all served within 32 claims."""
 Key = tuple[str, str]
 """What a limit is on: ``(TENANT, name)`` or ``(TASK, name)``."""
 Candidates = Callable[[list[int], list[Key], int], Sequence[tuple[int, str, str]]]
@@ -145,9 +137,9 @@ def share(limit: int, weight: float, weights: float, *, walk_full: bool) -> int:
     """How many of its runs a claim reads for a tenant of ``weight`` among visited tenants
     whose weights sum to ``weights``: twice its share of the batch (so a tenant with few
     runs leaves room the others fill), at least 1, at most the batch. Once the walk is full
-    (more tenants have due runs than one claim visits), its share once: every visited
-    tenant has a due run, the shares fill the batch, and the tenants beyond the walk are
-    served next, so reading twice as many runs (and locking them) would buy nothing."""
+    (a batch's worth of tenants, each with a due run), its share once: at least 1 each of
+    ``limit`` tenants fills the batch, so reading twice as many runs (and locking them)
+    would buy nothing."""
     factor = 1 if walk_full else 2
     return max(1, min(limit, math.ceil(factor * limit * weight / weights)))
 

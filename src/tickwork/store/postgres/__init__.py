@@ -68,7 +68,6 @@ from tickwork.store.base import (
     TriggerResult,
 )
 from tickwork.store.driver import Tx
-from tickwork.store.limits import FAIR_WALK
 from tickwork.store.planning import plan_batch
 from tickwork.store.postgres.borrowed import borrowed
 from tickwork.store.postgres.driver import (
@@ -490,7 +489,7 @@ class PostgresStore(SqlStore):
                     params = {
                         **_claim_params(worker, limit, lease, queues, now),
                         "after": self._after,
-                        "walk": min(limit, FAIR_WALK),
+                        "walk": limit,
                     }
                     conn.execute(for_queues(Q["hold_limits"], queues), params, prepare=True)
                     query = for_queues(Q["claim_limited"], queues)

@@ -47,7 +47,6 @@ from tickwork.store.base import (
 from tickwork.store.driver import Tx
 from tickwork.store.health import StoreHealth
 from tickwork.store.limits import (
-    FAIR_WALK,
     TASK,
     TENANT,
     Bucket,
@@ -415,7 +414,7 @@ class SqliteStore(SqlStore):
                 for_queues(Q["walk_tenants"], queues),
                 {
                     "after": self._after,
-                    "tenants": min(want, FAIR_WALK) + len(skip),
+                    "tenants": want + len(skip),
                     "now": params["now"],
                     "queues": params["queues"],
                 },
@@ -423,7 +422,7 @@ class SqliteStore(SqlStore):
             walked.update((r["tenant"], r["n"]) for r in walk)
             walk = [r for r in walk if r["tenant"] not in skip]
             weights = sum(r["weight"] for r in walk)
-            walk_full = len(walk) >= min(want, FAIR_WALK)
+            walk_full = len(walk) >= want
             rows: list[FairRow] = []
             for w in walk:
                 found = conn.execute(
