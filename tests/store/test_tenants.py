@@ -366,6 +366,18 @@ def test_a_rate_held_task_does_not_hold_back_other_tasks_runs(store: Store, t0: 
     assert Counter(r.task for r in claimed) == {"paced": 1, "tests.run": 6}
 
 
+def test_a_rate_held_tasks_backlog_longer_than_a_batch_does_not_hold_back_its_tenant(
+    store: Store, t0: datetime
+) -> None:
+    # The throttled task's runs come first in the tenant's claim order, more of them than
+    # a claim reads for the tenant: its other task's runs must still be claimed.
+    store.register_task_limits({"paced": TaskLimits(rate=1.0)}, now=t0)
+    paced(store, t0, "paced", 40)
+    due(store, t0 + timedelta(milliseconds=1), "acme", 5)
+    claimed = store.claim("w1", limit=10, lease=LEASE, now=t0 + timedelta(milliseconds=1))
+    assert Counter(r.task for r in claimed) == {"paced": 1, "tests.run": 5}
+
+
 def test_a_tasks_status_counts_the_starts_its_rate_allows_now(store: Store, t0: datetime) -> None:
     assert store.task_status("paced", now=t0) == TaskStatus("paced", TaskLimits())
     store.register_task_limits({"paced": TaskLimits(max_running=4, rate=2.0, burst=3)}, now=t0)

@@ -755,18 +755,36 @@ WITH clock AS (
                  * %(limit)s * weight / sum(weight) OVER ()))))::int AS k
     FROM open WHERE room > 0
 ), picked AS (
+    -- Of each tenant: its first runs of unlimited tasks, and of each limited task with room
+    -- its first runs up to that room; so a task held by its limit (a rate refills all the
+    -- time: its room is rarely 0) never fills a tenant's share with runs it cannot take,
+    -- and its backlog does not hold back the tenant's other tasks (as SQLite's refetch).
     SELECT c.id, c.tenant, c.task, s.n,
         (row_number() OVER (PARTITION BY c.tenant ORDER BY c.priority DESC, c.run_at, c.id)
          - 1) / s.weight AS vtime
     FROM shares s CROSS JOIN LATERAL (
-        SELECT id, tenant, task, priority, run_at FROM tickwork_runs r
-        WHERE r.tenant = s.tenant AND r.state IN ('queued', 'failed')
-          AND r.run_at <= (SELECT now FROM clock)
-          AND r.queue = ANY(%(queues)s::text[])  -- only-queues
-          AND r.task NOT IN (SELECT task FROM task_room WHERE room <= 0)
-        ORDER BY r.priority DESC, r.run_at, r.id
-        LIMIT s.k
-        FOR UPDATE SKIP LOCKED
+        SELECT * FROM (
+            SELECT id, tenant, task, priority, run_at FROM tickwork_runs r
+            WHERE r.tenant = s.tenant AND r.state IN ('queued', 'failed')
+              AND r.run_at <= (SELECT now FROM clock)
+              AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+              AND r.task NOT IN (SELECT task FROM task_room)
+            ORDER BY r.priority DESC, r.run_at, r.id
+            LIMIT s.k
+            FOR UPDATE SKIP LOCKED
+        ) u
+        UNION ALL
+        SELECT l.id, l.tenant, l.task, l.priority, l.run_at
+        FROM task_room t CROSS JOIN LATERAL (
+            SELECT id, tenant, task, priority, run_at FROM tickwork_runs r
+            WHERE r.tenant = s.tenant AND r.task = t.task AND r.state IN ('queued', 'failed')
+              AND r.run_at <= (SELECT now FROM clock)
+              AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+            ORDER BY r.priority DESC, r.run_at, r.id
+            LIMIT least(s.k, t.room)
+            FOR UPDATE SKIP LOCKED
+        ) l
+        WHERE t.room > 0
     ) c
 ), chosen AS (
     SELECT p.id, p.n FROM (
