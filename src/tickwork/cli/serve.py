@@ -16,6 +16,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from datetime import UTC, datetime
 from types import FrameType
+from typing import Any
 
 from tickwork.errors import ValidationError
 from tickwork.worker.observe import RunContextFilter, run_fields
@@ -88,20 +89,26 @@ def serve_until_signal(
     the main thread between two of its bytecodes, maybe while that thread holds a lock (an
     ``Event``'s, a worker's); a handler that took the same lock would wait for itself for
     ever. So the main thread waits on the pipe, and ``hurry()`` runs on a thread of its own.
+    The main thread looks at the pipe at least once a second: a signal the kernel gave
+    another thread runs its Python handler only when the main thread next runs bytecode.
     """
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
     received: list[int] = []
+    wake_r, wake_w = os.pipe()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
         with suppress(BlockingIOError):  # a full pipe already says "signalled"
             os.write(wake_w, b"\0")
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    previous: dict[signal.Signals, Any] = {}
     try:
+        os.set_blocking(wake_w, False)
+        for sig in STOP_SIGNALS:
+            previous[sig] = signal.signal(sig, on_signal)
         start()
         try:
+            while not _wait_readable(wake_r, 1.0):
+                pass
             os.read(wake_r, 1)  # one signal's byte: any further one hurries the stop
             logging.getLogger("tickwork").info("stopping on %s", signal.Signals(received[0]).name)
         finally:
@@ -134,7 +141,10 @@ def _hurry_on_signal(
 
 
 def _wait_readable(fd: int, timeout: float | None) -> bool:
-    return bool(select.select([fd], [], [], timeout)[0])
+    """Whether ``fd`` turns readable within ``timeout`` seconds (poll: any fd number)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(None if timeout is None else timeout * 1000))
 
 
 def _drain(fd: int) -> None:

@@ -15,18 +15,25 @@ SELECT pg_notify(%(channel)s, '');
 SET LOCAL lock_timeout = '500ms';
 
 -- name: end_expired_lease_holders
--- Sessions that hold the lease row locked although the lease has expired: a leader whose
--- client stopped, or was cut off, half-way through a pipelined trigger, before the Sync
--- that arms idle_in_transaction_session_timeout. The server waits for the rest of that
--- batch for as long as the TCP connection lives (for ever behind a stopped process, or a
--- middlebox that keeps the socket open). Its transaction can commit nothing: the lease it
--- fenced on has expired. Ending the session rolls it back and frees the row. A single
--- locker's xid is the row's xmax (a MultiXact of several lockers matches no session).
+-- Sessions that hold the lease row locked although the lease has expired, and have waited
+-- on their client for over a second: a leader whose client stopped, or was cut off,
+-- half-way through a pipelined trigger, before the Sync that arms
+-- idle_in_transaction_session_timeout. The server waits for the rest of that batch for as
+-- long as the TCP connection lives (for ever behind a stopped process, or a middlebox that
+-- keeps the socket open). The lease it fenced on has expired and its client is not
+-- sending: ending the session rolls it back and frees the row. A session still at work
+-- (running a statement, or in a lock wait) is left to finish. The locker is found by the
+-- row's xmax (one locker) or by its FOR SHARE lock on the table (several: a MultiXact).
 SELECT count(*) FILTER (WHERE pg_terminate_backend(a.pid)) AS ended
-FROM tickwork_leases l
-JOIN pg_stat_activity a ON a.backend_xid = l.xmax
+FROM tickwork_leases l, pg_stat_activity a
 WHERE l.name = 'scheduler' AND l.expires_at <= coalesce(%(now)s::timestamptz, now())
-  AND a.pid <> pg_backend_pid();
+  AND a.pid <> pg_backend_pid()
+  AND a.wait_event = 'ClientRead' AND a.state <> 'idle'
+  AND a.state_change <= clock_timestamp() - interval '1 second'
+  AND (a.backend_xid = l.xmax
+       OR a.pid IN (SELECT k.pid FROM pg_locks k
+                    WHERE k.relation = 'tickwork_leases'::regclass
+                      AND k.mode = 'RowShareLock' AND k.granted));
 
 -- name: migration_lock
 SELECT pg_advisory_xact_lock(7201865394127);
