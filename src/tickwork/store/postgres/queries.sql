@@ -799,10 +799,12 @@ WITH clock AS (
     SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
         lease_expires_at = (SELECT now FROM clock) + %(lease)s::interval,
         started_at = (SELECT now FROM clock)
-    FROM chosen c WHERE r.id = c.id
+    -- By primary key, whatever the planner guesses of chosen's size (a join could turn
+    -- into a hash join over the whole table).
+    WHERE r.id = ANY (ARRAY(SELECT id FROM chosen))
     RETURNING r.id, r.fencing_token, r.job_id, r.tenant, r.task, r.args, r.scheduled_for,
         r.attempt, r.max_attempts, make_interval(secs => r.timeout) AS timeout,
-        r.queue, r.priority, r.run_at, c.n AS walked
+        r.queue, r.priority, r.run_at
 ), spent AS (
     UPDATE tickwork_tenants t SET tokens = b.tokens - c.n, refilled_at = b.at
     FROM (SELECT tenant, count(*) AS n FROM claimed GROUP BY tenant) c
@@ -814,7 +816,7 @@ WITH clock AS (
     JOIN task_buckets b USING (task)
     WHERE t.task = c.task
 )
-SELECT f.tenants, f.last_walked, f.limited, c.walked,
+SELECT f.tenants, f.last_walked, f.limited, w.n AS walked,
     c.id, c.fencing_token, c.job_id, c.tenant, c.task, c.args,
     c.scheduled_for, c.attempt, c.max_attempts, c.timeout, c.queue
 FROM (SELECT (SELECT count(*) FROM walk) AS tenants,
@@ -823,6 +825,7 @@ FROM (SELECT (SELECT count(*) FROM walk) AS tenants,
                      WHERE max_running IS NOT NULL OR rate IS NOT NULL
                      UNION ALL SELECT 1 FROM tickwork_task_limits) AS limited) f
 LEFT JOIN claimed c ON true
+LEFT JOIN walk w ON w.tenant = c.tenant
 ORDER BY c.priority DESC, c.run_at, c.id;
 
 -- name: set_task_limit
