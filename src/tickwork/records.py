@@ -342,11 +342,8 @@ class TenantLimits:
 
     @property
     def bucket(self) -> int | None:
-        """The token bucket's size: ``burst``, or one second's worth of ``rate`` (at least
-        1); None without a rate."""
-        if self.rate is None:
-            return None
-        return self.burst if self.burst is not None else max(1, math.ceil(self.rate))
+        """The token bucket's size (:func:`bucket_size`); None without a rate."""
+        return bucket_size(self.rate, self.burst)
 
     @property
     def unlimited(self) -> bool:
@@ -357,6 +354,14 @@ class TenantLimits:
             and self.burst is None
             and self.weight == DEFAULT_WEIGHT
         )
+
+
+def bucket_size(rate: float | None, burst: int | None) -> int | None:
+    """A token bucket's size, a tenant's or a task's: ``burst``, or one second's worth of
+    ``rate`` (at least 1); None without a rate."""
+    if rate is None:
+        return None
+    return burst if burst is not None else max(1, math.ceil(rate))
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,11 +377,6 @@ class TaskLimits:
     max_running: int | None = None
     rate: float | None = None
     burst: int | None = None
-
-    @property
-    def bucket(self) -> int | None:
-        """The token bucket's size, as :attr:`TenantLimits.bucket`; None without a rate."""
-        return TenantLimits("", rate=self.rate, burst=self.burst).bucket
 
     @property
     def unlimited(self) -> bool:

@@ -30,7 +30,7 @@ import math
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from tickwork.records import TenantLimits
+from tickwork.records import bucket_size
 
 TENANT = "tenant"
 TASK = "task"
@@ -99,17 +99,16 @@ them."""
 
 def refill_all(rows: Sequence[BucketRow], now: datetime | None) -> dict[str, Bucket]:
     """The buckets of the tenants (or tasks) among ``rows`` with a rate, refilled to
-    ``now``, by name. The
-    time a bucket is written back never moves back (two claimers' clocks: one database,
-    but transactions that began in another order than they took the row)."""
+    ``now``, by name. The time a bucket is written back never moves back (two claimers'
+    clocks: one database, but transactions that began in another order than they took
+    the row)."""
     found: dict[str, Bucket] = {}
-    for tenant, rate, burst, tokens, refilled_at in rows:
-        if rate is None or now is None:
+    for name, rate, burst, tokens, refilled_at in rows:
+        bucket = bucket_size(rate, burst)
+        if rate is None or bucket is None or now is None:
             continue
-        bucket = TenantLimits(tenant, rate=rate, burst=burst).bucket
-        assert bucket is not None
         at = max(now, refilled_at) if refilled_at is not None else now
-        found[tenant] = (refill(tokens, refilled_at, rate, bucket, now), at)
+        found[name] = (refill(tokens, refilled_at, rate, bucket, now), at)
     return found
 
 

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, cast
 
@@ -489,7 +490,6 @@ class PostgresStore(SqlStore):
                     params = {
                         **_claim_params(worker, limit, lease, queues, now),
                         "after": self._after,
-                        "walk": limit,
                     }
                     conn.execute(for_queues(Q["hold_limits"], queues), params, prepare=True)
                     query = for_queues(Q["claim_limited"], queues)
@@ -509,7 +509,7 @@ class PostgresStore(SqlStore):
         # Round-robin: the next claim walks on from the last tenant this one claimed for,
         # or past every tenant it walked when it found them all full.
         if runs:
-            self._after = max(rows, key=lambda r: r[3] if r[4] is not None else 0)[7]
+            self._after = max((r for r in rows if r[4] is not None), key=itemgetter(3))[7]
         elif last_walked is not None:
             self._after = last_walked
         return done, runs

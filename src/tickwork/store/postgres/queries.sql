@@ -620,7 +620,7 @@ ORDER BY 1;
 -- The limited claim's first statement (then claim_limited, in one transaction, sent in one
 -- round trip). Fair share's walk (store/limits.py): the tenants with claimable runs (a
 -- tenant's runs not yet due or in other queues are stepped over in the index), in name order from %(after)s round to it again, one probe of tickwork_runs_fair
--- each (past a tenant's whole backlog at once), %(walk)s of them at most. Then lock those
+-- each (past a tenant's whole backlog at once), %(limit)s of them at most. Then lock those
 -- of them with a limit, and every task with one, that no other claimer holds (SKIP LOCKED:
 -- one that is held is left out of this claim), and name the walk and the held in the
 -- transaction's settings. A held row stays locked until commit, so no other claimer
@@ -639,7 +639,7 @@ WITH RECURSIVE onward (tenant, n) AS (
               AND r.run_at <= coalesce(%(now)s::timestamptz, now())
               AND r.queue = ANY(%(queues)s::text[])  -- only-queues
            ), w.n + 1
-    FROM onward w WHERE w.tenant IS NOT NULL AND w.n < %(walk)s
+    FROM onward w WHERE w.tenant IS NOT NULL AND w.n < %(limit)s
 ), around (tenant, n) AS (
     SELECT min(tenant), (SELECT count(tenant) FROM onward) + 1 FROM tickwork_runs
     WHERE state IN ('queued', 'failed') AND tenant <= %(after)s
@@ -652,10 +652,10 @@ WITH RECURSIVE onward (tenant, n) AS (
               AND r.run_at <= coalesce(%(now)s::timestamptz, now())
               AND r.queue = ANY(%(queues)s::text[])  -- only-queues
            ), w.n + 1
-    FROM around w WHERE w.tenant IS NOT NULL AND w.n < %(walk)s
+    FROM around w WHERE w.tenant IS NOT NULL AND w.n < %(limit)s
 ), walk AS MATERIALIZED (
     SELECT tenant, n FROM (SELECT * FROM onward UNION ALL SELECT * FROM around) w
-    WHERE tenant IS NOT NULL AND n <= %(walk)s
+    WHERE tenant IS NOT NULL AND n <= %(limit)s
 ), held AS MATERIALIZED (
     SELECT tenant FROM tickwork_tenants
     WHERE tenant IN (SELECT tenant FROM walk) AND (max_running IS NOT NULL OR rate IS NOT NULL)
@@ -681,7 +681,7 @@ SELECT set_config('jit', 'off', true),
 --    held task, its max_running less its running runs; a limited tenant or task not held,
 --    none. A held task with a rate: no more than the whole tokens in its bucket too.
 -- 2. Fair share: of each tenant of the walk with room, lock its first runs in claim order
---    (twice its weighted share of the batch, once when %(walk)s tenants have room, at most
+--    (twice its weighted share of the batch, once when %(limit)s tenants have room, at most
 --    its room: limits.share); keep those within their task's room, in order of rank /
 --    weight, then walk position; claim %(limit)s of them.
 -- 3. Spend a token of each claimed run's rate-limited tenant, and of its rate-limited task.
@@ -751,7 +751,7 @@ WITH clock AS (
 ), shares AS (
     SELECT tenant, n, weight,
         least(room, greatest(1, least(%(limit)s,
-            ceil((CASE WHEN count(*) OVER () >= %(walk)s THEN 1.0 ELSE 2.0 END)
+            ceil((CASE WHEN count(*) OVER () >= %(limit)s THEN 1.0 ELSE 2.0 END)
                  * %(limit)s * weight / sum(weight) OVER ()))))::int AS k
     FROM open WHERE room > 0
 ), picked AS (
