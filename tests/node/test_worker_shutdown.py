@@ -159,7 +159,9 @@ def test_completions_are_written_in_batches(store: Store) -> None:
         if args[0]
     ]
     assert len(batched) < len(jobs)
-    assert sum(len(args[0]) for args in batched) == len(jobs)
+    # Each run's completion went in a batch. A call that fails (a loaded box: a timeout)
+    # puts its completions back in line and they go again, so count runs, not entries.
+    assert len({c.run_id for args in batched for c in args[0]}) == len(jobs)
 
 
 def test_a_running_worker_shows_in_the_cluster_view_until_it_stops(app: App, store: Store) -> None:
