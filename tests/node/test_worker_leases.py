@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -239,3 +241,92 @@ def test_claims_never_exceed_free_capacity(store: Store) -> None:
             wait_until(lambda: len(store.list_runs(state=RunState.SUCCEEDED).items) == 5, DEADLINE)
     finally:
         app.close()
+
+
+class StalledAfterClaim:
+    """A store whose first claim that takes runs returns them only after ``stall`` seconds
+    and the test's go-ahead: the worker stalled (SIGSTOP, a long GC pause) between the
+    claim's commit and its handlers' start."""
+
+    def __init__(self, inner: Store, stall: float) -> None:
+        self._inner = inner
+        self._stall = stall
+        self.claimed = threading.Event()
+        self.resume = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def complete_and_claim(self, *args: Any, **kwargs: Any) -> Any:
+        rejected, runs = self._inner.complete_and_claim(*args, **kwargs)
+        if runs and not self.claimed.is_set():
+            began = time.monotonic()
+            self.claimed.set()
+            self.resume.wait(DEADLINE)
+            time.sleep(max(0.0, began + self._stall - time.monotonic()))
+        return rejected, runs
+
+
+def stalled_worker(app: App, stall: float) -> tuple[Worker, StalledAfterClaim]:
+    config = replace(
+        app.config, run_lease=timedelta(seconds=1), run_heartbeat=timedelta(milliseconds=100)
+    )
+    store = StalledAfterClaim(app.store, stall)
+    return Worker(store, app.registry, config), store  # type: ignore[arg-type]
+
+
+def test_a_run_whose_lease_was_taken_over_while_its_worker_stalled_before_the_start_never_starts(
+    app: App, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="tickwork")
+    starts: list[int] = []
+
+    @app.task
+    def record(ctx: Context) -> None:
+        starts.append(ctx.fencing_token)
+
+    job = app.submit(record)
+    worker, stalled = stalled_worker(app, stall=1.5)  # past the 1 s lease
+    with running(worker):
+        assert stalled.claimed.wait(DEADLINE)
+        run = only_run(store, job)
+        later = far_future(store)
+        assert store.rescue(now=later).requeued == [run.id]
+        (taken,) = store.claim("other-worker", limit=1, lease=timedelta(hours=2), now=later)
+        stalled.resume.set()
+        wait_until(lambda: starts or "its lease may have lapsed" in caplog.text, DEADLINE)
+        wait_until(lambda: worker.held == [], DEADLINE)
+
+    assert starts == []  # the stale claim never ran: no overlap with the new holder
+    assert taken.fencing_token > run.fencing_token
+    after = store.get_run(run.id)
+    assert after.state is RunState.RUNNING
+    assert after.fencing_token == taken.fencing_token
+    assert after.worker == "other-worker"
+
+
+def test_a_run_claimed_before_a_stall_longer_than_its_lease_is_released_and_run_once(
+    app: App, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="tickwork")
+    starts: list[tuple[int, int]] = []
+
+    @app.task
+    def record(ctx: Context) -> None:
+        starts.append((ctx.attempt, ctx.fencing_token))
+
+    job = app.submit(record)
+    worker, stalled = stalled_worker(app, stall=1.5)
+    with running(worker):
+        assert stalled.claimed.wait(DEADLINE)
+        claimed = only_run(store, job)
+        stalled.resume.set()  # no reaper here: nobody takes the run over meanwhile
+        final = finished(store, job)
+
+    assert "its lease may have lapsed" in caplog.text
+    # Not started under the old claim; handed back without spending an attempt, claimed
+    # again and run once.
+    assert starts == [(1, final.fencing_token)]
+    assert final.fencing_token > claimed.fencing_token
+    assert final.state is RunState.SUCCEEDED
+    assert final.attempt == 1

@@ -37,7 +37,12 @@ Leases (:mod:`.heartbeat`)
     the store reports LOST (rescued after a stall, re-claimed) or CANCELLED is stopped and
     nothing is reported for it: its fate is someone else's now. A worker that stalled past
     a lease may claim the same run again before a beat tells it; that claim proves the old
-    lease was taken over, so the old attempt is stopped right there.
+    lease was taken over, so the old attempt is stopped right there. A handler never
+    starts once its lease may have lapsed: the worker knows, by its monotonic clock, when
+    it sent the claim (and each heartbeat that kept the lease), and a run whose handler
+    would start later than that plus the lease, less START_MARGIN, is not started but
+    released (a worker stopped between its claim and the start: by the time it resumes,
+    another worker may be running the same run under a newer token).
 
 Outcomes (:mod:`.reporter`)
     Successes are completed in batches by the claim loop (above), and by the reporter once
@@ -129,6 +134,16 @@ ARRIVAL_TIMEOUT = 5.0
 """Seconds a stopping worker waits for its last claimed runs to be held."""
 REPORT_DRAIN_TIMEOUT = 10.0
 """Seconds a stopping worker waits for its last outcomes to be written."""
+START_MARGIN = (0.1, 1.0)
+"""A handler starts only while at least this share of its lease (at most this many
+seconds) surely remains, counted from when the claim or the last heartbeat that kept the
+lease was sent: less, and it could still be starting when the lease lapses."""
+
+
+def start_margin(lease: timedelta) -> float:
+    """Seconds of lease a handler needs left to start (:data:`START_MARGIN`)."""
+    share, cap = START_MARGIN
+    return min(share * lease.total_seconds(), cap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +204,11 @@ class Worker(Service):
             on_exit=self._on_exit,
             clock=clock,
             tracing=Tracing(store.get_job, clock),
+            on_late=self._late,
+        )
+        # Seconds after sending a claim or a heartbeat that its lease surely holds for.
+        self._lease_holds = self.config.run_lease.total_seconds() - start_margin(
+            self.config.run_lease
         )
         self.heartbeat = Heartbeat(
             store,
@@ -401,6 +421,7 @@ class Worker(Service):
         want = max(0, min(self.concurrency - occupied, self.config.claim_batch))
         if want == 0 and not taken.completions:
             return _Pass(no_room=True)
+        sent = self.clock.monotonic()  # the lease surely began no earlier than this
         try:
             if not self._limits_written:
                 # Before the first claim: a task's limit must hold from this worker's
@@ -430,13 +451,15 @@ class Worker(Service):
             # behind code comments").
             with self._arrival:
                 self._arriving += len(runs)
-            self.executor.call_on_loop(self._start_runs, runs)
+            self.executor.call_on_loop(self._start_runs, (runs, sent + self._lease_holds))
         return _Pass(wanted=want, claimed=len(runs))
 
-    def _start_runs(self, runs: list[ClaimedRun]) -> None:
-        """On the event loop's thread: hold and start claimed runs."""
+    def _start_runs(self, claimed: tuple[list[ClaimedRun], float]) -> None:
+        """On the event loop's thread: hold and start claimed runs (whose leases surely
+        hold until the monotonic time given)."""
+        runs, lease_until = claimed
         try:
-            self.executor.submit_many(self._attempts(runs))
+            self.executor.submit_many(self._attempts(runs, lease_until))
         except Exception:
             log.exception("could not start %d claimed runs; they are rescued", len(runs))
         finally:
@@ -491,7 +514,7 @@ class Worker(Service):
                     self.clock.monotonic() + self.config.poll_interval.total_seconds(),
                 )
 
-    def _attempts(self, runs: list[ClaimedRun]) -> list[Attempt]:
+    def _attempts(self, runs: list[ClaimedRun], lease_until: float) -> list[Attempt]:
         """Claimed runs as attempts to execute, now held; a run refused here (see
         :meth:`_refusal`) is held too, but its outcome is reported at once instead."""
         made: list[Attempt] = []
@@ -502,7 +525,7 @@ class Worker(Service):
             task, refusal = self.task_for(run)
             timeout = run.timeout
             deadline = monotonic() + timeout.total_seconds() if timeout is not None else None
-            attempt = Attempt(run, task, Context(run, now, transaction), deadline)
+            attempt = Attempt(run, task, Context(run, now, transaction), deadline, lease_until)
             if self.faults is not None and refusal is None:
                 self.faults.arm(attempt)
             made.append(attempt)
@@ -622,14 +645,33 @@ class Worker(Service):
         with self._held_lock:
             return list(self._held.values())
 
-    def _on_status(self, statuses: dict[tuple[int, int], LeaseStatus]) -> None:
+    def _on_status(self, statuses: dict[tuple[int, int], LeaseStatus], sent: float) -> None:
+        until = sent + self._lease_holds
         for lease, status in statuses.items():
-            if status is LeaseStatus.HELD:
-                continue
             with self._held_lock:
                 attempt = self._held.get(lease[0])
-            if attempt is not None and attempt.lease == lease and not attempt.ctx.completed:
+            if attempt is None or attempt.lease != lease or attempt.ctx.completed:
+                continue
+            if status is LeaseStatus.HELD:
+                if attempt.lease_until is not None and attempt.lease_until < until:
+                    attempt.lease_until = until
+            else:
                 self._abandon(attempt, status)
+
+    def _late(self, attempt: Attempt) -> None:
+        """A handler about to start after its lease may have lapsed (this worker stalled
+        since the claim): not started; the run is released, fenced by its token, so it is
+        claimable at once unless someone holds it under a newer token already."""
+        if not attempt.settle(AttemptState.RELEASED):
+            return
+        run = attempt.run
+        log.warning(
+            "run %d (%s): not started: its lease may have lapsed since the claim (this "
+            "worker stalled); released",
+            run.id,
+            run.task,
+        )
+        self.reporter.release(attempt)
 
     def _abandon(self, attempt: Attempt, status: LeaseStatus) -> None:
         """Stop a handler whose lease is gone; report nothing for it."""

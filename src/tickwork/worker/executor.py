@@ -70,15 +70,33 @@ class Outcome:
 class Attempt:
     """One execution of one run by this worker, from claim until its outcome is written."""
 
-    __slots__ = ("_entered", "_lock", "_task", "ctx", "deadline", "run", "state", "task")
+    __slots__ = (
+        "_entered",
+        "_lock",
+        "_task",
+        "ctx",
+        "deadline",
+        "lease_until",
+        "run",
+        "state",
+        "task",
+    )
 
     def __init__(
-        self, run: ClaimedRun, task: Task[..., Any], ctx: Context, deadline: float | None
+        self,
+        run: ClaimedRun,
+        task: Task[..., Any],
+        ctx: Context,
+        deadline: float | None,
+        lease_until: float | None = None,
     ) -> None:
         self.run = run
         self.task = task
         self.ctx = ctx
         self.deadline = deadline  # monotonic seconds, or None: no timeout
+        # Monotonic seconds until which the lease surely holds (the worker's claim or last
+        # heartbeat, less a margin), or None: not checked. A handler never starts after it.
+        self.lease_until = lease_until
         self.state = AttemptState.RUNNING
         self._lock = threading.Lock()
         # Async handlers, on the loop's thread: the task, and whether its body was entered.
@@ -113,11 +131,13 @@ class Executor:
         on_exit: Callable[[Attempt], None],
         clock: Clock,
         tracing: Tracing | None = None,
+        on_late: Callable[[Attempt], None] | None = None,
     ) -> None:
         self.concurrency = concurrency
         self._tracing = tracing
         self._on_outcome = on_outcome
         self._on_exit = on_exit
+        self._on_late = on_late
         self._clock = clock
         self._busy = 0
         self._sync_busy = 0  # sync attempts submitted whose pool thread has not let go
@@ -226,6 +246,17 @@ class Executor:
             with contextlib.suppress(RuntimeError):  # a closed loop: the task is gone already
                 loop.call_soon_threadsafe(self._cancel_async, attempt)
 
+    def _late(self, attempt: Attempt) -> bool:
+        """True when ``attempt``'s lease may have lapsed before its handler could start
+        (its worker stalled since the claim): then ``on_late`` decides, and it never
+        starts. Someone may hold the run under a newer token already."""
+        until = attempt.lease_until
+        if until is None or self._clock.monotonic() < until:
+            return False
+        if self._on_late is not None:
+            self._on_late(attempt)
+        return True
+
     def _finish(self, attempt: Attempt, outcome: Outcome) -> None:
         if attempt.settle(AttemptState.FINISHED):
             self._on_outcome(attempt, outcome)
@@ -265,7 +296,7 @@ class Executor:
                 self._exited(attempt)
 
     def _call_sync(self, attempt: Attempt) -> None:
-        if attempt.state is not AttemptState.RUNNING:
+        if attempt.state is not AttemptState.RUNNING or self._late(attempt):
             return  # stopped before it started; settled by whoever stopped it
         self._finish(attempt, call(attempt, self._tracing))
 
@@ -299,7 +330,7 @@ class Executor:
         # does not cancel the task (_cancel_async), it settles the attempt, seen here.
         attempt._entered = True
         try:
-            if attempt.state is not AttemptState.RUNNING:
+            if attempt.state is not AttemptState.RUNNING or self._late(attempt):
                 return  # stopped before it started; settled by whoever stopped it
             self._finish(attempt, await call_async(attempt, self._tracing))
         finally:

@@ -45,7 +45,7 @@ class Heartbeat(Service):
         store: Store,
         *,
         leases: Callable[[], Sequence[tuple[int, int]]],
-        on_status: Callable[[dict[tuple[int, int], LeaseStatus]], None],
+        on_status: Callable[[dict[tuple[int, int], LeaseStatus], float], None],
         interval: timedelta,
         lease: timedelta,
         clock: Clock,
@@ -78,11 +78,13 @@ class Heartbeat(Service):
 
     def beat(self) -> dict[tuple[int, int], LeaseStatus]:
         """Extend every lease now; returns what the store said of each (run id, fencing
-        token) (empty when it failed)."""
+        token) (empty when it failed). ``on_status`` gets the answers and the monotonic
+        time the beat was sent."""
         pairs = list(self._leases())
         answered: dict[tuple[int, int], LeaseStatus] = {}
         self._failed = False
         if pairs:
+            sent = self.clock.monotonic()  # a HELD lease holds for its length from here
             try:
                 statuses = self.store.heartbeat_many(
                     pairs, lease=self.lease, now=self.clock.store_now()
@@ -97,7 +99,7 @@ class Heartbeat(Service):
             # Keyed by the token too: by the time the answer is read, the worker may hold the
             # same run again under a newer token, which this answer says nothing about.
             answered = {pair: statuses.get(pair[0], LeaseStatus.LOST) for pair in pairs}
-            self._on_status(answered)
+            self._on_status(answered, sent)
         if self.node_id is not None:
             try:
                 info = self._info() if self._info is not None else None
