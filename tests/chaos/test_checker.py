@@ -28,6 +28,8 @@ from chaos.checker import (
     KINDS,
     OUTSIDE,
     Kind,
+    Lag,
+    LagSample,
     Report,
     RunDirError,
     check,
@@ -775,3 +777,28 @@ def test_a_lasting_harm_is_judged_against_the_first_baseline_not_its_own(
     assert pause.baseline.p50 > 0.3  # its own baseline would have let it pass
     assert pause.healthy == report.rows[KILL_WORKER].lag.baseline
     assert code == EXIT_VIOLATION
+
+
+def stretch(*lags: float) -> LagSample:
+    return LagSample(tuple(sorted(lags)))
+
+
+def test_one_straggler_in_a_small_after_sample_does_not_decide_the_window() -> None:
+    # 60 starts in the after stretch, the usual quick window: the nearest-rank p99 is the
+    # largest, so one run the OS scheduler held back on a busy box would fail the window.
+    healthy = stretch(*[0.02] * 29, 0.06)
+    one = Lag(baseline=healthy, after=stretch(*[0.02] * 59, 1.2), after_due=60)
+    two = Lag(baseline=healthy, after=stretch(*[0.02] * 58, 0.4, 1.2), after_due=60)
+
+    assert one.recovered
+    assert one.after.p99 == pytest.approx(0.02)
+    assert not two.recovered  # a second late start is a pattern, not a straggler
+    assert "exceed" in two.note
+
+
+def test_a_sample_of_a_hundred_or_more_is_judged_by_its_nearest_rank_p99() -> None:
+    healthy = stretch(*[0.02] * 99, 0.06)
+    late = [0.02] * 198
+    assert Lag(baseline=healthy, after=stretch(*late, 1.0, 1.0), after_due=200).recovered
+    assert not Lag(baseline=healthy, after=stretch(*late, 0.3, 1.0, 1.0), after_due=201).recovered
+    assert stretch(*[0.02] * 99, 0.9).p99 == pytest.approx(0.02)  # 100: the 99th of them
