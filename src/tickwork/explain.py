@@ -15,7 +15,14 @@ from datetime import datetime, timedelta
 
 from tickwork import cron
 from tickwork.job import Job, JobState, Run, RunState
-from tickwork.records import Lease, SlotFate, SlotSkip, TaskStatus, TenantStatus
+from tickwork.records import (
+    Lease,
+    SlotFate,
+    SlotSkip,
+    TaskStatus,
+    TenantStatus,
+    format_rate,
+)
 from tickwork.schedule import Cron, Interval, Once, check_instant, read_time
 
 ONE_US = timedelta(microseconds=1)
@@ -236,10 +243,10 @@ def _describe_run(
             f"; waiting: tenant {tenant.tenant} is at max_running "
             f"{tenant.limits.max_running} ({tenant.running} running)"
         )
-    elif waits and tenant is not None and tenant.rate_held:
-        text += f"; waiting: tenant {tenant.tenant}'s rate {tenant.limits.rate:g}/s"
-    elif waits and task is not None and task.rate_held:
-        text += f"; waiting: task {task.task}'s rate {task.limits.rate:g}/s"
+    elif waits and tenant is not None and tenant.rate_held and tenant.limits.rate is not None:
+        text += f"; waiting: tenant {tenant.tenant}'s rate {format_rate(tenant.limits.rate)}"
+    elif waits and task is not None and task.rate_held and task.limits.rate is not None:
+        text += f"; waiting: task {task.task}'s rate {format_rate(task.limits.rate)}"
     if run.started_at:
         lag = (run.started_at - run.scheduled_for).total_seconds() * 1000
         text += f", last started at {run.started_at.isoformat()}"

@@ -13,7 +13,6 @@ types), so a job that no worker could run is refused at submit rather than found
 from __future__ import annotations
 
 import inspect
-import math
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
@@ -38,6 +37,7 @@ from tickwork.job import (
 from tickwork.records import (
     MAX_PAGE,
     RATE_CEILING,
+    RATE_UNITS,
     check_rate,
 )
 from tickwork.retry import (
@@ -381,8 +381,6 @@ def check_page(after: int | None, limit: int) -> None:
         )
 
 
-RATE_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
-"""Seconds per unit of a rate's text: ``20/s``, ``30/m``, ``100/h``."""
 _RATE = re.compile(r"(?P<count>-?[0-9]+(?:\.[0-9]+)?|-?\.[0-9]+)\s*(?:/\s*(?P<unit>[smh]))?")
 
 
@@ -411,18 +409,6 @@ def parse_rate(value: float | int | str, field: str = "rate") -> float:
         ) from exc
     assert checked is not None
     return checked
-
-
-def format_rate(per_second: float) -> str:
-    """A rate as people write it: per second from 1 a second up (``20/s``, ``1.5/s``);
-    below that per minute or per hour if that is a whole number (``30/m`` for 0.5,
-    ``100/h``), else per second (``0.0125/s``). :func:`parse_rate` reads each back."""
-    if per_second < 1:
-        for unit in ("m", "h"):
-            count = per_second * RATE_UNITS[unit]
-            if count >= 1 and math.isclose(count, round(count), rel_tol=1e-9):
-                return f"{round(count)}/{unit}"
-    return f"{per_second:.10g}/s"
 
 
 JOB_KEYS = (

@@ -356,6 +356,22 @@ class TenantLimits:
         )
 
 
+RATE_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+"""Seconds per unit of a rate's text: ``20/s``, ``30/m``, ``100/h``."""
+
+
+def format_rate(per_second: float) -> str:
+    """A rate as people write it: per second from 1 a second up (``20/s``, ``1.5/s``);
+    below that per minute or per hour if that is a whole number (``30/m`` for 0.5,
+    ``100/h``), else per second (``0.0125/s``). :func:`parse_rate` reads each back."""
+    if per_second < 1:
+        for unit in ("m", "h"):
+            count = per_second * RATE_UNITS[unit]
+            if count >= 1 and math.isclose(count, round(count), rel_tol=1e-9):
+                return f"{round(count)}/{unit}"
+    return f"{per_second:.10g}/s"
+
+
 def bucket_size(rate: float | None, burst: int | None) -> int | None:
     """A token bucket's size, a tenant's or a task's: ``burst``, or one second's worth of
     ``rate`` (at least 1); None without a rate."""

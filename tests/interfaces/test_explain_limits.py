@@ -13,13 +13,13 @@ from tickwork.store.base import TaskLimits
 def test_explain_says_a_due_run_waits_for_its_tenants_rate(store: Store) -> None:
     now = store.now()
     client = Client(store)
-    client.set_tenant_limits("acme", rate=0.01, burst=1)
+    client.set_tenant_limits("acme", rate=100 / 3600, burst=1)  # set as "100/h"
     spec = JobSpec(task="t", schedule=Once(at=now), tenant="acme")
     submitted = store.submit_many([spec, spec], now=now)
     assert len(store.claim("w", limit=10)) == 1
     [waiting] = [s for s in submitted if store.get_run(s.run.id).state is RunState.QUEUED]  # type: ignore[union-attr]
     text = client.explain(waiting.job.id).text
-    assert "waiting: tenant acme's rate 0.01/s" in text
+    assert "waiting: tenant acme's rate 100/h" in text  # as it was written, not 0.0277778/s
     status = client.tenant("acme")
     assert (status.starts, status.rate_held, status.held, status.due) == (0, True, 1, 1)
 
@@ -37,9 +37,9 @@ def test_a_tenant_with_tokens_left_holds_nothing_back(store: Store) -> None:
 def test_explain_says_a_due_run_waits_for_its_tasks_rate(store: Store) -> None:
     now = store.now()
     client = Client(store)
-    store.register_task_limits({"paced": TaskLimits(rate=0.01, burst=1)})
+    store.register_task_limits({"paced": TaskLimits(rate=1 / 60, burst=1)})
     spec = JobSpec(task="paced", schedule=Once(at=now), tenant="acme")
     submitted = store.submit_many([spec, spec], now=now)
     assert len(store.claim("w", limit=10)) == 1
     [waiting] = [s for s in submitted if store.get_run(s.run.id).state is RunState.QUEUED]  # type: ignore[union-attr]
-    assert "waiting: task paced's rate 0.01/s" in client.explain(waiting.job.id).text
+    assert "waiting: task paced's rate 1/m" in client.explain(waiting.job.id).text

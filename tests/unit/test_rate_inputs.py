@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tickwork.errors import ValidationError
-from tickwork.inputs import format_rate, parse_rate
+from tickwork.inputs import parse_rate
+from tickwork.records import format_rate
 
 
 @pytest.mark.parametrize(

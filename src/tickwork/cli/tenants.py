@@ -38,9 +38,9 @@ from tickwork.cli.options import DbOption, JsonOption
 from tickwork.cli.output import echo, echo_json
 from tickwork.client import Client
 from tickwork.errors import ValidationError
-from tickwork.inputs import format_rate, parse_rate
+from tickwork.inputs import parse_rate
 from tickwork.job import check_label
-from tickwork.records import DEFAULT_WEIGHT, KEEP, TenantLimits, TenantStatus, to_json
+from tickwork.records import DEFAULT_WEIGHT, KEEP, TenantLimits, TenantStatus, format_rate, to_json
 
 tenants_app = typer.Typer(help="Tenants' limits and their runs now: list, show, set, unset.")
 app.add_typer(tenants_app, name="tenants")

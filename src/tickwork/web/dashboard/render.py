@@ -22,13 +22,13 @@ from markupsafe import Markup
 
 from tickwork import cron
 from tickwork.errors import TickworkError
-from tickwork.inputs import format_rate
 from tickwork.job import (
     Run,
     show_controls,
     shown_json,
     shown_object,
 )
+from tickwork.records import format_rate
 from tickwork.schedule import format_seconds
 from tickwork.web.auth import (
     Principal,
