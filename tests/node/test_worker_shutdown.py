@@ -172,3 +172,55 @@ def test_a_running_worker_shows_in_the_cluster_view_until_it_stops(app: App, sto
         assert node.info["concurrency"] == worker.concurrency
 
     assert store.list_nodes() == []
+
+
+class FailsOnceToComplete:
+    """A store whose first ``complete_many`` raises an error that is not a StoreError (a
+    bug, a driver's surprise): the reporter must log it and write the completion again."""
+
+    def __init__(self, inner: Store) -> None:
+        self._inner = inner
+        self.failed = threading.Event()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    def complete_many(self, *args: object, **kwargs: object) -> object:
+        if not self.failed.is_set():
+            self.failed.set()
+            raise RuntimeError("a surprise")
+        return self._inner.complete_many(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_completion_whose_write_raised_an_unexpected_error_is_written_again(
+    app: App, store: Store
+) -> None:
+    started = threading.Event()
+    finish = threading.Event()
+
+    @app.task
+    def slow(ctx: Context) -> str:
+        started.set()
+        finish.wait(10)
+        return "done"
+
+    job = app.submit(slow)
+    failing = FailsOnceToComplete(app.store)
+    worker = Worker(failing, app.registry, app.config)  # type: ignore[arg-type]
+    worker.start()
+    stopping = threading.Thread(target=worker.stop_gracefully, args=(timedelta(seconds=10),))
+    try:
+        wait_until(started.is_set, DEADLINE)
+        stopping.start()
+        # The claim loop has stopped: the reporter writes the completion, with complete_many.
+        wait_until(lambda: not worker.running, DEADLINE)
+        finish.set()
+        wait_until(failing.failed.is_set, DEADLINE)
+        run = finished(store, job)
+    finally:
+        finish.set()
+        stopping.join(DEADLINE)
+        worker.stop()
+
+    assert run.state is RunState.SUCCEEDED
+    assert run.result == {"value": "done"}

@@ -191,6 +191,12 @@ class Reporter(Service):
                 _retrying(exc, "completing %d runs failed, will retry: %s", len(chunk), exc)
                 left.extend(chunk)
                 continue
+            except Exception:
+                # Not the store's kind of failure (a bug, a driver's surprise): this thread
+                # must not die of it with the outcomes in hand; write them again.
+                log.exception("completing %d runs failed, will retry", len(chunk))
+                left.extend(chunk)
+                continue
             self._written(chunk, rejected)
         for r in others:
             if not self._write_one(r):
