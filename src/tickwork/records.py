@@ -9,6 +9,7 @@ domain, lets the faces show a page, a ledger entry or a node without importing t
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timedelta
 from enum import Enum, StrEnum
@@ -281,6 +282,16 @@ class QueueStatus:
 class Page(Generic[T]):
     items: list[T]
     next_cursor: int | None  # pass as `after` for the next page; None: this was the last
+
+
+def page_of(items: list[T], limit: int, cursor: Callable[[T], int]) -> Page[T]:
+    """A page of up to ``limit`` from ``items``, read with one row more than ``limit``:
+    that row, when it came, says there is a next page (so a listing that ends exactly at a
+    page's end gives no cursor to an empty page)."""
+    if len(items) <= limit:
+        return Page(items, None)
+    del items[limit:]
+    return Page(items, cursor(items[-1]))
 
 
 def page_limit(limit: int) -> int:

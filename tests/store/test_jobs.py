@@ -624,6 +624,22 @@ def test_list_jobs_pages_newest_first_with_a_cursor(store: Store, t0: datetime) 
     assert pages == 3
 
 
+def test_a_page_that_ends_the_listing_exactly_says_it_is_the_last(
+    store: Store, t0: datetime
+) -> None:
+    # Six jobs (and six runs due now), pages of three: two pages, the second with no
+    # cursor, not a cursor to an empty third page.
+    for i in range(6):
+        store.submit(one_off(t0, task=f"t{i}"), now=t0)
+    for listing in (store.list_jobs, store.list_runs):
+        first = listing(limit=3)  # type: ignore[operator]
+        assert len(first.items) == 3
+        assert first.next_cursor == first.items[-1].id
+        second = listing(after=first.next_cursor, limit=3)  # type: ignore[operator]
+        assert len(second.items) == 3
+        assert second.next_cursor is None
+
+
 def test_list_jobs_filters_by_tenant_state_and_task(store: Store, t0: datetime) -> None:
     a1 = store.submit(one_off(task="mail", tenant="a"), now=t0).job
     a2 = store.submit(one_off(task="sync", tenant="a"), now=t0).job

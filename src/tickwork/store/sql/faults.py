@@ -9,7 +9,7 @@ from datetime import datetime
 
 from tickwork.clock import from_micros
 from tickwork.faults import InjectedFault
-from tickwork.records import DEFAULT_PAGE, FaultMark, InjectedRun, Page, page_limit
+from tickwork.records import DEFAULT_PAGE, FaultMark, InjectedRun, Page, page_limit, page_of
 from tickwork.store import rows
 from tickwork.store.sql.core import SqlCore
 
@@ -51,11 +51,11 @@ class FaultTransitions(SqlCore):
         self, *, tenant: str | None = None, after: int | None = None, limit: int = DEFAULT_PAGE
     ) -> Page[InjectedRun]:
         limit = page_limit(limit)
-        params = {"tenant": tenant, "after": after, "limit": limit}
+        params = {"tenant": tenant, "after": after, "limit": limit + 1}  # +1: a next page?
         with self.driver.read() as tx:
             found = tx.all(self.q["injected_runs"], params)
         runs = [InjectedRun(rows.run(r, self.codec), _marks(r["injected"])) for r in found]
-        return Page(runs, runs[-1].run.id if len(runs) == limit else None)
+        return page_of(runs, limit, lambda injected: injected.run.id)
 
 
 def _marks(value: object) -> list[InjectedFault]:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import abc
 from datetime import datetime
+from operator import attrgetter
 
 from tickwork import schedule as schedules
 from tickwork.errors import InvalidTransition, JobNotFound, ValidationError
 from tickwork.job import Job, JobSpec, JobState, Run
+from tickwork.records import page_of
 from tickwork.store import rows
 from tickwork.store.base import (
     CHANNEL_JOBS,
@@ -90,12 +92,11 @@ class JobTransitions(SqlCore):
         search: str | None = None,
     ) -> Page[Job]:
         limit = page_limit(limit)
-        params = {"tenant": tenant, "state": state, "task": task, "after": after, "limit": limit}
-        params["search"] = search
+        params = {"tenant": tenant, "state": state, "task": task, "after": after}
+        params.update(search=search, limit=limit + 1)  # one more: is there a next page?
         with self.driver.read() as tx:
             found = tx.all(self.q["list_jobs"], params)
-        jobs = [rows.job(r, self.codec) for r in found]
-        return Page(jobs, jobs[-1].id if len(jobs) == limit else None)
+        return page_of([rows.job(r, self.codec) for r in found], limit, attrgetter("id"))
 
     def _job_for_update(self, tx: Tx, job_id: int, tenant: str | None) -> Job:
         row = tx.one(self.q["get_job_for_update"], {"id": job_id, "tenant": tenant})

@@ -8,10 +8,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import Any, Unpack
 
 from tickwork.errors import InvalidTransition, LeaseLost, RunNotFound, ValidationError
 from tickwork.job import Run, RunState
+from tickwork.records import page_of
 from tickwork.retry import RetryPolicy
 from tickwork.store import rows
 from tickwork.store.base import (
@@ -123,7 +125,7 @@ class RunTransitions(SqlCore):
         until: datetime | None = None,
     ) -> Page[Run]:
         limit = page_limit(limit)
-        params = {"state": state, "after": after, "limit": limit}
+        params = {"state": state, "after": after, "limit": limit + 1}  # +1: a next page?
         params.update(
             self._run_filter(
                 tenant=tenant, job_id=job_id, task=task, queue=queue, since=since, until=until
@@ -131,8 +133,7 @@ class RunTransitions(SqlCore):
         )
         with self.driver.read() as tx:
             found = tx.all(self.q["list_runs"], params)
-        runs = [rows.run(r, self.codec) for r in found]
-        return Page(runs, runs[-1].id if len(runs) == limit else None)
+        return page_of([rows.run(r, self.codec) for r in found], limit, attrgetter("id"))
 
     def _run_filter(
         self,
