@@ -430,6 +430,14 @@ class ClaimedRun(NamedTuple):
 
 MAX_SLOT_SCAN = 10_000
 """Missed slots counted one by one per trigger; past this a skip is recorded as 'at least'."""
+ONE_OFF_LEAD = timedelta(milliseconds=100)
+"""A one-off job is triggered up to this long before its time: its run exists, queued with
+``run_at`` at the slot, before the slot comes, so a worker starts it on time instead of
+after the trigger's wake-up and round trips (benchmarks/README.md, "Start lag, hop by hop").
+Nothing runs early: a run is claimable from its ``run_at`` by the store's clock. From then
+on the job is ``completed``, as after any trigger: a pause that comes later is refused,
+a cancel cancels the queued run. Recurring jobs are triggered at their slots, so that
+their overlap and misfire decisions see the runs as they are then."""
 
 
 @dataclass(frozen=True, slots=True)

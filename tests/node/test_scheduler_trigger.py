@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tickwork.config import Config
-from tickwork.job import JobSpec, MisfirePolicy, OverlapPolicy
+from tickwork.job import ONE_OFF_LEAD, JobSpec, MisfirePolicy, OverlapPolicy
 from tickwork.schedule import Cron, Interval, Once
 from tickwork.scheduler import Scheduler
 from tickwork.store import Store
@@ -76,8 +76,9 @@ def test_a_job_submitted_while_the_trigger_sleeps_wakes_it(
 
     wait_until(lambda: store.list_runs(job_id=job.id).items, DEADLINE)
     (run,) = store.list_runs(job_id=job.id).items
-    assert run.scheduled_for == at
-    assert timedelta(0) <= run.created_at - at < ON_TIME
+    assert run.scheduled_for == run.run_at == at
+    # Triggered on time, which for a one-off is ONE_OFF_LEAD before it: claimable at `at`.
+    assert timedelta(0) <= run.created_at - (at - ONE_OFF_LEAD) < ON_TIME
 
 
 def test_full_batches_are_triggered_back_to_back(

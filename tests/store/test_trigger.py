@@ -13,6 +13,7 @@ import pytest
 from tickwork.errors import LeadershipLost
 from tickwork.job import (
     DEFAULT_MISFIRE_LIMIT,
+    ONE_OFF_LEAD,
     JobSpec,
     JobState,
     MisfirePolicy,
@@ -173,7 +174,9 @@ def test_next_due_at_is_the_earliest_active_job(store: Store, t0: datetime) -> N
     later = store.submit(JobSpec(task="t", schedule=Once(at=t0 + timedelta(hours=2))), now=t0)
     paused = store.submit(JobSpec(task="t", schedule=Once(at=t0 + timedelta(hours=1))), now=t0)
     store.pause_job(paused.job.id, now=t0)
-    assert store.next_due_at() == later.job.next_run_at == t0 + timedelta(hours=2)
+    # A one-off is triggered ONE_OFF_LEAD ahead of its time: the trigger has work then.
+    assert store.next_due_at() == t0 + timedelta(hours=2) - ONE_OFF_LEAD
+    assert later.job.next_run_at == t0 + timedelta(hours=2)
     sooner = store.submit(every(60, t0 + timedelta(minutes=30)), now=t0)
     assert store.next_due_at() == sooner.job.next_run_at == t0 + timedelta(minutes=30)
 
@@ -546,3 +549,54 @@ def test_late_one_off_job_with_misfire_skip_completes_without_a_run(
     assert skip_rows(store.slot_skips(job.id)) == [(SlotFate.MISFIRE, at, at, 1)]
     after = store.get_job(job.id)
     assert (after.state, after.next_run_at) == (JobState.COMPLETED, None)
+
+
+# -- one-off jobs are triggered a moment early (ONE_OFF_LEAD) ------------------------------
+
+
+def test_a_one_off_job_gets_its_run_a_moment_before_its_time_claimable_only_then(
+    store: Store, t0: datetime
+) -> None:
+    # The run exists before its slot, so a worker waits for the time, not for the trigger:
+    # the trigger's wake-up and round trips leave the start lag.
+    slot = t0 + timedelta(seconds=10)
+    job = store.submit(JobSpec(task="t", schedule=Once(at=slot)), now=t0).job
+    epoch = lead(store, t0)
+    early = slot - ONE_OFF_LEAD / 2
+    assert store.next_due_at() == slot - ONE_OFF_LEAD
+
+    result = store.trigger(epoch, now=early)
+
+    (run,) = result.runs
+    assert (run.job_id, run.scheduled_for, run.run_at) == (job.id, slot, slot)
+    assert run.state is RunState.QUEUED
+    assert store.get_job(job.id).state is JobState.COMPLETED
+    assert result.skipped == []
+    assert store.claim("w", limit=10, now=early) == []  # not before its time
+    assert store.next_claimable_at() == slot
+    (claimed,) = store.claim("w", limit=10, now=slot)
+    assert claimed.id == run.id
+
+
+def test_a_one_off_job_further_ahead_than_the_lead_is_not_triggered(
+    store: Store, t0: datetime
+) -> None:
+    slot = t0 + timedelta(seconds=10)
+    store.submit(JobSpec(task="t", schedule=Once(at=slot)), now=t0)
+    epoch = lead(store, t0)
+
+    result = store.trigger(epoch, now=slot - ONE_OFF_LEAD - timedelta(milliseconds=1))
+
+    assert result.runs == []
+    assert result.jobs_advanced == 0
+
+
+def test_a_recurring_job_is_never_triggered_before_its_slot(store: Store, t0: datetime) -> None:
+    job = store.submit(every(60, t0), now=t0).job
+    slot = t0 + timedelta(seconds=60)
+    epoch = lead(store, t0)
+    assert store.next_due_at() == slot  # no lead for a recurring job
+
+    assert store.trigger(epoch, now=slot - ONE_OFF_LEAD / 2).runs == []
+    (run,) = store.trigger(epoch, now=slot).runs
+    assert (run.job_id, run.scheduled_for) == (job.id, slot)

@@ -266,7 +266,9 @@ class Store(abc.ABC):
     ) -> TriggerResult:
         """Turn due slots into queued runs and advance each job, in one transaction.
 
-        Eligible: active jobs with ``next_run_at <= now``, earliest first, ``limit`` at most
+        Eligible: active jobs with ``next_run_at <= now``, and one-off jobs with
+        ``next_run_at <= now + ONE_OFF_LEAD`` (:data:`~tickwork.job.ONE_OFF_LEAD`: their
+        runs exist before their time, claimable from it), earliest first, ``limit`` at most
         (rows another trigger holds are skipped, not waited on). For each, the due slots are
         planned by :func:`tickwork.job.plan_slots` (misfire and overlap policies); runs are
         inserted ``queued`` with ``run_at = scheduled_for``; ``next_run_at`` moves to the
@@ -282,7 +284,9 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def next_due_at(self) -> datetime | None:
-        """The earliest ``next_run_at`` of an active job (the trigger loop sleeps until it)."""
+        """When the trigger next has work (its loop sleeps until then): the earliest active
+        job's ``next_run_at``, less :data:`~tickwork.job.ONE_OFF_LEAD` for a one-off job,
+        which is triggered that much ahead of its time."""
 
     # -- runs ------------------------------------------------------------------------------
 

@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Generic, Protocol, TypeVar
 
-from tickwork.job import Job, JobSpec, JobState, MisfirePolicy, OverlapPolicy, plan_slots
+from tickwork.job import (
+    ONE_OFF_LEAD,
+    Job,
+    JobSpec,
+    JobState,
+    MisfirePolicy,
+    OverlapPolicy,
+    plan_slots,
+)
 from tickwork.schedule import Interval, Once, Schedule
 from tickwork.store.base import SlotFate
 
@@ -74,10 +82,16 @@ def plan_batch(jobs: Sequence[J], unfinished_job_ids: set[int], now: datetime) -
     batch: BatchPlan[J] = BatchPlan()
     for job in jobs:
         assert job.next_run_at is not None
+        at = now
+        if isinstance(job.schedule, Once) and job.next_run_at > now:
+            # Triggered ahead of its time (ONE_OFF_LEAD, the due jobs' query): planned as at
+            # its slot, on time; its run is claimable from the slot.
+            assert job.next_run_at <= now + ONE_OFF_LEAD, (job.id, job.next_run_at, now)
+            at = job.next_run_at
         plan = plan_slots(
             job.schedule,
             job.next_run_at,
-            now,
+            at,
             misfire=job.misfire,
             grace=job.misfire_grace,
             overlap=job.overlap,

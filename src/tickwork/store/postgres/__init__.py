@@ -46,6 +46,7 @@ from tickwork import schedule as schedules
 from tickwork.config import RUN_LEASE, TRIGGER_BATCH
 from tickwork.errors import LeadershipLost, LeaseLost, MigrationError, ValidationError
 from tickwork.job import (
+    ONE_OFF_LEAD,
     ClaimedRun,
     Job,
     JobSpec,
@@ -279,7 +280,7 @@ class PostgresStore(SqlStore):
         with self._conn() as conn, conn.pipeline() as p, conn.transaction():
             head = conn.execute(Q["trigger_head"], {"epoch": epoch, "now": now})
             due = conn.cursor(row_factory=tuple_row).execute(
-                Q["due_jobs"], {"now": now, "limit": limit}
+                Q["due_jobs"], {"now": now, "limit": limit, "lead": ONE_OFF_LEAD}
             )
             p.sync()
             fence = head.fetchone()
@@ -321,7 +322,9 @@ class PostgresStore(SqlStore):
                 notify(conn, CHANNEL_RUNS)
             if plan.advances:
                 conn.execute(Q["advance_jobs"], advance)
-            next_due_cursor = conn.execute(Q["next_due_at_with_clock"], {"now": now})
+            next_due_cursor = conn.execute(
+                Q["next_due_at_with_clock"], {"now": now, "lead": ONE_OFF_LEAD}
+            )
             p.sync()
             runs: list[Run] = []
             if inserted is not None:

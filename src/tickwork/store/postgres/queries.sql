@@ -146,7 +146,8 @@ SELECT id, next_run_at, misfire, misfire_grace, overlap,
     tenant, task, args, queue, priority, max_attempts, timeout
 FROM tickwork_jobs
 WHERE state = 'active' AND next_run_at IS NOT NULL
-  AND next_run_at <= coalesce(%(now)s::timestamptz, now())
+  AND next_run_at <= coalesce(%(now)s::timestamptz, now()) + %(lead)s::interval
+  AND (next_run_at <= coalesce(%(now)s::timestamptz, now()) OR schedule->>'kind' = 'once')
 ORDER BY next_run_at LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
@@ -176,12 +177,20 @@ FROM unnest(%(job_ids)b::bigint[], %(first_slots)b::timestamptz[],
     AS s (job_id, first_slot, last_slot, count, fate, run_id, more);
 
 -- name: next_due_at
-SELECT min(next_run_at) AS at FROM tickwork_jobs
-WHERE state = 'active' AND next_run_at IS NOT NULL;
+-- When the trigger next has work: the earliest job's next_run_at, less the lead for a
+-- one-off (ONE_OFF_LEAD: due_jobs takes it that early). A one-off due a hair after an
+-- earlier recurring job is then triggered with it, still before its time.
+SELECT (SELECT CASE WHEN schedule->>'kind' = 'once' THEN next_run_at - %(lead)s::interval
+                    ELSE next_run_at END
+        FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL
+        ORDER BY next_run_at LIMIT 1) AS at;
 
 -- name: next_due_at_with_clock
-SELECT min(next_run_at) AS at, coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
-FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL;
+SELECT (SELECT CASE WHEN schedule->>'kind' = 'once' THEN next_run_at - %(lead)s::interval
+                    ELSE next_run_at END
+        FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL
+        ORDER BY next_run_at LIMIT 1) AS at,
+    coalesce(%(now)s::timestamptz, clock_timestamp()) AS now;
 
 -- name: complete_then_claim
 -- A busy worker's one statement per batch: complete what it finished (as complete_ids),

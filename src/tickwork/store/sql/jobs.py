@@ -9,7 +9,7 @@ from operator import attrgetter
 
 from tickwork import schedule as schedules
 from tickwork.errors import InvalidTransition, JobNotFound, ValidationError
-from tickwork.job import Job, JobSpec, JobState, Run
+from tickwork.job import ONE_OFF_LEAD, Job, JobSpec, JobState, Run
 from tickwork.records import page_of
 from tickwork.store import rows
 from tickwork.store.base import (
@@ -190,7 +190,7 @@ class JobTransitions(SqlCore):
 
     def next_due_at(self) -> datetime | None:
         with self.driver.read() as tx:
-            row = tx.one(self.q["next_due_at"], {})
+            row = tx.one(self.q["next_due_at"], {"lead": self.codec.duration(ONE_OFF_LEAD)})
         return self.codec.from_time(row["at"]) if row is not None else None
 
     def slot_skips(

@@ -31,7 +31,15 @@ from tickwork import schedule as schedules
 from tickwork.clock import from_micros, to_micros
 from tickwork.config import RUN_LEASE, TRIGGER_BATCH
 from tickwork.errors import LeadershipLost, LeaseLost, MigrationError, ValidationError
-from tickwork.job import ClaimedRun, JobSpec, JobState, OverlapPolicy, Run, RunState
+from tickwork.job import (
+    ONE_OFF_LEAD,
+    ClaimedRun,
+    JobSpec,
+    JobState,
+    OverlapPolicy,
+    Run,
+    RunState,
+)
 from tickwork.store import rows
 from tickwork.store.base import (
     CHANNEL_JOBS,
@@ -220,7 +228,8 @@ class SqliteStore(SqlStore):
             head = conn.execute(Q["trigger_head"], {"epoch": epoch, "now": t}).fetchone()
             if head is None or not head["leads"]:
                 raise LeadershipLost(None, epoch, holder=head["holder"] if head else None)
-            jobs = [rows.job(r, C) for r in conn.execute(Q["due_jobs"], {"now": t, "limit": limit})]
+            due = {"now": t, "limit": limit, "lead": C.duration(ONE_OFF_LEAD)}
+            jobs = [rows.job(r, C) for r in conn.execute(Q["due_jobs"], due)]
             watched = [j.id for j in jobs if j.overlap is not OverlapPolicy.ALLOW]
             unfinished: set[int] = set()
             if watched:
@@ -289,7 +298,8 @@ class SqliteStore(SqlStore):
                 ],
             )
             next_due = conn.execute(
-                Q["next_due_at_with_clock"], {"now": self.sqlite.at(now)}
+                Q["next_due_at_with_clock"],
+                {"now": self.sqlite.at(now), "lead": C.duration(ONE_OFF_LEAD)},
             ).fetchone()
         if runs:
             self._signals.notify(CHANNEL_RUNS)

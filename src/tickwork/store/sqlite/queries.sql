@@ -66,8 +66,10 @@ SELECT :now AS now, holder, (epoch = :epoch AND expires_at > :now) AS leads
 FROM tickwork_leases WHERE name = 'scheduler';
 
 -- name: due_jobs
+-- A one-off job up to :lead microseconds before its time (ONE_OFF_LEAD).
 SELECT * FROM tickwork_jobs
-WHERE state = 'active' AND next_run_at IS NOT NULL AND next_run_at <= :now
+WHERE state = 'active' AND next_run_at IS NOT NULL AND next_run_at <= :now + :lead
+  AND (next_run_at <= :now OR json_extract(schedule, '$.kind') = 'once')
 ORDER BY next_run_at LIMIT :limit;
 
 -- name: advance_jobs
@@ -94,12 +96,18 @@ INSERT INTO tickwork_slot_skips (job_id, first_slot, last_slot, count, fate, run
 VALUES (:job_id, :first_slot, :last_slot, :count, :fate, :run_id, :more, :now);
 
 -- name: next_due_at
-SELECT min(next_run_at) AS at FROM tickwork_jobs
-WHERE state = 'active' AND next_run_at IS NOT NULL;
+-- When the trigger next has work (see PostgreSQL's): less the lead for a one-off.
+SELECT (SELECT CASE WHEN json_extract(schedule, '$.kind') = 'once' THEN next_run_at - :lead
+                    ELSE next_run_at END
+        FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL
+        ORDER BY next_run_at LIMIT 1) AS at;
 
 -- name: next_due_at_with_clock
-SELECT min(next_run_at) AS at, :now AS now FROM tickwork_jobs
-WHERE state = 'active' AND next_run_at IS NOT NULL;
+SELECT (SELECT CASE WHEN json_extract(schedule, '$.kind') = 'once' THEN next_run_at - :lead
+                    ELSE next_run_at END
+        FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL
+        ORDER BY next_run_at LIMIT 1) AS at,
+    :now AS now;
 
 -- name: claim
 -- A line ending "-- only-queues" is dropped for a worker that takes every queue; :queues is
