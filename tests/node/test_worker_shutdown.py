@@ -13,11 +13,12 @@ from tickwork.job import RunState
 from tickwork.store import Store
 from tickwork.testing import wait_until
 from tickwork.worker import Worker
+from tickwork.worker.task import Task
 
 
-def test_a_graceful_stop_lets_a_running_handler_finish_within_the_grace(
-    app: App, store: Store
-) -> None:
+def slow_task(app: App) -> tuple[Task[..., str], threading.Event, threading.Event]:
+    """A task ``slow`` on ``app`` that sets ``started``, waits for ``finish`` (10 s at
+    most) and returns "done"."""
     started = threading.Event()
     finish = threading.Event()
 
@@ -27,6 +28,13 @@ def test_a_graceful_stop_lets_a_running_handler_finish_within_the_grace(
         finish.wait(10)
         return "done"
 
+    return slow, started, finish
+
+
+def test_a_graceful_stop_lets_a_running_handler_finish_within_the_grace(
+    app: App, store: Store
+) -> None:
+    slow, started, finish = slow_task(app)
     job = app.submit(slow)
     worker = app.worker()
     worker.start()
@@ -195,15 +203,7 @@ class FailsOnceToComplete:
 def test_a_completion_whose_write_raised_an_unexpected_error_is_written_again(
     app: App, store: Store
 ) -> None:
-    started = threading.Event()
-    finish = threading.Event()
-
-    @app.task
-    def slow(ctx: Context) -> str:
-        started.set()
-        finish.wait(10)
-        return "done"
-
+    slow, started, finish = slow_task(app)
     job = app.submit(slow)
     failing = FailsOnceToComplete(app.store)
     worker = Worker(failing, app.registry, app.config)  # type: ignore[arg-type]
