@@ -3,16 +3,19 @@ spending an attempt; no new claims once stopping; completions are written in bat
 
 from __future__ import annotations
 
+import logging
 import threading
 from datetime import timedelta
 
+import pytest
 from worker_support import DEADLINE, CountingStore, finished, in_state, make_app, only_run, running
 
 from tickwork.app import App, Context
-from tickwork.job import RunState
+from tickwork.job import Job, RunState
 from tickwork.store import Store
 from tickwork.testing import wait_until
 from tickwork.worker import Worker
+from tickwork.worker.reporter import SURPRISE_LIMIT
 from tickwork.worker.task import Task
 
 
@@ -182,45 +185,71 @@ def test_a_running_worker_shows_in_the_cluster_view_until_it_stops(app: App, sto
     assert store.list_nodes() == []
 
 
-class FailsOnceToComplete:
-    """A store whose first ``complete_many`` raises an error that is not a StoreError (a
-    bug, a driver's surprise): the reporter must log it and write the completion again."""
+class FailsToComplete:
+    """A store whose first ``failures`` calls of ``complete_many`` raise an error that is
+    not a StoreError (a bug, a driver's surprise)."""
 
-    def __init__(self, inner: Store) -> None:
+    def __init__(self, inner: Store, failures: int) -> None:
         self._inner = inner
+        self._left = failures
+        self.calls = 0
         self.failed = threading.Event()
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._inner, name)
 
     def complete_many(self, *args: object, **kwargs: object) -> object:
-        if not self.failed.is_set():
+        self.calls += 1
+        if self._left > 0:
+            self._left -= 1
             self.failed.set()
             raise RuntimeError("a surprise")
         return self._inner.complete_many(*args, **kwargs)  # type: ignore[arg-type]
 
 
-def test_a_completion_whose_write_raised_an_unexpected_error_is_written_again(
-    app: App, store: Store
-) -> None:
+def stop_while_running(app: App, store: FailsToComplete, caplog: pytest.LogCaptureFixture) -> Job:
+    """Submit a slow run, and stop the worker gracefully while it runs: its completion is
+    the reporter's to write (the claim loop has stopped), through ``store``."""
+    caplog.set_level(logging.INFO, logger="tickwork")
     slow, started, finish = slow_task(app)
     job = app.submit(slow)
-    failing = FailsOnceToComplete(app.store)
-    worker = Worker(failing, app.registry, app.config)  # type: ignore[arg-type]
+    worker = Worker(store, app.registry, app.config)  # type: ignore[arg-type]
     worker.start()
     stopping = threading.Thread(target=worker.stop_gracefully, args=(timedelta(seconds=10),))
     try:
         wait_until(started.is_set, DEADLINE)
         stopping.start()
-        # The claim loop has stopped: the reporter writes the completion, with complete_many.
         wait_until(lambda: not worker.running, DEADLINE)
         finish.set()
-        wait_until(failing.failed.is_set, DEADLINE)
-        run = finished(store, job)
+        wait_until(store.failed.is_set, DEADLINE)
+        stopping.join(DEADLINE)
     finally:
         finish.set()
-        stopping.join(DEADLINE)
         worker.stop()
+    return job
 
+
+def test_a_completion_whose_write_raised_an_unexpected_error_is_written_again(
+    app: App, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    failing = FailsToComplete(app.store, failures=1)
+    job = stop_while_running(app, failing, caplog)
+
+    run = finished(store, job)
     assert run.state is RunState.SUCCEEDED
     assert run.result == {"value": "done"}
+    assert "completing 1 runs failed, will retry" in caplog.text
+
+
+def test_a_completion_that_always_raises_unexpectedly_is_dropped_not_retried_for_ever(
+    app: App, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    failing = FailsToComplete(app.store, failures=1_000)
+    job = stop_while_running(app, failing, caplog)
+
+    # Tried SURPRISE_LIMIT times, then given up on: the stop is not held by it, and the
+    # run is left to be rescued when its lease expires (then executed again).
+    assert failing.calls == SURPRISE_LIMIT
+    assert "is dropped" in caplog.text
+    assert "stopping with outcomes unwritten" not in caplog.text
+    assert only_run(store, job).state is RunState.RUNNING

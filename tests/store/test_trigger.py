@@ -600,3 +600,12 @@ def test_a_recurring_job_is_never_triggered_before_its_slot(store: Store, t0: da
     assert store.trigger(epoch, now=slot - ONE_OFF_LEAD / 2).runs == []
     (run,) = store.trigger(epoch, now=slot).runs
     assert (run.job_id, run.scheduled_for) == (job.id, slot)
+
+
+def test_a_one_off_due_with_a_recurring_job_keeps_its_lead(store: Store, t0: datetime) -> None:
+    slot = t0 + timedelta(seconds=60)
+    for _ in range(3):  # recurring jobs first, so that insertion order cannot pick the one-off
+        store.submit(every(60, t0), now=t0)
+    store.submit(JobSpec(task="t", schedule=Once(at=slot)), now=t0)
+
+    assert store.next_due_at() == slot - ONE_OFF_LEAD

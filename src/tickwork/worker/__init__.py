@@ -421,13 +421,13 @@ class Worker(Service):
         want = max(0, min(self.concurrency - occupied, self.config.claim_batch))
         if want == 0 and not taken.completions:
             return _Pass(no_room=True)
-        sent = self.clock.monotonic()  # the lease surely began no earlier than this
         try:
             if not self._limits_written:
                 # Before the first claim: a task's limit must hold from this worker's
                 # first run of it, so a failure here is retried like a failed claim.
                 self.store.register_task_limits(self._task_limits())
                 self._limits_written = True
+            sent = self.clock.monotonic()  # the lease surely began no earlier than this
             rejected, runs = self.store.complete_and_claim(
                 taken.completions,
                 self.node_id,

@@ -121,7 +121,9 @@ class Attempt:
 
 class Executor:
     """Runs attempts; calls ``on_outcome`` once per attempt it settles itself (finished or
-    timed out) and ``on_exit`` whenever a handler has actually returned (a slot is free)."""
+    timed out), ``on_exit`` whenever a handler has actually returned (a slot is free), and
+    ``on_late`` for an attempt whose lease may have lapsed before its handler could start
+    (it must settle the attempt: the handler never starts)."""
 
     def __init__(
         self,
@@ -129,9 +131,9 @@ class Executor:
         *,
         on_outcome: Callable[[Attempt, Outcome], None],
         on_exit: Callable[[Attempt], None],
+        on_late: Callable[[Attempt], None],
         clock: Clock,
         tracing: Tracing | None = None,
-        on_late: Callable[[Attempt], None] | None = None,
     ) -> None:
         self.concurrency = concurrency
         self._tracing = tracing
@@ -253,8 +255,7 @@ class Executor:
         until = attempt.lease_until
         if until is None or self._clock.monotonic() < until:
             return False
-        if self._on_late is not None:
-            self._on_late(attempt)
+        self._on_late(attempt)  # settles it (released), or another decision came first
         return True
 
     def _finish(self, attempt: Attempt, outcome: Outcome) -> None:

@@ -17,7 +17,9 @@ the new holder's. A write that fails because the database is unavailable is retr
 capped, jittered backoff (at most about 1 s, so outcomes are written within a second or so
 of the database answering again); the runs stay in the heartbeat meanwhile, and each is
 written with the fencing token of its claim, so one whose lease was taken over during the
-outage is refused and logged as such.
+outage is refused and logged as such. A write that fails with an error that is not the
+store's (a bug) is tried SURPRISE_LIMIT times, then dropped and logged: its run is rescued
+and runs again, and the reporter goes on with the others.
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ log = logging.getLogger("tickwork.worker")
 
 COMPLETE_BATCH = 500
 """Runs completed per ``complete_many`` call at most."""
+SURPRISE_LIMIT = 3
+"""Times the reporter tries completions whose write failed with an error that is not the
+store's (a bug, a driver's surprise) before it drops them: their runs are rescued when
+their leases expire and run again. A store error (an outage) is retried for as long as it
+lasts."""
 RETRY_BACKOFF = (0.05, 1.0)
 """Seconds: first and longest wait before writing again after the store failed (jittered,
 see :class:`~tickwork.service.Backoff`)."""
@@ -75,6 +82,7 @@ class Reporter(Service):
         self._writing = 0  # reports taken off the lists and not yet written
         self._cond = threading.Condition()
         self._claimer_active = False  # the claim loop writes the completions
+        self._surprises: dict[int, int] = {}  # run id -> unexpected failures (this thread)
 
     # -- producers (any thread) ------------------------------------------------------------
 
@@ -193,15 +201,43 @@ class Reporter(Service):
                 continue
             except Exception:
                 # Not the store's kind of failure (a bug, a driver's surprise): this thread
-                # must not die of it with the outcomes in hand; write them again.
+                # must not die of it with the outcomes in hand; try again, a few times.
                 log.exception("completing %d runs failed, will retry", len(chunk))
-                left.extend(chunk)
+                left.extend(self._surprised(chunk))
                 continue
+            if self._surprises:
+                for r in chunk:
+                    self._surprises.pop(r.attempt.run.id, None)
             self._written(chunk, rejected)
         for r in others:
             if not self._write_one(r):
                 left.append(r)
         return left
+
+    def _surprised(self, chunk: list[_Report]) -> list[_Report]:
+        """Count an unexpected failure against each report of ``chunk``; return those to
+        try again, and drop those that reached SURPRISE_LIMIT."""
+        again: list[_Report] = []
+        dropped: list[Attempt] = []
+        for r in chunk:
+            run = r.attempt.run
+            count = self._surprises.get(run.id, 0) + 1
+            if count < SURPRISE_LIMIT:
+                self._surprises[run.id] = count
+                again.append(r)
+                continue
+            self._surprises.pop(run.id, None)
+            dropped.append(r.attempt)
+            log.error(
+                "run %d (%s): its completion failed %d times (not a store error) and is "
+                "dropped; the run is rescued when its lease expires",
+                run.id,
+                run.task,
+                count,
+            )
+        if dropped:
+            self._on_reported(dropped, True)
+        return again
 
     def _written(self, chunk: list[_Report], rejected: set[int]) -> None:
         succeeded = log.isEnabledFor(logging.INFO)  # asked once a batch, not once a run

@@ -179,17 +179,18 @@ FROM unnest(%(job_ids)b::bigint[], %(first_slots)b::timestamptz[],
 -- name: next_due_at
 -- When the trigger next has work: the earliest job's next_run_at, less the lead for a
 -- one-off (ONE_OFF_LEAD: due_jobs takes it that early). A one-off due a hair after an
--- earlier recurring job is then triggered with it, still before its time.
+-- earlier recurring job is then triggered with it, still before its time; of jobs due at
+-- the same instant, a one-off comes first.
 SELECT (SELECT CASE WHEN schedule->>'kind' = 'once' THEN next_run_at - %(lead)s::interval
                     ELSE next_run_at END
         FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL
-        ORDER BY next_run_at LIMIT 1) AS at;
+        ORDER BY next_run_at, schedule->>'kind' = 'once' DESC LIMIT 1) AS at;
 
 -- name: next_due_at_with_clock
 SELECT (SELECT CASE WHEN schedule->>'kind' = 'once' THEN next_run_at - %(lead)s::interval
                     ELSE next_run_at END
         FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL
-        ORDER BY next_run_at LIMIT 1) AS at,
+        ORDER BY next_run_at, schedule->>'kind' = 'once' DESC LIMIT 1) AS at,
     coalesce(%(now)s::timestamptz, clock_timestamp()) AS now;
 
 -- name: complete_then_claim
