@@ -12,7 +12,16 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from worker_support import DEADLINE, CountingStore, finished, in_state, make_app, only_run, running
+from worker_support import (
+    DEADLINE,
+    CountingStore,
+    WrappedStore,
+    finished,
+    in_state,
+    make_app,
+    only_run,
+    running,
+)
 
 from tickwork.app import App, Context
 from tickwork.config import Config
@@ -243,19 +252,16 @@ def test_claims_never_exceed_free_capacity(store: Store) -> None:
         app.close()
 
 
-class StalledAfterClaim:
+class StalledAfterClaim(WrappedStore):
     """A store whose first claim that takes runs returns them only after ``stall`` seconds
     and the test's go-ahead: the worker stalled (SIGSTOP, a long GC pause) between the
     claim's commit and its handlers' start."""
 
     def __init__(self, inner: Store, stall: float) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._stall = stall
         self.claimed = threading.Event()
         self.resume = threading.Event()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
     def complete_and_claim(self, *args: Any, **kwargs: Any) -> Any:
         rejected, runs = self._inner.complete_and_claim(*args, **kwargs)

@@ -8,7 +8,16 @@ import threading
 from datetime import timedelta
 
 import pytest
-from worker_support import DEADLINE, CountingStore, finished, in_state, make_app, only_run, running
+from worker_support import (
+    DEADLINE,
+    CountingStore,
+    WrappedStore,
+    finished,
+    in_state,
+    make_app,
+    only_run,
+    running,
+)
 
 from tickwork.app import App, Context
 from tickwork.job import Job, RunState
@@ -185,18 +194,15 @@ def test_a_running_worker_shows_in_the_cluster_view_until_it_stops(app: App, sto
     assert store.list_nodes() == []
 
 
-class FailsToComplete:
+class FailsToComplete(WrappedStore):
     """A store whose first ``failures`` calls of ``complete_many`` raise an error that is
     not a StoreError (a bug, a driver's surprise)."""
 
     def __init__(self, inner: Store, failures: int) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._left = failures
         self.calls = 0
         self.failed = threading.Event()
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._inner, name)
 
     def complete_many(self, *args: object, **kwargs: object) -> object:
         self.calls += 1

@@ -64,6 +64,17 @@ def running(worker: Worker) -> Iterator[Worker]:
         worker.stop()
 
 
+class WrappedStore:
+    """A real store with some calls changed by a subclass (a stall, a failure); every
+    other call goes to ``inner`` as it is."""
+
+    def __init__(self, inner: Store) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 class CountingStore:
     """A store that counts calls by method name (and keeps the arguments of some)."""
 

@@ -87,7 +87,6 @@ def test_the_shared_transitions_take_the_same_parameters_in_both_dialects() -> N
         "unfinished_jobs",
         "cancel_unfinished_runs_of_jobs",
         "trigger_head",
-        "next_due_at_with_clock",
     }
     differing = {
         name

@@ -206,11 +206,8 @@ class Trigger(Service):
     def _log(self, epoch: int, result: TriggerResult) -> None:
         if result.runs or result.jobs_advanced:
             # A one-off triggered ahead of its slot (ONE_OFF_LEAD) is not late: 0, not -100.
-            lag = max(
-                ((run.created_at - run.scheduled_for).total_seconds() for run in result.runs),
-                default=0.0,
-            )
-            lag = max(lag, 0.0)
+            lags = [(run.created_at - run.scheduled_for).total_seconds() for run in result.runs]
+            lag = max([0.0, *lags])
             log.info(
                 "trigger epoch=%d jobs=%d runs=%d max_lag_ms=%.1f",
                 epoch,

@@ -322,9 +322,7 @@ class PostgresStore(SqlStore):
                 notify(conn, CHANNEL_RUNS)
             if plan.advances:
                 conn.execute(Q["advance_jobs"], advance)
-            next_due_cursor = conn.execute(
-                Q["next_due_at_with_clock"], {"now": now, "lead": ONE_OFF_LEAD}
-            )
+            next_due_cursor = conn.execute(Q["next_due_at"], {"now": now, "lead": ONE_OFF_LEAD})
             p.sync()
             runs: list[Run] = []
             if inserted is not None:

@@ -180,13 +180,8 @@ FROM unnest(%(job_ids)b::bigint[], %(first_slots)b::timestamptz[],
 -- When the trigger next has work: the earliest job's next_run_at, less the lead for a
 -- one-off (ONE_OFF_LEAD: due_jobs takes it that early). A one-off due a hair after an
 -- earlier recurring job is then triggered with it, still before its time; of jobs due at
--- the same instant, a one-off comes first.
-SELECT (SELECT CASE WHEN schedule->>'kind' = 'once' THEN next_run_at - %(lead)s::interval
-                    ELSE next_run_at END
-        FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL
-        ORDER BY next_run_at, schedule->>'kind' = 'once' DESC LIMIT 1) AS at;
-
--- name: next_due_at_with_clock
+-- the same instant, a one-off comes first. With the store's clock: the trigger sleeps
+-- from it.
 SELECT (SELECT CASE WHEN schedule->>'kind' = 'once' THEN next_run_at - %(lead)s::interval
                     ELSE next_run_at END
         FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL

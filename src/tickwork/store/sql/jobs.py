@@ -92,8 +92,8 @@ class JobTransitions(SqlCore):
         search: str | None = None,
     ) -> Page[Job]:
         limit = page_limit(limit)
-        params = {"tenant": tenant, "state": state, "task": task, "after": after}
-        params.update(search=search, limit=limit + 1)  # one more: is there a next page?
+        params = {"tenant": tenant, "state": state, "task": task, "after": after, "search": search}
+        params["limit"] = limit + 1  # one more: is there a next page?
         with self.driver.read() as tx:
             found = tx.all(self.q["list_jobs"], params)
         return page_of([rows.job(r, self.codec) for r in found], limit, attrgetter("id"))
@@ -190,7 +190,8 @@ class JobTransitions(SqlCore):
 
     def next_due_at(self) -> datetime | None:
         with self.driver.read() as tx:
-            row = tx.one(self.q["next_due_at"], {"lead": self.codec.duration(ONE_OFF_LEAD)})
+            lead = self.codec.duration(ONE_OFF_LEAD)
+            row = tx.one(self.q["next_due_at"], {"lead": lead, "now": self.driver.at(None)})
         return self.codec.from_time(row["at"]) if row is not None else None
 
     def slot_skips(

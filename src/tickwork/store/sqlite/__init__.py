@@ -298,7 +298,7 @@ class SqliteStore(SqlStore):
                 ],
             )
             next_due = conn.execute(
-                Q["next_due_at_with_clock"],
+                Q["next_due_at"],
                 {"now": self.sqlite.at(now), "lead": C.duration(ONE_OFF_LEAD)},
             ).fetchone()
         if runs:

@@ -100,12 +100,6 @@ VALUES (:job_id, :first_slot, :last_slot, :count, :fate, :run_id, :more, :now);
 SELECT (SELECT CASE WHEN json_extract(schedule, '$.kind') = 'once' THEN next_run_at - :lead
                     ELSE next_run_at END
         FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL
-        ORDER BY next_run_at, json_extract(schedule, '$.kind') = 'once' DESC LIMIT 1) AS at;
-
--- name: next_due_at_with_clock
-SELECT (SELECT CASE WHEN json_extract(schedule, '$.kind') = 'once' THEN next_run_at - :lead
-                    ELSE next_run_at END
-        FROM tickwork_jobs WHERE state = 'active' AND next_run_at IS NOT NULL
         ORDER BY next_run_at, json_extract(schedule, '$.kind') = 'once' DESC LIMIT 1) AS at,
     :now AS now;
 
