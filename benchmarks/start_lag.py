@@ -292,7 +292,7 @@ def hops(seen: dict[str, Any], measured_from: float) -> dict[str, Any]:
         if run_id not in trigger_of or run_id not in claim_of:
             continue
         slot, cycle, began, ended = trigger_of[run_id]
-        if slot < measured_from:
+        if slot < measured_from - 1e-6:  # float: the first measured bucket is due at it
             continue
         claim_began, claim_ended = claim_of[run_id]
         i = bisect_left(heard, began)
