@@ -16,8 +16,11 @@ acquire is held past the lease's expiry ends such a session itself.
 
 from __future__ import annotations
 
+import logging
 import time
+import uuid
 from datetime import timedelta
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -132,3 +135,56 @@ def test_a_standby_leads_within_the_bound_when_the_leader_stops_before_its_batch
             standby.stop()
         leader_store.close()
         standby_store.close()
+
+
+def as_role(url: str, role: str) -> str:
+    """``url`` with ``role`` as its user."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{role}@{host}"))
+
+
+def test_a_standby_that_may_not_end_the_stuck_session_says_so_once_per_incident(
+    pg_database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The standby's role sees other sessions (pg_read_all_stats) but may not end a
+    # superuser's: each beat's acquire finds the row held and fails to end the holder. An
+    # incident lasts as long as the stuck session (for ever behind a stopped client), so
+    # one warning says it, not one per beat.
+    role = f"tw_standby_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_database, autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{role}" LOGIN IN ROLE pg_read_all_stats')  # type: ignore[arg-type]
+        admin.execute(f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{role}"')  # type: ignore[arg-type]
+        admin.execute(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{role}"')  # type: ignore[arg-type]
+    leader_store = open_store(pg_database)
+    standby_store = open_store(as_role(pg_database, role))
+    short = timedelta(milliseconds=200)
+    try:
+        assert leader_store.acquire_leadership("stuck-leader", short) is not None
+        warned: list[int] = []
+        for _incident in range(2):
+            with psycopg.connect(pg_database) as stuck:  # a superuser's session
+                stuck.execute("SELECT 1 FROM tickwork_leases WHERE name = 'scheduler' FOR SHARE")
+                time.sleep(1.3)  # the lease has expired; the holder waits on its client
+                caplog.clear()
+                with caplog.at_level(logging.DEBUG, logger="tickwork"):
+                    for _ in range(3):
+                        assert standby_store.acquire_leadership("standby", short) is None
+                warned.append(
+                    sum(
+                        "cannot end the stuck leader's session" in r.getMessage()
+                        for r in caplog.records
+                        if r.levelno == logging.WARNING
+                    )
+                )
+                stuck.rollback()
+            # The holder gone, the standby leads: the incident is over.
+            assert standby_store.acquire_leadership("standby", short) is not None
+            time.sleep(short.total_seconds())
+        assert warned == [1, 1]
+    finally:
+        leader_store.close()
+        standby_store.close()
+        with psycopg.connect(pg_database, autocommit=True) as admin:
+            admin.execute(f'DROP OWNED BY "{role}"')  # type: ignore[arg-type]
+            admin.execute(f'DROP ROLE "{role}"')  # type: ignore[arg-type]

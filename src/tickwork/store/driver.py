@@ -143,6 +143,10 @@ class Driver(abc.ABC):
         many. A no-op where no session outlives its process's stop (SQLite)."""
         return 0
 
+    def lease_row_free(self) -> None:  # noqa: B027 (a hook: nothing to do where no session is stuck)
+        """An acquire found the leader lease's row unlocked: a stuck holder that
+        :meth:`end_expired_lease_holders` could not end is gone (its incident is over)."""
+
     @abc.abstractmethod
     def now(self) -> datetime: ...
 

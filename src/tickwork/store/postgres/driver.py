@@ -127,6 +127,9 @@ class PgDriver(Driver):
         """Connections for handlers' own transactions (``ctx.transaction()``): a handler
         holding one while it works never takes a connection the worker's heartbeats and
         claims need. Opened on first use: a process that runs no such handler opens none."""
+        self._cannot_end = False
+        """The last attempt to end a stuck leader's session was refused: said once per
+        incident (the election calls at every beat for as long as the session lives)."""
 
     @contextmanager
     def conn(self) -> Iterator[Conn]:
@@ -188,7 +191,13 @@ class PgDriver(Driver):
                 row = conn.execute(P["end_expired_lease_holders"], {"now": now}).fetchone()
         except pg_errors.InsufficientPrivilege as exc:
             # Another role's session: only its role or pg_signal_backend may end it.
-            log.warning("cannot end the stuck leader's session: %s", exc.diag.message_primary)
+            log.log(
+                logging.DEBUG if self._cannot_end else logging.WARNING,
+                "cannot end the stuck leader's session: %s (grant this role pg_signal_backend; "
+                "said once until the lease row is free again)",
+                exc.diag.message_primary,
+            )
+            self._cannot_end = True
             return 0
         ended = int(row["ended"]) if row is not None else 0
         if ended:
@@ -196,6 +205,9 @@ class PgDriver(Driver):
                 "ended %d session(s) of an expired leader stuck holding the lease row", ended
             )
         return ended
+
+    def lease_row_free(self) -> None:
+        self._cannot_end = False
 
     def now(self) -> datetime:
         with self.conn() as conn:

@@ -175,6 +175,7 @@ class ClusterTransitions(SqlCore):
             # only on an expired row): a stuck leader's session, ended so the next beat wins.
             self.driver.end_expired_lease_holders(now)
             return None
+        self.driver.lease_row_free()
         return rows.lease(row, self.codec) if row is not None else None
 
     def renew_leadership(
