@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import threading
 import time
@@ -214,7 +215,14 @@ def run_window(cluster: Cluster, each: nemesis.Nemesis, mode: Mode) -> dict[str,
         "fault": [fault_start, healed],
         "end": end,
         "leader": each.leader,
+        "load": load_per_core(),
     }
+
+
+def load_per_core() -> float:
+    """The machine's 1-minute load average over its cores, as the window ends: how busy
+    the box was while the window ran (the cluster, PostgreSQL and anything else on it)."""
+    return round(os.getloadavg()[0] / (os.cpu_count() or 1), 2)
 
 
 def wait_whole(cluster: Cluster) -> None:

@@ -12,6 +12,7 @@ that, in the right row.
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -802,3 +803,45 @@ def test_a_sample_of_a_hundred_or_more_is_judged_by_its_nearest_rank_p99() -> No
     assert Lag(baseline=healthy, after=stretch(*late, 1.0, 1.0), after_due=200).recovered
     assert not Lag(baseline=healthy, after=stretch(*late, 0.3, 1.0, 1.0), after_due=201).recovered
     assert stretch(*[0.02] * 99, 0.9).p99 == pytest.approx(0.02)  # 100: the 99th of them
+
+
+def test_the_p99_floor_follows_the_load_per_core_of_an_oversubscribed_box() -> None:
+    # Two starts of 60 held back 300 ms: a pattern on an idle box, the OS's queue on one
+    # running 1.3 processes per core (CI's nemesis run at load 2.6 on 2 cores).
+    healthy = stretch(*[0.02] * 29, 0.06)
+    after = stretch(*[0.02] * 58, 0.3, 0.3)
+    assert not Lag(baseline=healthy, after=after, after_due=60, load=0.4).recovered
+    assert not Lag(baseline=healthy, after=after, after_due=60, load=1.0).recovered
+    busy = Lag(baseline=healthy, after=after, after_due=60, load=1.3)
+    assert busy.recovered
+    assert busy.threshold == pytest.approx(0.325)
+
+
+def test_the_load_never_lifts_the_p99_floor_past_four_times_or_the_p50_floor() -> None:
+    healthy = stretch(*[0.02] * 29, 0.06)
+    swamped = Lag(baseline=healthy, after=stretch(*[0.02] * 58, 1.1, 1.1), after_due=60, load=9)
+    assert swamped.threshold == pytest.approx(1.0)
+    assert not swamped.recovered
+    # A harm that lasts shows in the p50, whose floor the load does not move.
+    deaf = Lag(baseline=healthy, after=stretch(*[0.08] * 60), after_due=60, load=4)
+    assert deaf.threshold_p50 == pytest.approx(0.06)
+    assert not deaf.recovered
+
+
+def test_the_checker_reads_each_windows_load_from_the_run_directory(
+    synthetic: SyntheticRun, tmp_path: Path
+) -> None:
+    synthetic.nemeses[PAUSE]["load"] = 2.0  # written by chaos.run.load_per_core
+
+    report, _ = checked(synthetic, tmp_path)
+
+    assert report.rows[PAUSE].lag.load == 2.0
+    assert report.rows[PAUSE].lag.floor == pytest.approx(0.5)
+    assert report.rows[KILL_WORKER].lag.load == 0.0  # a run directory without it: idle
+    assert report.to_json()["nemeses"][PAUSE]["lag"]["load"] == 2.0
+
+
+def test_the_runner_records_the_load_average_per_core() -> None:
+    from chaos.run import load_per_core
+
+    assert load_per_core() == pytest.approx(os.getloadavg()[0] / (os.cpu_count() or 1), abs=0.5)
