@@ -197,6 +197,7 @@ def run(
 
 def run_window(cluster: Cluster, each: nemesis.Nemesis, mode: Mode) -> dict[str, Any]:
     wait_whole(cluster)
+    load = load_per_core()  # before this window's fault: its harm cannot raise its own bar
     baseline_start = time.time()
     time.sleep(mode.baseline)
     fault_start = time.time()
@@ -215,14 +216,18 @@ def run_window(cluster: Cluster, each: nemesis.Nemesis, mode: Mode) -> dict[str,
         "fault": [fault_start, healed],
         "end": end,
         "leader": each.leader,
-        "load": load_per_core(),
+        "load": load,
     }
 
 
 def load_per_core() -> float:
-    """The machine's 1-minute load average over its cores, as the window ends: how busy
-    the box was while the window ran (the cluster, PostgreSQL and anything else on it)."""
-    return round(os.getloadavg()[0] / (os.cpu_count() or 1), 2)
+    """The machine's 1-minute load average (runnable tasks and those waiting on I/O) over
+    its cores: how busy the box was (the cluster, PostgreSQL and anything else on it); 0
+    where the system does not tell."""
+    try:
+        return round(os.getloadavg()[0] / (os.cpu_count() or 1), 2)
+    except OSError:
+        return 0.0
 
 
 def wait_whole(cluster: Cluster) -> None:
