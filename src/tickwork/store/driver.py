@@ -144,8 +144,9 @@ class Driver(abc.ABC):
         return 0
 
     def lease_row_free(self) -> None:  # noqa: B027 (a hook: nothing to do where no session is stuck)
-        """An acquire found the leader lease's row unlocked: a stuck holder that
-        :meth:`end_expired_lease_holders` could not end is gone (its incident is over)."""
+        """An acquire went through without waiting on the leader lease's row: a stuck
+        holder that :meth:`end_expired_lease_holders` could not end is gone (its incident
+        is over)."""
 
     @abc.abstractmethod
     def now(self) -> datetime: ...

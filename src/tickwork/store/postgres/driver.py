@@ -190,12 +190,15 @@ class PgDriver(Driver):
             with self.conn() as conn:
                 row = conn.execute(P["end_expired_lease_holders"], {"now": now}).fetchone()
         except pg_errors.InsufficientPrivilege as exc:
-            # Another role's session: only its role or pg_signal_backend may end it.
+            # Another role's session: only a member of its role or of pg_signal_backend may
+            # end it, and only a superuser may end a superuser's.
+            why = "; ".join(m for m in (exc.diag.message_primary, exc.diag.message_detail) if m)
             log.log(
                 logging.DEBUG if self._cannot_end else logging.WARNING,
-                "cannot end the stuck leader's session: %s (grant this role pg_signal_backend; "
-                "said once until the lease row is free again)",
-                exc.diag.message_primary,
+                "cannot end the stuck leader's session: %s (run every node as one role, or "
+                "grant this one pg_signal_backend, or superuser if the stuck one is; said once "
+                "until the lease row is free again)",
+                why,
             )
             self._cannot_end = True
             return 0
