@@ -128,3 +128,64 @@ def test_a_batch_larger_than_one_statement_keeps_order_keys_and_all_or_none(
         store.submit_many([spec(i) for i in range(n)] + [late])
     assert caught.value.index == n
     assert store.run_stats().by_state.get("queued") == 7000
+
+
+def test_jobs_that_differ_in_one_column_each_keep_their_own(store: Store, t0: datetime) -> None:
+    # Bulk submit sends what jobs share once (PostgreSQL: one template per group); a job
+    # differing from the others by one column must be stored with its own value.
+    from tickwork.job import MisfirePolicy, OverlapPolicy
+    from tickwork.retry import RetryPolicy
+
+    trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    variants: list[dict[str, object]] = [
+        {},
+        {"tenant": "acme"},
+        {"queue": "q"},
+        {"priority": -3},
+        {"retry": RetryPolicy(max_attempts=7)},
+        {"retry": RetryPolicy(backoff_base=2.5, backoff_cap=30)},
+        {"timeout": timedelta(seconds=90)},
+        {"misfire": MisfirePolicy.SKIP},
+        {"misfire_grace": timedelta(minutes=3)},
+        {"overlap": OverlapPolicy.FORBID},
+        {"trace_context": trace},
+        {"name": "one"},
+        {"idempotency_key": "key"},
+    ]
+    batch = [spec(i, **kw) for i, kw in enumerate(variants)]
+    batch += [
+        JobSpec(task="tick", schedule=Once(delay=timedelta(0))),
+        JobSpec(task="noop", schedule=Once(delay=timedelta(minutes=5)), args={"i": 99}),
+        JobSpec(task="noop", schedule=Cron("*/5 * * * *"), args={"i": 98}),
+        spec(100),  # the first template again, after the others
+    ]
+    out = store.submit_many(batch, now=t0)
+    for submitted, sent in zip(out, batch, strict=True):
+        stored = store.get_job(submitted.job.id)
+        assert submitted.job == stored
+        assert (stored.task, stored.args, stored.tenant, stored.queue) == (
+            sent.task,
+            sent.args,
+            sent.tenant,
+            sent.queue,
+        )
+        assert (stored.priority, stored.retry, stored.timeout) == (
+            sent.priority,
+            sent.retry,
+            sent.timeout,
+        )
+        assert (stored.misfire, stored.misfire_grace, stored.overlap) == (
+            sent.misfire,
+            sent.misfire_grace,
+            sent.overlap,
+        )
+        assert (stored.name, stored.idempotency_key, stored.trace_context) == (
+            sent.name,
+            sent.idempotency_key,
+            sent.trace_context,
+        )
+        if submitted.run is not None:
+            assert submitted.run == store.get_run(submitted.run.id)
+    assert [s.run is not None for s in out] == [True] * 14 + [False, False, True]
+    ids = [s.job.id for s in out]
+    assert ids == sorted(ids)  # drawn in the batch's order

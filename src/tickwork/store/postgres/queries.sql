@@ -19,19 +19,31 @@ RETURNING *;
 -- is inserted beside it; a job whose idempotency key is taken (before, or by an earlier
 -- row of the batch) is not inserted and gets no run. One row per input row, in order:
 -- the id drawn for it, whether it was inserted, and its run's id (NULL: none).
--- The batch comes as ONE JSON array of row objects: encoding it is one C call in the
--- client, where a dozen array parameters of 1,000 values cost a Python call per value.
-WITH s AS MATERIALIZED (
-    SELECT nextval('tickwork_jobs_id_seq'::regclass) AS id, u.*
-    FROM ROWS FROM (json_to_recordset(%(jobs)s::json)
-        AS (tenant text, name text, task text, args jsonb, schedule jsonb, state text,
+-- The batch comes as two JSON arrays of objects (absent members are NULL): templates,
+-- the columns a group of jobs shares (a fan-out of one task is one), and per job its
+-- template (tpl, its ix) and its own columns. Encoding them is one C call each in the client,
+-- where a dozen array parameters of 1,000 values cost a Python call per value; parsing
+-- four fields a job instead of nineteen is a quarter of the server's work.
+WITH shared AS MATERIALIZED (
+    SELECT * FROM json_to_recordset(%(templates)s::json)
+        AS x (ix integer, tenant text, task text, schedule jsonb, state text,
             next_run_at timestamptz, queue text, priority integer, max_attempts integer,
             backoff_base float8, backoff_cap float8, timeout float8, misfire text,
-            misfire_grace float8, overlap text, idempotency_key text, trace_context text,
-            slot timestamptz))
-        WITH ORDINALITY AS u (tenant, name, task, args, schedule, state, next_run_at, queue,
-            priority, max_attempts, backoff_base, backoff_cap, timeout, misfire,
-            misfire_grace, overlap, idempotency_key, trace_context, slot, ord)
+            misfire_grace float8, overlap text, slot timestamptz)
+), s AS MATERIALIZED (
+    -- The ids are drawn in the batch's order: over the rows sorted by ord.
+    SELECT nextval('tickwork_jobs_id_seq'::regclass) AS id, o.*
+    FROM (
+        SELECT u.ord, u.name, coalesce(u.args, '{}') AS args, u.idempotency_key,
+            u.trace_context, x.tenant, x.task, x.schedule, x.state, x.next_run_at, x.queue,
+            x.priority, x.max_attempts, x.backoff_base, x.backoff_cap, x.timeout, x.misfire,
+            x.misfire_grace, x.overlap, x.slot
+        FROM ROWS FROM (json_to_recordset(%(jobs)s::json)
+            AS (tpl integer, name text, args jsonb, idempotency_key text, trace_context text))
+            WITH ORDINALITY AS u (tpl, name, args, idempotency_key, trace_context, ord)
+        JOIN shared x ON x.ix = u.tpl
+        ORDER BY u.ord
+    ) o
 ), j AS (
     INSERT INTO tickwork_jobs (id, tenant, name, task, args, schedule, state, next_run_at,
         queue, priority, max_attempts, backoff_base, backoff_cap, timeout, misfire,
