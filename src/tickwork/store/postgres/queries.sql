@@ -22,8 +22,9 @@ RETURNING *;
 -- The batch comes as two JSON arrays of objects (absent members are NULL): templates,
 -- the columns a group of jobs shares (a fan-out of one task is one), and per job its
 -- template (tpl, its ix) and its own columns. Encoding them is one C call each in the client,
--- where a dozen array parameters of 1,000 values cost a Python call per value; parsing
--- four fields a job instead of nineteen is a quarter of the server's work.
+-- where a dozen array parameters of 1,000 values cost a Python call per value. Parsing a
+-- few fields a job instead of nineteen typed ones takes a quarter of the time
+-- (benchmarks/README.md, "Figures behind code comments").
 WITH shared AS MATERIALIZED (
     SELECT * FROM json_to_recordset(%(templates)s::json)
         AS x (ix integer, tenant text, task text, schedule jsonb, state text,
