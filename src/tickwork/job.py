@@ -140,6 +140,10 @@ class JobSpec:
             check_label("name", self.name)
         if self.idempotency_key is not None:
             check_label("idempotency_key", self.idempotency_key)
+        if not isinstance(self.priority, int) or isinstance(self.priority, bool):
+            raise ValidationError(
+                f"priority must be an integer, got {self.priority!r}", field="priority"
+            )
         if not -1000 <= self.priority <= 1000:
             raise ValidationError(
                 f"priority must be between -1000 and 1000, got {self.priority}", field="priority"

@@ -37,6 +37,10 @@ class RetryPolicy:
     backoff_cap: float = DEFAULT_BACKOFF_CAP
 
     def __post_init__(self) -> None:
+        if not isinstance(self.max_attempts, int) or isinstance(self.max_attempts, bool):
+            raise ValidationError(
+                f"max_attempts must be an integer, got {self.max_attempts!r}", field="max_attempts"
+            )
         if not 1 <= self.max_attempts <= MAX_ATTEMPTS_LIMIT:
             raise ValidationError(
                 f"max_attempts must be between 1 and {MAX_ATTEMPTS_LIMIT}, got {self.max_attempts}",

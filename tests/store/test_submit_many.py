@@ -8,7 +8,7 @@ import pytest
 
 from tickwork.errors import ValidationError
 from tickwork.job import JobSpec, JobState, RunState
-from tickwork.schedule import Cron, Once
+from tickwork.schedule import Cron, Interval, Once
 from tickwork.store import Store
 
 
@@ -158,6 +158,9 @@ def test_jobs_that_differ_in_one_column_each_keep_their_own(store: Store, t0: da
         JobSpec(task="noop", schedule=Once(delay=timedelta(minutes=5)), args={"i": 99}),
         JobSpec(task="noop", schedule=Cron("*/5 * * * *"), args={"i": 98}),
         spec(100),  # the first template again, after the others
+        # The same first slot and everything else alike: only the schedule differs.
+        JobSpec(task="noop", schedule=Once(at=t0 + timedelta(hours=1))),
+        JobSpec(task="noop", schedule=Interval(timedelta(hours=1), anchor=t0 + timedelta(hours=1))),
     ]
     out = store.submit_many(batch, now=t0)
     for submitted, sent in zip(out, batch, strict=True):
@@ -186,6 +189,10 @@ def test_jobs_that_differ_in_one_column_each_keep_their_own(store: Store, t0: da
         )
         if submitted.run is not None:
             assert submitted.run == store.get_run(submitted.run.id)
-    assert [s.run is not None for s in out] == [True] * 14 + [False, False, True]
+    assert [s.run is not None for s in out] == [True] * 14 + [False, False, True, False, False]
+    once, interval = (store.get_job(s.job.id) for s in out[-2:])
+    assert once.next_run_at == interval.next_run_at == t0 + timedelta(hours=1)
+    assert isinstance(once.schedule, Once)
+    assert isinstance(interval.schedule, Interval)
     ids = [s.job.id for s in out]
     assert ids == sorted(ids)  # drawn in the batch's order

@@ -176,6 +176,15 @@ def test_priority_out_of_range_is_rejected(priority: int) -> None:
     assert c.value.field == "priority"
 
 
+@pytest.mark.parametrize("priority", [1.0, 2.5, True, "3", None])
+def test_priority_that_is_not_an_integer_is_rejected(priority: object) -> None:
+    # A float or a bool would reach the store's integer column (and an equal int's bulk
+    # template); it is refused here, with the field named.
+    with pytest.raises(ValidationError, match="priority must be an integer") as c:
+        spec(priority=priority)
+    assert c.value.field == "priority"
+
+
 @pytest.mark.parametrize("field", ["task", "tenant", "queue", "name", "idempotency_key"])
 @pytest.mark.parametrize(
     "value",

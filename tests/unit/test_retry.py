@@ -74,6 +74,13 @@ def test_max_attempts_out_of_range_is_rejected(max_attempts: int) -> None:
     assert c.value.field == "max_attempts"
 
 
+@pytest.mark.parametrize("max_attempts", [2.0, True, "3", None])
+def test_max_attempts_that_is_not_an_integer_is_rejected(max_attempts: object) -> None:
+    with pytest.raises(ValidationError, match="max_attempts must be an integer") as c:
+        RetryPolicy(max_attempts=max_attempts)  # type: ignore[arg-type]
+    assert c.value.field == "max_attempts"
+
+
 def test_negative_backoff_is_rejected() -> None:
     with pytest.raises(ValidationError, match="must not be negative"):
         RetryPolicy(backoff_base=-1)

@@ -729,7 +729,7 @@ class _Batch:
         share (tenant, task, schedule, policies) as a few *templates*, and per job its
         template and what is its own (args, name, keys), each a JSON array of objects
         without the null members. A fan-out of one task is one template: the server reads
-        four fields a job instead of nineteen, and this side builds one small object."""
+        at most five fields a job instead of nineteen, and this side builds one small object."""
         templates: dict[tuple[Any, ...], int] = {}
         shapes: list[dict[str, Any]] = []
         rows: list[dict[str, Any]] = []
