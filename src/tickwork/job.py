@@ -372,6 +372,21 @@ class Job:
     """The W3C ``traceparent`` of the span that submitted the job (OpenTelemetry), if any."""
 
 
+def run_policy(job: Job | JobSpec) -> tuple[object, ...]:
+    """How a job's runs are run, beside its task, args and schedule: its queue, priority,
+    retry, timeout, misfire, misfire grace and overlap, the fields a Job and its JobSpec
+    share (compared and grouped as one)."""
+    return (
+        job.queue,
+        job.priority,
+        job.retry,
+        job.timeout,
+        job.misfire,
+        job.misfire_grace,
+        job.overlap,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Run:
     id: int

@@ -21,6 +21,7 @@ from tickwork.job import (
     MisfirePolicy,
     OverlapPolicy,
     plan_slots,
+    run_policy,
 )
 from tickwork.schedule import Interval, Once, Schedule
 from tickwork.store.base import SlotFate
@@ -153,26 +154,9 @@ def same_schedule(current: Schedule, wanted: Schedule) -> bool:
 
 def spec_matches(job: Job, spec: JobSpec, resolved: Schedule) -> bool:
     """Whether ``put_schedule(spec)`` would change nothing on ``job``."""
-    return (
-        job.task,
-        job.args,
-        job.schedule,
-        job.queue,
-        job.priority,
-        job.retry,
-        job.timeout,
-        job.misfire,
-        job.misfire_grace,
-        job.overlap,
-    ) == (
+    return (job.task, job.args, job.schedule, *run_policy(job)) == (
         spec.task,
         spec.args,
         resolved,
-        spec.queue,
-        spec.priority,
-        spec.retry,
-        spec.timeout,
-        spec.misfire,
-        spec.misfire_grace,
-        spec.overlap,
+        *run_policy(spec),
     )

@@ -53,6 +53,7 @@ from tickwork.job import (
     JobState,
     OverlapPolicy,
     Run,
+    run_policy,
 )
 from tickwork.store import rows as mapping
 from tickwork.store.base import (
@@ -741,20 +742,7 @@ class _Batch:
             self.slots[start:end],
             strict=True,
         ):
-            key = (
-                spec.tenant,
-                spec.task,
-                schedule,
-                first,
-                slot is None,
-                spec.queue,
-                spec.priority,
-                spec.retry,
-                spec.timeout,
-                spec.misfire,
-                spec.misfire_grace,
-                spec.overlap,
-            )
+            key = (spec.tenant, spec.task, schedule, first, slot is None, *run_policy(spec))
             ix = templates.get(key)
             if ix is None:
                 ix = templates[key] = len(shapes)
