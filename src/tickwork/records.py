@@ -9,7 +9,7 @@ domain, lets the faces show a page, a ledger entry or a node without importing t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timedelta
 from enum import Enum, StrEnum
@@ -280,8 +280,17 @@ class QueueStatus:
 
 @dataclass(frozen=True, slots=True)
 class Page(Generic[T]):
+    """One page of a listing: ``for run in client.dead_runs()`` walks its ``items`` (this
+    page only: pass ``next_cursor`` as ``after`` for the next), ``len(page)`` counts them."""
+
     items: list[T]
     next_cursor: int | None  # pass as `after` for the next page; None: this was the last
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
 
 
 def page_of(items: list[T], limit: int, cursor: Callable[[T], int]) -> Page[T]:

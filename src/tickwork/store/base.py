@@ -392,16 +392,27 @@ class Store(abc.ABC):
         (fenced out), having applied the others."""
 
     @abc.abstractmethod
+    def transaction(self) -> AbstractContextManager[Any]:
+        """A transaction on the store's own database for the caller's own SQL: it commits
+        when the block ends and rolls back when the block raises (the exception
+        propagates). Yields the connection as :meth:`complete_in_transaction` does, without
+        completing anything: what the testing kit's ``perform`` gives a handler's
+        ``ctx.transaction()``, where there is no run to complete."""
+
+    @abc.abstractmethod
     def complete_in_transaction(
         self,
         run_id: int,
         fencing_token: int,
         *,
         result: dict[str, Any] | None = None,
+        now: datetime | None = None,
     ) -> AbstractContextManager[Any]:
         """A transaction on the store's own database that completes the run when it
         commits: what a handler writes through the connection it yields and the run's
-        running -> succeeded (with ``result``) commit together, or neither does.
+        running -> succeeded (with ``result``, ``finished_at`` = ``now``, by default the
+        database's time when the completion is written at the end of the block) commit
+        together, or neither does.
 
         Yields the dialect's connection, inside the transaction: a psycopg connection
         (rows as dicts) on PostgreSQL, the ``sqlite3`` connection (``BEGIN IMMEDIATE``:
