@@ -139,7 +139,12 @@ def test_a_plain_transaction_commits_the_callers_writes_or_rolls_them_back(
     with store.transaction() as conn:
         table.insert(conn, 1)
         assert table.rows() == []  # not visible to others before the commit
-    with pytest.raises(ValueError, match="no"), store.transaction() as conn:
-        table.insert(conn, 2)
-        raise ValueError("no")
+
+    def fails() -> None:
+        with store.transaction() as conn:
+            table.insert(conn, 2)
+            raise ValueError("no")
+
+    with pytest.raises(ValueError, match="no"):
+        fails()
     assert table.rows() == [(1, 1)]

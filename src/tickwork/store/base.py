@@ -71,6 +71,7 @@ from tickwork.records import (
     RunFilter,
     RunMinute,
     RunStats,
+    RunTotals,
     Session,
     SlotFate,
     SlotSkip,
@@ -94,7 +95,7 @@ __all__ = [
     "ROLLUP_KEEP", "ROLLUP_SETTLE", "SESSION_FORGET_AFTER", "SESSION_SEEN_EVERY",
     "SKIP_LOCKED", "ApiKey", "CalendarChange", "CalendarRecord", "Completion", "FaultMark",
     "Heartbeat", "InjectedRun", "Keep", "Lease", "LeaseStatus", "Listener", "Node", "Page",
-    "QueueStatus", "RescueResult", "RunFilter", "RunMinute", "RunStats", "Session",
+    "QueueStatus", "RescueResult", "RunFilter", "RunMinute", "RunStats", "RunTotals", "Session",
     "SlotFate", "SlotSkip", "Store", "Submitted", "TaskLimits", "TaskStatus", "TenantLimits",
     "TenantStatus", "TriggerResult", "bulk_limit", "page_limit",
 ]
@@ -651,6 +652,15 @@ class Store(abc.ABC):
         one transaction, so two folders (a deposed leader and the new one) never count
         one run twice. The hot paths (claim, complete) write nothing for the rollup.
         """
+
+    @abc.abstractmethod
+    def run_totals(self) -> RunTotals:
+        """Totals since the store was made (see RunTotals): runs finished by task, queue
+        and outcome as the fold counted them, attempts failed as :meth:`fail` counted
+        them, and per queue the histograms of execution duration and start lag. Never
+        lower than at an earlier call: nothing deletes them, and :meth:`prune` first
+        counts the runs it deletes that no fold has read. Runs, and pairs of task and
+        queue, past the cardinality caps count as OTHER."""
 
     @abc.abstractmethod
     def run_minutes(
