@@ -319,8 +319,11 @@ WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
 RETURNING r.*;
 
 -- name: complete_ids
+-- statement_timestamp(), not now(): in a handler's ctx.transaction() the completion is
+-- the block's last statement, and now() (its transaction's start) would date the finish
+-- before the block's work, past the fold's settling time for a long block.
 UPDATE tickwork_runs r
-SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()),
+SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, statement_timestamp()),
     lease_expires_at = NULL, result = c.result, error = NULL
 FROM unnest(%(ids)b::bigint[], %(tokens)b::bigint[], %(results)b::jsonb[])
     AS c (id, token, result)
