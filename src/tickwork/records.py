@@ -233,8 +233,6 @@ class RunStats:
     open_oldest_due_at: datetime | None = None  # run_at of the oldest of the others
 
 
-FINISHED = "finished"
-"""Not an outcome: the family of :attr:`RunTotals.outcomes` that counts runs finished."""
 FAILED_ATTEMPT = "failed"
 """The outcome :attr:`RunTotals.outcomes` counts attempts that failed and are retried by."""
 DURATION = "duration"

@@ -533,7 +533,12 @@ class Store(abc.ABC):
     ) -> int:
         """Delete up to ``limit`` finished runs (succeeded, dead, cancelled) whose
         ``finished_at`` is older than now - ``retention``, and ledger entries as old.
-        Returns how many runs were deleted."""
+        Returns how many runs were deleted.
+
+        Runs finished since the fold's mark (no fold has read them) are first added to
+        the totals (:meth:`run_totals`) and the mark moved past them, in the same
+        transaction, under the mark's lock: the totals never miss a pruned run and never
+        count one twice. Such runs get no rollup minute."""
 
     @abc.abstractmethod
     def slot_skips(
@@ -636,17 +641,21 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def fold_minutes(self, *, now: datetime | None = None) -> int:
-        """Fold what happened since the last fold into the per-minute rollup; leader-only,
-        about once a minute. Returns how many minutes it folded.
+        """Fold what happened since the last fold into the per-minute rollup and the
+        totals; leader-only, about once a minute. Returns how many minutes of the last
+        ROLLUP_KEEP it folded.
 
-        Reads the runs that finished (succeeded, dead) in whole minutes from the last fold
-        up to a few seconds ago (ROLLUP_SETTLE: a completion committed late still lands),
-        through the finished index, and adds them up per minute, tenant and queue: counts
-        by outcome at the minute they finished, and the start lag of first attempts that
+        Reads the runs that finished (succeeded, dead, cancelled) from the last fold up to
+        a few seconds ago (ROLLUP_SETTLE: a completion committed late still lands), through
+        the finished index, and adds them up per minute, tenant and queue: counts by
+        outcome at the minute they finished, and the start lag of first attempts that
         were not asked for by hand (``manual``: a trigger or retry) at the minute they
-        started. Samples each queue's due backlog into the current minute. Deletes
-        minutes older than ROLLUP_KEEP. Failed attempts that will be retried are counted
-        by :meth:`fail` itself, as they happen (a failed run has no finish time to fold).
+        started. Adds every one of them to the totals (:meth:`run_totals`: by task, queue
+        and outcome; the duration of its last attempt; its first attempt's start lag),
+        those finished before ROLLUP_KEEP too (after a long outage). Samples each queue's
+        due backlog into the current minute. Deletes minutes older than ROLLUP_KEEP.
+        Failed attempts that will be retried are counted by :meth:`fail` itself, as they
+        happen (a failed run has no finish time to fold).
 
         Exactly once under concurrency: the fold reads and moves a mark under a lock in
         one transaction, so two folders (a deposed leader and the new one) never count
