@@ -1059,7 +1059,7 @@ SELECT count(DISTINCT queue) AS n FROM tickwork_run_histograms;
 -- name: add_histogram
 INSERT INTO tickwork_run_histograms AS h (name, queue, le, runs, seconds)
 VALUES (%(name)s, %(queue)s, %(le)s, %(runs)s, %(seconds)s)
-ON CONFLICT (name, queue, le) DO UPDATE SET
+ON CONFLICT (queue, name, le) DO UPDATE SET
     runs = h.runs + excluded.runs, seconds = h.seconds + excluded.seconds;
 
 -- name: run_totals

@@ -701,7 +701,7 @@ SELECT count(DISTINCT queue) AS n FROM tickwork_run_histograms;
 -- name: add_histogram
 INSERT INTO tickwork_run_histograms (name, queue, le, runs, seconds)
 VALUES (:name, :queue, :le, :runs, :seconds)
-ON CONFLICT (name, queue, le) DO UPDATE SET
+ON CONFLICT (queue, name, le) DO UPDATE SET
     runs = runs + excluded.runs, seconds = seconds + excluded.seconds;
 
 -- name: run_totals

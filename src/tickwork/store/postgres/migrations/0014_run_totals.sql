@@ -17,5 +17,5 @@ CREATE TABLE tickwork_run_histograms (
     le      double precision NOT NULL,  -- the bucket's upper bound in seconds ('Infinity' last)
     runs    bigint           NOT NULL DEFAULT 0,  -- observations above the bound below, up to le
     seconds double precision NOT NULL DEFAULT 0,  -- their sum
-    PRIMARY KEY (name, queue, le)
+    PRIMARY KEY (queue, name, le)      -- by queue first: a queue seen before is one probe
 );

@@ -16,5 +16,5 @@ CREATE TABLE tickwork_run_histograms (
     le      REAL    NOT NULL,           -- the bucket's upper bound in seconds (Inf last)
     runs    INTEGER NOT NULL DEFAULT 0, -- observations above the bound below, up to le
     seconds REAL    NOT NULL DEFAULT 0, -- their sum
-    PRIMARY KEY (name, queue, le)
+    PRIMARY KEY (queue, name, le)      -- by queue first: a queue seen before is one probe
 );
