@@ -4,15 +4,29 @@ once by the fold, the fail path and the pruner, never lower than before."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from test_run_minutes import MINUTE, SECOND, finish, queued
 
-from tickwork.records import DURATION, LAG, LIMITED_LAG, OTHER, RunTotals, TaskLimits
+from tickwork.job import JobSpec
+from tickwork.records import (
+    DURATION,
+    LAG,
+    LIMITED_LAG,
+    OTHER,
+    Completion,
+    RunTotals,
+    TaskLimits,
+)
 from tickwork.retry import RetryPolicy
+from tickwork.schedule import Once
 from tickwork.store import Store
 from tickwork.store.sql import totals
+
+Children = Callable[..., list[dict[str, Any]]]
 
 
 @pytest.fixture
@@ -187,3 +201,31 @@ def test_a_lag_past_the_last_bound_is_in_the_infinite_bucket(store: Store, m0: d
     lags = store.run_totals().histograms[(LAG, "default")]
     assert lags.buckets == {math.inf: 1}
     assert lags.total == 600.0
+
+
+def test_folds_and_prunes_racing_count_every_run_exactly_once(
+    store: Store, store_url: str, m0: datetime, children: Children
+) -> None:
+    specs = [JobSpec(task="t", schedule=Once(at=m0))] * 300
+    store.submit_many(specs, now=m0)
+    held = store.claim("w1", limit=300, now=m0 + MINUTE)
+    assert len(held) == 300
+    done = [Completion(r.id, r.fencing_token, None) for r in held]
+    assert store.complete_many(done, now=m0 + MINUTE + SECOND) == []
+
+    at = (m0 + 10 * MINUTE).isoformat()
+    results = children(
+        [
+            {"op": "fold", "url": store_url, "now": at},
+            {"op": "prune", "url": store_url, "now": at},
+            {"op": "fold", "url": store_url, "now": at},
+            {"op": "prune", "url": store_url, "now": at},
+        ]
+    )
+
+    assert results[1]["deleted"] + results[3]["deleted"] == 300
+    store.fold_minutes(now=m0 + 20 * MINUTE)
+    found = store.run_totals()
+    assert found.outcomes == {("t", "default", "succeeded"): 300}
+    assert count(found, DURATION) == 300
+    assert count(found, LAG) == 300
