@@ -23,8 +23,8 @@ API is open):
 ``tickwork_run_duration_seconds{queue}`` (histogram)
     How long attempts ran, from the claim to the outcome written, for every attempt that
     ended by its outcome (succeeded, dead, or failed and retried; one whose lease expired
-    on its last attempt, to its rescue). Cumulative, kept in the store
-    like the counters: ``rate()`` and ``histogram_quantile`` over it are sound.
+    on its last attempt, to its rescue). Cumulative, kept in the store like the
+    counters: ``rate()`` and ``histogram_quantile`` over it are sound.
 ``tickwork_start_lag_seconds{queue}`` (histogram)
     Start minus scheduled time of first attempts that the scheduler triggered (not those
     asked for by hand), of tenants and tasks *without* a limit: how late the scheduler and
