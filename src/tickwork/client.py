@@ -72,6 +72,7 @@ from tickwork.records import (
     RunFilter,
     RunMinute,
     RunStats,
+    RunTotals,
     Session,
     SignedIn,
     SlotSkip,
@@ -444,6 +445,12 @@ class Client:
     def run_stats(self, *, tenant: str | None = None) -> RunStats:
         """Runs by state, the due backlog and recent trigger lag."""
         return self.store.run_stats(tenant=tenant)
+
+    def run_totals(self) -> RunTotals:
+        """Cluster-wide totals since the store was made, over every tenant: runs finished
+        by task, queue and outcome, failed attempts, and per queue the histograms of
+        execution duration and start lag (``/metrics``' counters; see RunTotals)."""
+        return self.store.run_totals()
 
     # -- calendars ---------------------------------------------------------------------------
 

@@ -8,7 +8,8 @@ Fixtures
     ``tickwork_store_url``: a store of the test's own: a SQLite file in ``tmp_path``; or,
     when ``TICKWORK_TESTING_PG_URL`` names a PostgreSQL database, a fresh database made on
     that server (created, migrated, dropped after the test; the URL's role needs
-    ``CREATEDB``).
+    ``CREATEDB``). A handler that runs its own SQL in ``ctx.transaction()`` needs the
+    PostgreSQL store: on SQLite its block gets a ``sqlite3`` connection.
 
     ``tickwork_app``: an :class:`~tickwork.App` on that store and clock, closed after the
     test. Register your tasks on it, or override it to return your own app (then build it

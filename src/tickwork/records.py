@@ -9,7 +9,7 @@ domain, lets the faces show a page, a ledger entry or a node without importing t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timedelta
 from enum import Enum, StrEnum
@@ -229,6 +229,57 @@ class RunStats:
     oldest_due_at: datetime | None  # run_at of the oldest of those
     recent_lag_ms: list[float]  # start minus slot, first attempts of the most recent runs
     now: datetime
+    limited_due: int = 0  # of the due backlog, runs of a tenant or task that has a limit
+    open_oldest_due_at: datetime | None = None  # run_at of the oldest of the others
+
+
+FAILED_ATTEMPT = "failed"
+"""The outcome :attr:`RunTotals.outcomes` counts attempts that failed and are retried by."""
+DURATION = "duration"
+"""The histogram of execution durations: each attempt's start to its end, in seconds."""
+LAG = "lag"
+"""The histogram of start lag (a first attempt's start minus its slot) of the runs of
+tenants and tasks without limits."""
+LIMITED_LAG = "limited_lag"
+"""The histogram of start lag of the runs of a tenant or task with a limit: the time a
+limit held them back on purpose is part of it."""
+TOTALS_SERIES = 1000
+"""(task, queue) pairs the totals count under their own names, at most; runs of pairs
+seen later are counted under :data:`OTHER` (bounded label cardinality)."""
+HISTOGRAM_QUEUES = 100
+"""Queues the histograms count under their own names, at most; then :data:`OTHER`."""
+OTHER = "(other)"
+"""The task and queue of the runs counted past :data:`TOTALS_SERIES` or
+:data:`HISTOGRAM_QUEUES`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    """A cumulative histogram: ``buckets`` maps each upper bound (seconds; ``inf`` last) to
+    the observations above the bound below it and up to it (not cumulative: sum them up to
+    a bound for Prometheus's ``le``), ``total`` is their sum in seconds."""
+
+    buckets: dict[float, int]
+    total: float
+
+    @property
+    def count(self) -> int:
+        return sum(self.buckets.values())
+
+
+@dataclass(frozen=True, slots=True)
+class RunTotals:
+    """Totals since the store was made, kept by the store (never pruned, never lower than
+    at an earlier read): the figures of ``/metrics``' counters and histograms.
+
+    ``outcomes``: ``(task, queue, outcome) -> count``, where outcome is ``succeeded``,
+    ``dead`` or ``cancelled`` (runs that finished so, counted when the leader folds them,
+    a minute or so after) or ``failed`` (attempts that failed and are retried, counted as
+    they fail). ``histograms``: ``(name, queue) -> Histogram`` for :data:`DURATION`,
+    :data:`LAG` and :data:`LIMITED_LAG`."""
+
+    outcomes: dict[tuple[str, str, str], int]
+    histograms: dict[tuple[str, str], Histogram]
 
 
 ROLLUP_KEEP = timedelta(hours=25)
@@ -280,8 +331,17 @@ class QueueStatus:
 
 @dataclass(frozen=True, slots=True)
 class Page(Generic[T]):
+    """One page of a listing: ``for run in client.dead_runs()`` walks its ``items`` (this
+    page only: pass ``next_cursor`` as ``after`` for the next), ``len(page)`` counts them."""
+
     items: list[T]
     next_cursor: int | None  # pass as `after` for the next page; None: this was the last
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
 
 
 def page_of(items: list[T], limit: int, cursor: Callable[[T], int]) -> Page[T]:

@@ -9,6 +9,7 @@ p99 is the largest.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable
 
@@ -56,3 +57,22 @@ def bucket_percentile(histogram: dict[int, int], percent: float) -> float | None
         if seen >= rank:
             return float(LAG_BUCKET_RATIO**bucket)
     raise AssertionError("unreachable: the ranks add up to the total")
+
+
+# -- cumulative histograms (/metrics) --------------------------------------------------------
+
+LAG_BOUNDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+"""Seconds: the upper bounds of the start lag histograms' buckets (5 ms to 5 min, then
++Inf). Start lag is milliseconds when all is well: the low buckets are fine."""
+DURATION_BOUNDS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
+    3600.0,
+)  # fmt: skip
+"""Seconds: the upper bounds of the execution duration histogram's buckets (5 ms to an
+hour, then +Inf)."""
+
+
+def bound_of(seconds: float, bounds: tuple[float, ...]) -> float:
+    """The upper bound of the bucket that holds ``seconds`` (``inf`` past the last)."""
+    i = bisect.bisect_left(bounds, seconds)
+    return bounds[i] if i < len(bounds) else math.inf

@@ -33,9 +33,11 @@ both at work.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -44,9 +46,12 @@ from typing import Any, TypeVar
 from tickwork.app import App
 from tickwork.clock import utc
 from tickwork.config import TRIGGER_BATCH
-from tickwork.job import ClaimedRun, Job, Run, RunState
+from tickwork.errors import LeaseLost, UnknownTask
+from tickwork.job import DEFAULT_QUEUE, DEFAULT_TENANT, ClaimedRun, Job, Run, RunState, check_args
 from tickwork.records import Completion, Page
+from tickwork.retry import DEFAULT_MAX_ATTEMPTS
 from tickwork.schedule import Once
+from tickwork.worker.builtins import HTTP
 from tickwork.worker.executor import Attempt, Outcome, call, call_async
 from tickwork.worker.observe import Tracing
 from tickwork.worker.task import Context, Task
@@ -161,6 +166,8 @@ KIT_NODE = "tickwork-testkit"
 """The node id the kit claims runs and leads the scheduler as."""
 KIT_LEADER_LEASE = timedelta(days=366)
 """The kit's leader lease (renewed at every trigger): long, so no advance outlives it."""
+LOST = "lost"
+"""An :class:`Executed` outcome: the run was taken from the kit while its handler ran."""
 DRAIN_LIMIT = 1000
 """Attempts one :meth:`TickworkTestKit.drain` runs at most before it fails the test: past
 that, something resubmits itself for ever."""
@@ -171,7 +178,13 @@ class Executed:
     """One attempt the kit ran: the run, what became of it, and when (the fake time).
 
     ``outcome``: ``succeeded``; ``failed`` (it will be retried: ``retry_at`` says when);
-    ``dead`` (its last attempt failed, or it was discarded)."""
+    ``dead`` (its last attempt failed, or it was discarded); ``lost`` (the run was taken
+    from the kit while its handler ran, by a cancel: nothing was written, as a worker whose
+    lease was lost writes nothing, and a ``ctx.transaction()`` block was rolled back).
+
+    A handler whose ``ctx.transaction()`` committed succeeded whatever it did afterwards:
+    ``result`` is then None (as the worker records it) and ``error`` what it raised after
+    its block, if anything."""
 
     run_id: int
     job_id: int
@@ -184,6 +197,8 @@ class Executed:
     result: dict[str, Any] | None
     error: str | None
     retry_at: datetime | None
+    retry_after: timedelta | None = None
+    """A ``Retry(after=...)``'s wait (None: the job's backoff decides, or no retry)."""
 
     @property
     def succeeded(self) -> bool:
@@ -221,8 +236,10 @@ class TickworkTestKit:
     of the pytest plugin does). The kit leads the store's scheduler (a real scheduler on
     the same store would contend with it) and claims as the worker ``tickwork-testkit``,
     with the app's config (``allow_shell``, ``http_allow``). Handlers run in the calling
-    thread (async ones on the kit's own event loop, so from an async test call
-    ``await asyncio.to_thread(kit.drain)``); a run's ``timeout`` is not enforced.
+    thread (async ones on the kit's own event loop, so from an async test
+    ``await kit.adrain()``); a run's ``timeout`` is not enforced. A handler's
+    ``ctx.transaction()`` commits its writes with the run's completion, as on a worker.
+    :meth:`perform` calls one handler without submitting anything.
     """
 
     def __init__(self, app: App, clock: FakeClock | None = None) -> None:
@@ -366,25 +383,34 @@ class TickworkTestKit:
         claimed = ClaimedRun.of(run)
         at = self.clock.now()
         task, refusal = self._worker.task_for(claimed)
-        attempt = Attempt(claimed, task, Context(claimed, self.clock.now), None)
+        attempt = Attempt(claimed, task, Context(claimed, self.clock.now, self._complete), None)
         outcome = refusal or self._call(attempt)
         retry_at = None
-        if outcome.succeeded:
+        if attempt.ctx.completed:
+            # ctx.transaction() committed the completion with the handler's writes: as a
+            # worker does, write nothing more; what the handler returned or raised after
+            # its block is not recorded (its effect landed: the run stays succeeded).
+            state, outcome = "succeeded", Outcome(True, error=outcome.error)
+        elif outcome.succeeded:
             completion = Completion(run.id, run.fencing_token, outcome.result)
-            store.complete_many([completion], now=self.clock.now())
-            state = "succeeded"
+            rejected = store.complete_many([completion], now=self.clock.now())
+            state = LOST if rejected else "succeeded"
         else:
-            after = store.fail(
-                run.id,
-                run.fencing_token,
-                outcome.error or "failed",
-                retry_after=outcome.retry_after,
-                discard=outcome.discard,
-                result=outcome.result,
-                now=self.clock.now(),
-            )
-            state = "dead" if after.state is RunState.DEAD else "failed"
-            retry_at = after.run_at if state == "failed" else None
+            try:
+                after = store.fail(
+                    run.id,
+                    run.fencing_token,
+                    outcome.error or "failed",
+                    retry_after=outcome.retry_after,
+                    discard=outcome.discard,
+                    result=outcome.result,
+                    now=self.clock.now(),
+                )
+            except LeaseLost:
+                state = LOST  # taken over meanwhile (a cancel): a worker drops it too
+            else:
+                state = "dead" if after.state is RunState.DEAD else "failed"
+                retry_at = after.run_at if state == "failed" else None
         executed = Executed(
             run.id,
             run.job_id,
@@ -397,9 +423,112 @@ class TickworkTestKit:
             outcome.result,
             outcome.error,
             retry_at,
+            outcome.retry_after,
         )
         self.executed.append(executed)
         return executed
+
+    def _complete(self, run_id: int, fencing_token: int) -> AbstractContextManager[Any]:
+        """A handler's ``ctx.transaction()``: the kit holds the run as a worker does, so
+        the handler's writes and the completion commit together, at the kit's time."""
+        return self.app.store.complete_in_transaction(run_id, fencing_token, now=self.clock.now())
+
+    def _own_transaction(self, run_id: int, fencing_token: int) -> AbstractContextManager[Any]:
+        """A performed handler's ``ctx.transaction()``: no run to complete, the handler's
+        writes commit alone."""
+        return self.app.store.transaction()
+
+    def perform(
+        self,
+        task: str | Task[..., Any],
+        args: Mapping[str, Any] | None = None,
+        *,
+        attempt: int = 1,
+        max_attempts: int | None = None,
+        run_id: int = 0,
+        job_id: int = 0,
+        scheduled_for: datetime | None = None,
+        tenant: str = DEFAULT_TENANT,
+        queue: str | None = None,
+        timeout: timedelta | None = None,
+    ) -> Executed:
+        """Call one task's handler once, here and now, with ``args`` and a context made of
+        the rest, as a worker would call it (the same call, log fields and span), without
+        submitting anything: Oban's ``perform_job``, for a unit test of one handler.
+
+        ``args`` go through JSON first, as a stored job's do (a tuple arrives as a list);
+        args that are not JSON, or do not fit the handler's signature, raise
+        :class:`~tickwork.errors.InvalidArgs`, and a task the app does not have
+        :class:`~tickwork.errors.UnknownTask`, as a submit would. The context's defaults:
+        the first ``attempt`` of the task's ``max_attempts`` (else 3), ``scheduled_for``
+        now, the default tenant, the task's queue, ``run_id`` and ``job_id`` 0 (no stored
+        run has those). ``ctx.transaction()`` is a transaction on the app's store that
+        commits the handler's writes when its block ends (there is no run to complete).
+
+        Returns the attempt as an :class:`Executed` (``at``: now): ``succeeded``;
+        ``failed`` (another attempt would follow: ``retry_after`` is a ``Retry``'s wait,
+        ``retry_at`` is None since nothing was scheduled); or ``dead`` (a ``Discard``, or
+        the last attempt failed). Not added to :attr:`executed`, and nothing is written
+        to the store but what the handler writes itself.
+        """
+        name = task.name if isinstance(task, Task) else task
+        found = self._worker.registry.find(name)
+        if found is None and name != HTTP:
+            raise UnknownTask(name)
+        defaults = found.defaults if found is not None else None
+        given = dict(args or {})
+        check_args(given)
+        if found is not None:
+            found.check_args(given)
+        at = self.clock.now()
+        run = ClaimedRun(
+            run_id,
+            0,
+            job_id,
+            tenant,
+            name,
+            json.loads(json.dumps(given)),
+            scheduled_for if scheduled_for is not None else at,
+            attempt,
+            max_attempts or (defaults and defaults.max_attempts) or DEFAULT_MAX_ATTEMPTS,
+            timeout if timeout is not None else (defaults and defaults.timeout) or None,
+            queue or (defaults and defaults.queue) or DEFAULT_QUEUE,
+        )
+        handler, refusal = self._worker.task_for(run)
+        call_ = Attempt(run, handler, Context(run, self.clock.now, self._own_transaction), None)
+        outcome = refusal or self._call(call_)
+        if outcome.succeeded:
+            state = "succeeded"
+        elif outcome.discard or run.attempt >= run.max_attempts:
+            state = "dead"
+        else:
+            state = "failed"
+        return Executed(
+            run.id,
+            run.job_id,
+            run.task,
+            run.args,
+            run.attempt,
+            run.scheduled_for,
+            at,
+            state,
+            outcome.result,
+            outcome.error,
+            None,
+            outcome.retry_after,
+        )
+
+    async def adrain(self, *, retries: bool = True, limit: int = DRAIN_LIMIT) -> list[Executed]:
+        """:meth:`drain` for an ``async def`` test: ``done = await kit.adrain()``. The
+        drain runs in a thread (it runs async handlers on the kit's own event loop, which
+        cannot run inside the test's)."""
+        return await asyncio.to_thread(partial(self.drain, retries=retries, limit=limit))
+
+    async def aperform(
+        self, task: str | Task[..., Any], args: Mapping[str, Any] | None = None, **context: Any
+    ) -> Executed:
+        """:meth:`perform` for an ``async def`` test: ``await kit.aperform(task, args)``."""
+        return await asyncio.to_thread(partial(self.perform, task, args, **context))
 
     def _call(self, attempt: Attempt) -> Outcome:
         if not attempt.task.is_async:

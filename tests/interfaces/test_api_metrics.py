@@ -4,7 +4,8 @@ process over a real store."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from api_support import LOCAL, bearer, dead_run, error_of
@@ -14,6 +15,7 @@ from prometheus_client.samples import Sample
 
 from tickwork.client import Client
 from tickwork.job import JobSpec
+from tickwork.retry import RetryPolicy
 from tickwork.schedule import Once
 from tickwork.store import Store, open_store
 from tickwork.web.app import create_app
@@ -66,36 +68,139 @@ def test_runs_by_state_backlog_and_dead_letter(web: TestClient, client: Client) 
     assert value(samples, "tickwork_scrape_error") == 0
 
 
-def test_finished_runs_total_never_decreases_when_runs_are_pruned(
-    web: TestClient, client: Client, store: Store
+SECOND = timedelta(seconds=1)
+MINUTE = timedelta(minutes=1)
+COUNTER_SUFFIXES = ("_total", "_bucket", "_count", "_sum")
+
+
+def finish(store: Store, at: datetime, outcome: str, **fields: Any) -> int:
+    """A run due ``at``, claimed a second later, ending ``outcome`` (succeeded, dead, or
+    failed: retried hours later) a second after that, as a worker writes it."""
+    attempts = 2 if outcome == "failed" else 1
+    spec = JobSpec(schedule=Once(at=at), retry=RetryPolicy(max_attempts=attempts), **fields)
+    run = store.submit(spec, now=at).run
+    assert run is not None
+    [held] = store.claim("w", limit=1, queues=[spec.queue], now=at + SECOND)
+    assert held.id == run.id
+    if outcome == "succeeded":
+        store.complete(run.id, held.fencing_token, now=at + 2 * SECOND)
+    else:
+        wait = timedelta(hours=5)
+        store.fail(run.id, held.fencing_token, "boom", retry_after=wait, now=at + 2 * SECOND)
+    return run.id
+
+
+STORE_KEPT = (
+    "tickwork_runs_finished_",
+    "tickwork_runs_total",
+    "tickwork_attempts_failed_",
+    "tickwork_run_duration_seconds_",
+    "tickwork_start_lag_seconds_",
+    "tickwork_limited_start_lag_seconds_",
+)
+
+
+def counters(samples: Samples) -> Samples:
+    """The samples of counters and histograms: what must only grow."""
+    return {k: v for k, v in samples.items() if k[0].endswith(COUNTER_SUFFIXES)}
+
+
+def kept(samples: Samples) -> Samples:
+    """The counters and histograms the store keeps (not this process's own)."""
+    return {k: v for k, v in samples.items() if k[0].startswith(STORE_KEPT)}
+
+
+def test_counters_and_histograms_only_grow_across_finishing_runs_and_pruning(
+    web: TestClient, client: Client, store: Store, store_url: str, admin_key: str
 ) -> None:
-    dead_run(client)
-    first = value(scrape(web), "tickwork_runs_total", state="dead")
+    m0 = store.now().replace(second=0, microsecond=0) - timedelta(hours=2)
+    finish(store, m0, "succeeded", task="report")
+    finish(store, m0 + SECOND, "dead", task="report")
+    finish(store, m0 + 2 * SECOND, "failed", task="report")  # counted as it fails
+    store.fold_minutes(now=m0 + 3 * MINUTE)  # the leader's fold, a minute on
+    first = scrape(web)
 
-    store.prune(timedelta(0), now=store.now() + timedelta(seconds=1))
-    pruned = scrape(web)
-    dead_run(client)
-    later = value(scrape(web), "tickwork_runs_total", state="dead")
+    finish(store, m0 + 4 * MINUTE, "succeeded", task="report", queue="mail")
+    finish(store, m0 + 5 * MINUTE, "dead", task="report")
+    # The pruner deletes every finished run, the last two before any fold read them; then
+    # a fold a day later deletes the rollup's minutes too.
+    assert store.prune(timedelta(0), now=m0 + 10 * MINUTE) == 4
+    store.fold_minutes(now=m0 + 12 * MINUTE)
+    store.fold_minutes(now=m0 + timedelta(hours=27))
+    assert [m for m in store.run_minutes(m0 - MINUTE) if m.minute < m0 + timedelta(hours=2)] == []
+    second = scrape(web)
 
-    assert first == 1
-    assert value(pruned, "tickwork_runs", state="dead") == 0
-    assert value(pruned, "tickwork_runs_total", state="dead") == 1
-    assert later == 2
+    def grown(name: str, **labels: str) -> tuple[float, float]:
+        return value(first, name, **labels), value(second, name, **labels)
+
+    report = {"task": "report", "queue": "default"}
+    assert grown("tickwork_runs_finished_total", **report, outcome="succeeded") == (1, 1)
+    assert grown("tickwork_runs_finished_total", **report, outcome="dead") == (1, 2)
+    assert value(second, "tickwork_runs_finished_total", task="report", queue="mail",
+                 outcome="succeeded") == 1  # fmt: skip
+    assert grown("tickwork_attempts_failed_total", **report) == (1, 1)
+    assert grown("tickwork_runs_total", state="dead") == (1, 2)
+    assert value(second, "tickwork_runs", state="succeeded") == 0  # pruned: the gauge drops
+    # Every attempt ran a second; every first attempt started a second after its slot.
+    assert grown("tickwork_run_duration_seconds_count", queue="default") == (3, 4)
+    assert grown("tickwork_run_duration_seconds_bucket", queue="default", le="1.0") == (3, 4)
+    assert grown("tickwork_run_duration_seconds_bucket", queue="default", le="0.5") == (0, 0)
+    assert grown("tickwork_run_duration_seconds_sum", queue="default") == (3.0, 4.0)
+    assert grown("tickwork_start_lag_seconds_count", queue="default") == (3, 4)
+    assert value(second, "tickwork_start_lag_seconds_count", queue="mail") == 1
+    # Only grows: every counter and bucket of the first scrape is in the second, no lower.
+    before, after = counters(first), counters(second)
+    assert before
+    assert [k for k, v in before.items() if after.get(k, -1) < v] == []
+    assert [k for k in after if k not in before]  # the new queue's series
+
+    # Another replica of the API on the same store says the same.
+    assert kept(second)
+    with (
+        Client(open_store(store_url)) as other,
+        TestClient(create_app(other, open_access=False), headers=bearer(admin_key)) as replica,
+    ):
+        assert kept(scrape(replica)) == kept(second)
 
 
-def test_trigger_lag_is_a_histogram_of_the_recent_sample(web: TestClient, client: Client) -> None:
+def test_runs_held_back_by_a_limit_are_no_lag(web: TestClient, store: Store) -> None:
+    store.set_tenant_limits("acme", max_running=1)
+    m0 = store.now().replace(second=0, microsecond=0) - timedelta(hours=2)
+    # An acme run that waited half an hour for its turn, another tenant's on time.
+    run = store.submit(JobSpec(task="t", tenant="acme", schedule=Once(at=m0)), now=m0).run
+    assert run is not None
+    [held] = store.claim("w", limit=1, now=m0 + 30 * MINUTE)
+    store.complete(run.id, held.fencing_token, now=m0 + 31 * MINUTE)
+    finish(store, m0 + 32 * MINUTE, "succeeded", task="t", tenant="globex")
+    store.fold_minutes(now=m0 + 40 * MINUTE)
+    # Now: acme has a backlog an hour old, globex one a second old.
+    now = store.now()
     for _ in range(3):
-        dead_run(client)  # claimed: each started once
+        store.submit(JobSpec(task="t", tenant="acme", schedule=Once(at=now - timedelta(hours=1))))
+    store.submit(JobSpec(task="t", tenant="globex", schedule=Once(at=now - SECOND)))
 
     samples = scrape(web)
 
-    assert value(samples, "tickwork_trigger_lag_seconds_count") == 3
-    assert value(samples, "tickwork_trigger_lag_seconds_bucket", le="+Inf") == 3
-    assert value(samples, "tickwork_trigger_lag_seconds_sum") >= 0
-    buckets = [
-        v for (name, _), v in samples.items() if name == "tickwork_trigger_lag_seconds_bucket"
-    ]
-    assert buckets == sorted(buckets)
+    assert value(samples, "tickwork_start_lag_seconds_count", queue="default") == 1
+    assert value(samples, "tickwork_start_lag_seconds_sum", queue="default") == 1.0
+    assert value(samples, "tickwork_limited_start_lag_seconds_count", queue="default") == 1
+    assert value(samples, "tickwork_limited_start_lag_seconds_sum", queue="default") == 1800.0
+    assert value(samples, "tickwork_due_backlog") == 4
+    assert value(samples, "tickwork_limited_due_backlog") == 3
+    assert 1 <= value(samples, "tickwork_oldest_due_age_seconds") < 600  # globex's, not acme's
+    assert value(samples, "tickwork_tenant_held", tenant="acme") == 2  # one may start
+
+
+def test_no_series_is_labelled_by_a_run_a_job_or_anything_unbounded(
+    web: TestClient, client: Client, store: Store
+) -> None:
+    dead_run(client)
+    store.register_node("worker-1", "worker", "host-a", 42, {"store": {"up": True}})
+    store.fold_minutes(now=store.now() + 2 * MINUTE)
+
+    labels = {name for (_, pairs) in scrape(web) for name, _ in pairs}
+
+    assert labels <= {"state", "task", "queue", "outcome", "le", "node", "kind", "holder", "tenant"}
 
 
 def test_leader_and_node_heartbeats(web: TestClient, store: Store) -> None:
@@ -114,6 +219,33 @@ def test_leader_and_node_heartbeats(web: TestClient, store: Store) -> None:
     age = value(samples, "tickwork_node_last_seen_seconds", node="worker-1", kind="worker")
     assert 0 <= age < 60
     assert value(samples, "tickwork_node_running", node="worker-1", kind="worker") == 0
+
+
+def test_a_silent_nodes_gauges_go_away_but_its_silence(web: TestClient, store: Store) -> None:
+    info = {
+        "beat": 1,
+        "store": {"up": True, "outages": 0},
+        "clock": {"offset": 0.1, "bound": 0.01},
+    }
+    store.register_node("alive", "worker", "host-a", 1, info)
+    store.register_node("gone", "worker", "host-b", 2, info, now=store.now() - timedelta(minutes=5))
+
+    samples = scrape(web)
+
+    for node, silent in (("alive", 0), ("gone", 1)):
+        labels = {"node": node, "kind": "worker"}
+        assert value(samples, "tickwork_node_silent", **labels) == silent
+        assert ("tickwork_node_last_seen_seconds", tuple(sorted(labels.items()))) in samples
+    gone = (("kind", "worker"), ("node", "gone"))
+    alive = (("kind", "worker"), ("node", "alive"))
+    for name in (
+        "tickwork_node_running",
+        "tickwork_node_store_up",
+        "tickwork_node_store_outages_total",
+        "tickwork_node_clock_offset_seconds",
+    ):
+        assert (name, alive) in samples
+        assert (name, gone) not in samples
 
 
 def test_each_nodes_clock_offset_is_a_gauge(web: TestClient, store: Store) -> None:

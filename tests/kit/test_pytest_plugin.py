@@ -4,6 +4,8 @@ TICKWORK_TESTING_PG_URL is set."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -70,3 +72,41 @@ def test_the_plugin_uses_postgresql_when_the_url_is_set(
     )
     result.assert_outcomes(passed=2, deselected=1)
     result.stdout.fnmatch_lines(["*STORE postgresql*"])
+
+
+DOC = Path(__file__).parents[2] / "docs" / "testing-your-tasks.md"
+
+
+def doc_examples() -> dict[str, str]:
+    """Every test module of docs/testing-your-tasks.md (a Python block with a test in it),
+    as written, by the name of its first test."""
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
+    found = {}
+    for block in blocks:
+        names = re.findall(r"^(?:async )?def (test_\w+)", block, flags=re.MULTILINE)
+        if names:
+            found[names[0]] = block
+    return found
+
+
+def test_every_example_of_the_testing_doc_runs_as_written_on_sqlite(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TICKWORK_TESTING_PG_URL", raising=False)
+    examples = doc_examples()
+    # ctx.transaction() with PostgreSQL's SQL: the doc says it needs PostgreSQL (below).
+    del examples["test_a_payment_lands_with_its_run_once"]
+    assert len(examples) >= 6
+    pytester.makepyfile(**{f"test_doc_{i}": code for i, code in enumerate(examples.values())})
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=240)
+    result.assert_outcomes(passed=len(examples))
+
+
+def test_the_docs_transaction_example_runs_as_written_on_postgresql(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, pg_server: PgServer
+) -> None:
+    monkeypatch.setenv("TICKWORK_TESTING_PG_URL", pg_server.url)
+    example = doc_examples()["test_a_payment_lands_with_its_run_once"]
+    pytester.makepyfile(test_payments=example)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=240)
+    result.assert_outcomes(passed=1)

@@ -7,11 +7,14 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from tests import ledger
 
-from tickwork import App, Retry
+from tickwork import App, Discard, Retry
+from tickwork.errors import InvalidArgs, UnknownTask
 from tickwork.job import RunState
 from tickwork.schedule import DstWarning
 from tickwork.testing import FakeClock, TickworkTestKit
+from tickwork.worker.task import Context
 
 
 @pytest.fixture
@@ -266,3 +269,182 @@ def test_advance_applies_the_overlap_policy_slot_by_slot(
 
     tickwork_kit.advance(minutes=10, drain=True)
     assert [s.state for s in tickwork_kit.submitted(sync_feed)] == ["succeeded", "succeeded"]
+
+
+# -- ctx.transaction() and perform -----------------------------------------------------------
+
+
+def test_a_handlers_transaction_commits_its_write_with_the_completion_and_rolls_back_with_it(
+    tickwork_app: App, tickwork_kit: TickworkTestKit, tickwork_clock: FakeClock
+) -> None:
+    table = ledger.Ledger(tickwork_app.config.db_url)
+    seen: list[tuple[str, list[tuple[int, int]]]] = []
+
+    @tickwork_app.task(max_attempts=2)
+    def pay(ctx: Context) -> None:
+        with ctx.transaction() as conn:
+            ledger.insert(conn, ctx.run_id, ctx.attempt)
+            # Inside the block the run is still running and the row not yet visible.
+            seen.append((tickwork_app.client.get_run(ctx.run_id).state.value, table.rows()))
+            if ctx.attempt == 1:
+                raise RuntimeError("card declined")
+
+    tickwork_app.submit(pay)
+    first, second = tickwork_kit.drain()
+
+    assert first.outcome == "failed"
+    assert "RuntimeError: card declined" in (first.error or "")
+    run = tickwork_app.client.get_run(second.run_id)
+    assert (second.attempt, second.outcome) == (2, "succeeded")
+    assert run.state is RunState.SUCCEEDED
+    # The first attempt's write rolled back with its failure; the second's landed with the
+    # completion, at the kit's time (as its other writes).
+    assert table.rows() == [(run.id, 2)]
+    assert run.finished_at == tickwork_clock.now()
+    # Inside each block the run was still running and no row of it visible to others.
+    assert seen == [("running", []), ("running", [])]
+
+
+def test_a_run_cancelled_during_its_transaction_lands_neither_write_nor_completion(
+    tickwork_app: App, tickwork_kit: TickworkTestKit, backend: str
+) -> None:
+    if backend == "sqlite":
+        pytest.skip("SQLite's block holds the write lock: no other session can cancel meanwhile")
+    table = ledger.Ledger(tickwork_app.config.db_url)
+
+    @tickwork_app.task
+    def pay(ctx: Context) -> None:
+        with ctx.transaction() as conn:
+            ledger.insert(conn, ctx.run_id, 1)
+            tickwork_app.client.cancel_run(ctx.run_id)  # another session takes the run
+
+    tickwork_app.submit(pay)
+    [done] = tickwork_kit.drain()
+
+    assert done.outcome == "lost"
+    assert "LeaseLost" in (done.error or "")
+    assert table.rows() == []
+    assert tickwork_app.client.get_run(done.run_id).state is RunState.CANCELLED
+
+
+def test_an_async_handlers_transaction_in_a_thread_completes_the_run(
+    tickwork_app: App, tickwork_kit: TickworkTestKit
+) -> None:
+    table = ledger.Ledger(tickwork_app.config.db_url)
+
+    @tickwork_app.task
+    async def pay(ctx: Context) -> str:
+        def write() -> None:
+            with ctx.transaction() as conn:
+                ledger.insert(conn, ctx.run_id, 7)
+
+        await asyncio.to_thread(write)
+        return "not recorded: the run succeeded in its transaction"
+
+    tickwork_app.submit(pay)
+    [done] = tickwork_kit.drain()
+
+    assert (done.outcome, done.result) == ("succeeded", None)
+    assert table.rows() == [(done.run_id, 7)]
+    assert tickwork_app.client.get_run(done.run_id).result is None
+
+
+def test_perform_calls_one_handler_with_a_context_and_submits_nothing(
+    tickwork_app: App, tickwork_kit: TickworkTestKit, tickwork_clock: FakeClock
+) -> None:
+    @tickwork_app.task(max_attempts=4, queue="mail")
+    def send(ctx: Context, to: str, cc: list[str]) -> dict[str, object]:
+        return {
+            "to": to,
+            "cc": cc,
+            "attempt": ctx.attempt,
+            "of": ctx.max_attempts,
+            "queue": ctx.queue,
+            "tenant": ctx.tenant,
+            "run": ctx.run_id,
+        }
+
+    done = tickwork_kit.perform(
+        send, {"to": "ada@example.com", "cc": ("bob",)}, attempt=2, tenant="acme", run_id=41
+    )
+
+    assert done.outcome == "succeeded"
+    assert done.result == {
+        "to": "ada@example.com",
+        "cc": ["bob"],
+        "attempt": 2,
+        "of": 4,
+        "queue": "mail",
+        "tenant": "acme",
+        "run": 41,
+    }
+    assert (done.at, done.scheduled_for) == (tickwork_clock.now(), tickwork_clock.now())
+    assert tickwork_app.client.list_jobs().items == []
+    assert tickwork_app.client.list_runs().items == []
+    assert tickwork_kit.executed == []
+
+
+def test_perform_says_what_a_failure_would_become(
+    tickwork_app: App, tickwork_kit: TickworkTestKit
+) -> None:
+    @tickwork_app.task(max_attempts=3)
+    def charge(ctx: Context, order: int) -> None:
+        if order == 1:
+            raise Retry(after=30, reason="rate limited")
+        if order == 2:
+            raise Discard("no such order")
+        raise ConnectionError("gateway down")
+
+    retried = tickwork_kit.perform(charge, {"order": 1})
+    assert (retried.outcome, retried.retry_after) == ("failed", timedelta(seconds=30))
+    assert retried.error == "rate limited"
+    assert tickwork_kit.perform(charge, {"order": 2}).outcome == "dead"
+    assert tickwork_kit.perform("charge", {"order": 3}, attempt=2).outcome == "failed"
+    last = tickwork_kit.perform(charge, {"order": 3}, attempt=3)
+    assert last.outcome == "dead"
+    assert "ConnectionError: gateway down" in (last.error or "")
+
+
+def test_perform_refuses_what_a_submit_would(
+    tickwork_app: App, tickwork_kit: TickworkTestKit
+) -> None:
+    @tickwork_app.task
+    def send(ctx: Context, to: str) -> None:
+        pass
+
+    with pytest.raises(InvalidArgs, match="unexpected keyword argument 'too'"):
+        tickwork_kit.perform(send, {"to": "x", "too": "y"})
+    with pytest.raises(InvalidArgs, match="not JSON-serialisable"):
+        tickwork_kit.perform(send, {"to": object()})
+    with pytest.raises(UnknownTask, match="'nope'"):
+        tickwork_kit.perform("nope")
+
+
+def test_a_performed_handlers_transaction_commits_its_write_or_rolls_it_back(
+    tickwork_app: App, tickwork_kit: TickworkTestKit
+) -> None:
+    table = ledger.Ledger(tickwork_app.config.db_url)
+
+    @tickwork_app.task
+    def pay(ctx: Context, amount: int) -> None:
+        with ctx.transaction() as conn:
+            ledger.insert(conn, ctx.run_id, amount)
+            if amount < 0:
+                raise ValueError("negative")
+
+    assert tickwork_kit.perform(pay, {"amount": 5}, run_id=9).outcome == "succeeded"
+    assert tickwork_kit.perform(pay, {"amount": -1}, run_id=10).outcome == "failed"
+    assert table.rows() == [(9, 5)]
+
+
+def test_a_page_walks_its_items(tickwork_app: App, tickwork_kit: TickworkTestKit) -> None:
+    @tickwork_app.task(max_attempts=1)
+    def broken(ctx: Context) -> None:
+        raise ValueError("always")
+
+    tickwork_app.submit(broken)
+    [done] = tickwork_kit.drain()
+
+    dead = tickwork_app.client.dead_runs()
+    assert [run.id for run in dead] == [done.run_id]
+    assert len(dead) == 1

@@ -4,6 +4,8 @@ use OpenTelemetry never imports it."""
 
 from __future__ import annotations
 
+import json
+import logging
 import subprocess
 import sys
 import textwrap
@@ -19,8 +21,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 from worker_support import finished, make_app, running
 
 from tickwork import Retry
+from tickwork.cli.serve import configure_logging
 from tickwork.job import RunState
 from tickwork.store import Store
+from tickwork.worker.observe import RunContextFilter
 
 _EXPORTER = InMemorySpanExporter()
 
@@ -141,3 +145,69 @@ def test_an_application_without_opentelemetry_never_imports_it(tmp_path: Path) -
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_a_failed_attempts_span_records_the_exception_as_an_event(
+    store: Store, spans: InMemorySpanExporter
+) -> None:
+    app = make_app(store)
+
+    @app.task(max_attempts=1)
+    def fragile(ctx) -> None:
+        raise ValueError("bad input")
+
+    with app:
+        job = app.submit(fragile)
+        with running(app.worker()):
+            assert finished(store, job).state is RunState.DEAD
+    [span] = attempt_spans(spans, "fragile")
+    [event] = span.events
+    assert event.name == "exception"
+    attributes = dict(event.attributes or {})
+    assert attributes["exception.type"] == "ValueError"
+    assert attributes["exception.message"] == "bad input"
+    assert "raise ValueError" in str(attributes["exception.stacktrace"])
+
+
+def test_a_handlers_log_lines_carry_its_spans_trace_and_span_ids(
+    store: Store, spans: InMemorySpanExporter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    app = make_app(store)
+    logger = logging.getLogger("tickwork")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    configure_logging("info", "json")
+    try:
+
+        @app.task
+        def charge(ctx) -> None:
+            ctx.logger.info("charging")
+
+        with app:
+            job = app.submit(charge)
+            with running(app.worker()):
+                assert finished(store, job).state is RunState.SUCCEEDED
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+    [span] = attempt_spans(spans, "charge")
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    [line] = [entry for entry in lines if entry["msg"].endswith("charging")]
+    assert line["trace_id"] == f"{span.context.trace_id:032x}"
+    assert line["span_id"] == f"{span.context.span_id:016x}"
+    assert line["run_id"] == job.id or line["job_id"] == job.id
+    outside = [entry for entry in lines if entry["logger"] == "tickwork.worker"]
+    assert outside
+    assert all("trace_id" not in entry for entry in outside)  # the worker's own lines
+
+
+def test_the_text_format_ends_a_line_in_a_span_with_its_ids(
+    spans: InMemorySpanExporter,
+) -> None:
+    record = logging.LogRecord("tickwork.task.x", logging.INFO, __file__, 1, "hello", (), None)
+    tracer = trace.get_tracer("tests")
+    with tracer.start_as_current_span("outer") as outer:
+        RunContextFilter().filter(record)
+    context = outer.get_span_context()
+    assert record.run_context == (f" [trace={context.trace_id:032x} span={context.span_id:016x}]")
+    bare = logging.LogRecord("tickwork.task.x", logging.INFO, __file__, 1, "hello", (), None)
+    RunContextFilter().filter(bare)
+    assert (bare.run_context, bare.trace_id) == ("", None)

@@ -146,7 +146,22 @@ def skewed(store: Store, cmd: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def fold(store: Store, cmd: dict[str, Any]) -> dict[str, Any]:
+    """A leader's fold (a deposed one's racing the new one's)."""
+    return {"folded": store.fold_minutes(now=_now(cmd))}
+
+
+def prune(store: Store, cmd: dict[str, Any]) -> dict[str, Any]:
+    """Prune every finished run (retention 0) in batches until none is left."""
+    deleted = 0
+    while n := store.prune(timedelta(0), limit=cmd.get("limit", 50), now=_now(cmd)):
+        deleted += n
+    return {"deleted": deleted}
+
+
 OPS: dict[str, Op] = {
+    "fold": fold,
+    "prune": prune,
     "claim_all": claim_all,
     "trigger_all": trigger_all,
     "rescue_all": rescue_all,

@@ -120,3 +120,31 @@ def test_a_completed_run_cannot_be_completed_again_in_a_transaction(
     assert table.rows() == [(run.id, 1)]
     with pytest.raises(LeaseLost):
         store.complete(run.id, run.fencing_token)
+
+
+def test_the_completion_is_stamped_with_the_time_given(
+    store: Store, table: Ledger, t0: datetime
+) -> None:
+    queued(store, t0)
+    run = claim_one(store, t0)
+    later = t0 + timedelta(minutes=3)
+    with store.complete_in_transaction(run.id, run.fencing_token, now=later) as conn:
+        table.insert(conn, run.id)
+    assert store.get_run(run.id).finished_at == later
+
+
+def test_a_plain_transaction_commits_the_callers_writes_or_rolls_them_back(
+    store: Store, table: Ledger
+) -> None:
+    with store.transaction() as conn:
+        table.insert(conn, 1)
+        assert table.rows() == []  # not visible to others before the commit
+
+    def fails() -> None:
+        with store.transaction() as conn:
+            table.insert(conn, 2)
+            raise ValueError("no")
+
+    with pytest.raises(ValueError, match="no"):
+        fails()
+    assert table.rows() == [(1, 1)]

@@ -27,7 +27,8 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 class JsonFormatter(logging.Formatter):
     """One JSON object a line: ``ts``, ``level``, ``logger``, ``msg`` (and ``exc``); a line
-    a handler logged also has ``run_id``, ``job_id``, ``attempt`` and ``tenant`` (set by
+    a handler logged also has ``run_id``, ``job_id``, ``attempt`` and ``tenant``, and one
+    logged in an OpenTelemetry span ``trace_id`` and ``span_id`` (set by
     :class:`~tickwork.worker.observe.RunContextFilter`)."""
 
     def format(self, record: logging.LogRecord) -> str:

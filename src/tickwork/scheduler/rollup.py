@@ -5,8 +5,10 @@ What it does, how often
 -----------------------
 Every :data:`ROLLUP_INTERVAL` (a minute), and once as soon as this node starts leading, it
 calls ``store.fold_minutes()``: runs that finished since the last fold are counted per
-minute, tenant and queue (by outcome, with the start lag of scheduled first attempts), each
-queue's due backlog is sampled, and minutes past a day are deleted
+minute, tenant and queue (by outcome, with the start lag of scheduled first attempts) and
+into the cumulative totals of ``/metrics`` (by task, queue and outcome, with duration and
+start lag histograms), each queue's due backlog is sampled, and minutes past a day are
+deleted
 (:meth:`tickwork.store.base.Store.fold_minutes`). The fold reads finished runs through
 their index; claim and complete write nothing for it, so the hot paths pay nothing.
 

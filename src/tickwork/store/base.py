@@ -71,6 +71,7 @@ from tickwork.records import (
     RunFilter,
     RunMinute,
     RunStats,
+    RunTotals,
     Session,
     SlotFate,
     SlotSkip,
@@ -94,7 +95,7 @@ __all__ = [
     "ROLLUP_KEEP", "ROLLUP_SETTLE", "SESSION_FORGET_AFTER", "SESSION_SEEN_EVERY",
     "SKIP_LOCKED", "ApiKey", "CalendarChange", "CalendarRecord", "Completion", "FaultMark",
     "Heartbeat", "InjectedRun", "Keep", "Lease", "LeaseStatus", "Listener", "Node", "Page",
-    "QueueStatus", "RescueResult", "RunFilter", "RunMinute", "RunStats", "Session",
+    "QueueStatus", "RescueResult", "RunFilter", "RunMinute", "RunStats", "RunTotals", "Session",
     "SlotFate", "SlotSkip", "Store", "Submitted", "TaskLimits", "TaskStatus", "TenantLimits",
     "TenantStatus", "TriggerResult", "bulk_limit", "page_limit",
 ]
@@ -392,16 +393,27 @@ class Store(abc.ABC):
         (fenced out), having applied the others."""
 
     @abc.abstractmethod
+    def transaction(self) -> AbstractContextManager[Any]:
+        """A transaction on the store's own database for the caller's own SQL: it commits
+        when the block ends and rolls back when the block raises (the exception
+        propagates). Yields the connection as :meth:`complete_in_transaction` does, without
+        completing anything: what the testing kit's ``perform`` gives a handler's
+        ``ctx.transaction()``, where there is no run to complete."""
+
+    @abc.abstractmethod
     def complete_in_transaction(
         self,
         run_id: int,
         fencing_token: int,
         *,
         result: dict[str, Any] | None = None,
+        now: datetime | None = None,
     ) -> AbstractContextManager[Any]:
         """A transaction on the store's own database that completes the run when it
         commits: what a handler writes through the connection it yields and the run's
-        running -> succeeded (with ``result``) commit together, or neither does.
+        running -> succeeded (with ``result``, ``finished_at`` = ``now``, by default the
+        database's time when the completion is written at the end of the block) commit
+        together, or neither does.
 
         Yields the dialect's connection, inside the transaction: a psycopg connection
         (rows as dicts) on PostgreSQL, the ``sqlite3`` connection (``BEGIN IMMEDIATE``:
@@ -521,7 +533,12 @@ class Store(abc.ABC):
     ) -> int:
         """Delete up to ``limit`` finished runs (succeeded, dead, cancelled) whose
         ``finished_at`` is older than now - ``retention``, and ledger entries as old.
-        Returns how many runs were deleted."""
+        Returns how many runs were deleted.
+
+        Runs finished since the fold's mark (no fold has read them) are first added to
+        the totals (:meth:`run_totals`) and the mark moved past them, in the same
+        transaction, under the mark's lock: the totals never miss a pruned run and never
+        count one twice. Such runs get no rollup minute."""
 
     @abc.abstractmethod
     def slot_skips(
@@ -624,22 +641,35 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def fold_minutes(self, *, now: datetime | None = None) -> int:
-        """Fold what happened since the last fold into the per-minute rollup; leader-only,
-        about once a minute. Returns how many minutes it folded.
+        """Fold what happened since the last fold into the per-minute rollup and the
+        totals; leader-only, about once a minute. Returns how many minutes of the last
+        ROLLUP_KEEP it folded.
 
-        Reads the runs that finished (succeeded, dead) in whole minutes from the last fold
-        up to a few seconds ago (ROLLUP_SETTLE: a completion committed late still lands),
-        through the finished index, and adds them up per minute, tenant and queue: counts
-        by outcome at the minute they finished, and the start lag of first attempts that
+        Reads the runs that finished (succeeded, dead, cancelled) from the last fold up to
+        a few seconds ago (ROLLUP_SETTLE: a completion committed late still lands), through
+        the finished index, and adds them up per minute, tenant and queue: counts by
+        outcome at the minute they finished, and the start lag of first attempts that
         were not asked for by hand (``manual``: a trigger or retry) at the minute they
-        started. Samples each queue's due backlog into the current minute. Deletes
-        minutes older than ROLLUP_KEEP. Failed attempts that will be retried are counted
-        by :meth:`fail` itself, as they happen (a failed run has no finish time to fold).
+        started. Adds every one of them to the totals (:meth:`run_totals`: by task, queue
+        and outcome; the duration of its last attempt; its first attempt's start lag),
+        those finished before ROLLUP_KEEP too (after a long outage). Samples each queue's
+        due backlog into the current minute. Deletes minutes older than ROLLUP_KEEP.
+        Failed attempts that will be retried are counted by :meth:`fail` itself, as they
+        happen (a failed run has no finish time to fold).
 
         Exactly once under concurrency: the fold reads and moves a mark under a lock in
         one transaction, so two folders (a deposed leader and the new one) never count
         one run twice. The hot paths (claim, complete) write nothing for the rollup.
         """
+
+    @abc.abstractmethod
+    def run_totals(self) -> RunTotals:
+        """Totals since the store was made (see RunTotals): runs finished by task, queue
+        and outcome as the fold counted them, attempts failed as :meth:`fail` counted
+        them, and per queue the histograms of execution duration and start lag. Never
+        lower than at an earlier call: nothing deletes them, and :meth:`prune` first
+        counts the runs it deletes that no fold has read. Runs, and pairs of task and
+        queue, past the cardinality caps count as OTHER."""
 
     @abc.abstractmethod
     def run_minutes(

@@ -2,29 +2,45 @@
 
 The API process executes nothing, so it counts nothing as it happens: every scrape asks
 the client for :meth:`~tickwork.client.Client.run_stats`,
-:meth:`~tickwork.client.Client.cluster` and :meth:`~tickwork.client.Client.list_tenants`
-and reports what the store holds then. The series
+:meth:`~tickwork.client.Client.run_totals`, :meth:`~tickwork.client.Client.cluster` and
+:meth:`~tickwork.client.Client.list_tenants` and reports what the store holds then (why
+the counters live in the store: ``docs/observability.md``). The series
 (all of them cluster-wide, over every tenant; ``/metrics`` needs an admin key unless the
 API is open):
 
 ``tickwork_runs{state}`` (gauge)
     Runs in each state now: queued, running, succeeded, failed, dead, cancelled.
-``tickwork_runs_total{state}`` (counter; succeeded, dead, cancelled)
-    Runs that reached that final state, as far as the store can tell: it keeps finished
-    runs only for the retention (7 days by default), so this process adds up the *growth*
-    of the retained count from one scrape to the next. It never decreases (``rate()`` is
-    sound) and restarts from the retained count when the API restarts (a counter reset).
-    It under-counts by the runs the pruner deleted between two scrapes in which runs also
-    finished. With several API replicas, aggregate with ``max``, not ``sum``.
+``tickwork_runs_finished_total{task, queue, outcome}`` (counter; succeeded, dead, cancelled)
+    Runs that finished so, since the store was made. Kept in the store, not counted by
+    this process (:meth:`~tickwork.client.Client.run_totals`): the leader's fold adds the
+    runs that finished (once a minute, a few seconds behind), the pruner first adds those
+    it deletes that no fold has read, and nothing ever subtracts, so it only grows, across
+    pruning and restarts, and every API replica answers the same.
+``tickwork_runs_total{state}`` (counter)
+    The same, summed over tasks and queues.
+``tickwork_attempts_failed_total{task, queue}`` (counter)
+    Attempts that failed and will be retried, counted by the store as they fail.
+``tickwork_run_duration_seconds{queue}`` (histogram)
+    How long attempts ran, from the claim to the outcome written, for every attempt that
+    ended by its outcome (succeeded, dead, or failed and retried; one whose lease expired
+    on its last attempt, to its rescue). Cumulative, kept in the store like the
+    counters: ``rate()`` and ``histogram_quantile`` over it are sound.
+``tickwork_start_lag_seconds{queue}`` (histogram)
+    Start minus scheduled time of first attempts that the scheduler triggered (not those
+    asked for by hand), of tenants and tasks *without* a limit: how late the scheduler and
+    the workers are. Counted when that first attempt ends. Cumulative, as above.
+``tickwork_limited_start_lag_seconds{queue}`` (histogram)
+    The same for runs of a tenant or a task that has a limit (``max_running`` or
+    ``rate``): a limit holds such runs back on purpose, so their wait is kept apart and
+    never raises the lag an alert watches.
 ``tickwork_due_backlog`` (gauge)
     Queued or failed runs whose time has come: waiting for a worker now.
 ``tickwork_oldest_due_age_seconds`` (gauge)
-    How long the oldest of those has waited (0 with no backlog).
-``tickwork_trigger_lag_seconds`` (histogram)
-    Start minus scheduled time of the first attempts of the latest started runs (up to
-    1000): *the recent sample*, recomputed at each scrape, not a cumulative histogram. Read
-    it with ``histogram_quantile(0.99, tickwork_trigger_lag_seconds_bucket)`` directly;
-    ``rate()`` over it means nothing.
+    How long the oldest of those of tenants and tasks without a limit has waited (0 with
+    none): the backlog's lag.
+``tickwork_limited_due_backlog`` (gauge)
+    Of the due backlog, the runs of a tenant or task that has a limit (those a limit
+    holds now are ``tickwork_tenant_held``).
 ``tickwork_rescues_total`` (counter)
     Lease expirations rescued by the reaper running *in this process*: only when the API
     is served by ``tickwork run``, whose scheduler rescues. A standalone ``tickwork api``
@@ -34,7 +50,10 @@ API is open):
     its node id as a label.
 ``tickwork_node_last_seen_seconds{node, kind}`` (gauge), ``tickwork_node_running{node, kind}``
     Seconds since each registered node (scheduler, worker, run) was last seen (its
-    heartbeat; workers beat every few seconds), and the runs it is executing.
+    heartbeat; workers beat every few seconds), and the runs it is executing. A silent
+    node (below) keeps only ``tickwork_node_last_seen_seconds`` and
+    ``tickwork_node_silent``: its other gauges, the readings of a process that may be
+    gone, go away, and it goes entirely once the store forgets it (a day unseen).
 ``tickwork_dead_letter_size`` (gauge)
     Runs in the dead-letter list (state dead).
 ``tickwork_store_up`` (gauge), ``tickwork_store_outages_total``,
@@ -78,6 +97,12 @@ API is open):
     1 when the store could not be read at this scrape (the series read from it are then
     absent).
 
+Cardinality is bounded: no series is labelled by a run, a job or a tenant beyond the
+1,000 above. ``task`` and ``queue`` are names from code and configuration; the store keeps
+its own series for the first :data:`~tickwork.records.TOTALS_SERIES` (1,000) pairs of task
+and queue and the first :data:`~tickwork.records.HISTOGRAM_QUEUES` (100) queues, and
+counts any later one as ``(other)``.
+
 Times are by the store's clock, so node clocks do not skew the ages. The answer is the
 classic text format (0.0.4), where ``tickwork_runs`` (gauge) and ``tickwork_runs_total``
 (counter) are two families; OpenMetrics would fold them into one name.
@@ -86,7 +111,6 @@ classic text format (0.0.4), where ``tickwork_runs`` (gauge) and ``tickwork_runs
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -102,13 +126,20 @@ from prometheus_client.registry import Collector
 from tickwork.client import Client
 from tickwork.errors import TickworkError
 from tickwork.job import FINISHED_RUN_STATES, RunState
-from tickwork.records import TenantStatus
+from tickwork.records import (
+    DURATION,
+    FAILED_ATTEMPT,
+    LAG,
+    LIMITED_LAG,
+    Histogram,
+    RunTotals,
+    TenantStatus,
+)
+from tickwork.stats import DURATION_BOUNDS, LAG_BOUNDS
 
 log = logging.getLogger("tickwork.web")
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
-"""Seconds: the trigger lag histogram's upper bounds (5 ms to 5 min, then +Inf)."""
 FINAL_STATES = tuple(s for s in RunState if s in FINISHED_RUN_STATES)
 TENANT_SERIES = 1000
 """Tenants with their own series at most; the rest are summed (see the module docstring)."""
@@ -126,14 +157,12 @@ class StoreCollector(Collector):
         self.client = client
         self.rescues = rescues
         self.tenant_series = tenant_series
-        self._lock = threading.Lock()
-        self._retained: dict[str, int] | None = None
-        self._totals: dict[str, int] = {}
 
     def collect(self) -> Iterator[Metric]:
         yield from _store_health(self.client.store_health())
         try:
             stats = self.client.run_stats()
+            totals = self.client.run_totals()
             cluster = self.client.cluster()
             tenants = self.client.list_tenants()
         except TickworkError as exc:
@@ -146,15 +175,7 @@ class StoreCollector(Collector):
         for state in RunState:
             runs.add_metric([state.value], stats.by_state.get(state.value, 0))
         yield runs
-
-        totals = CounterMetricFamily(
-            "tickwork_runs",
-            "Runs that reached a final state (growth of the retained count; see the docs).",
-            labels=["state"],
-        )
-        for name, total in self._count_finished(stats.by_state).items():
-            totals.add_metric([name], total)
-        yield totals
+        yield from _totals(totals)
 
         yield _gauge(
             "tickwork_due_backlog",
@@ -162,16 +183,20 @@ class StoreCollector(Collector):
             stats.due_backlog,
         )
         oldest = (
-            max(0.0, (stats.now - stats.oldest_due_at).total_seconds())
-            if stats.oldest_due_at is not None
+            max(0.0, (stats.now - stats.open_oldest_due_at).total_seconds())
+            if stats.open_oldest_due_at is not None
             else 0.0
         )
         yield _gauge(
             "tickwork_oldest_due_age_seconds",
-            "How long the oldest due run has waited for a worker.",
+            "How long the oldest due run of a tenant and task without a limit has waited.",
             oldest,
         )
-        yield _lag_histogram(stats.recent_lag_ms)
+        yield _gauge(
+            "tickwork_limited_due_backlog",
+            "Due runs of a tenant or task that has a limit (it may hold them on purpose).",
+            stats.limited_due,
+        )
         yield _gauge(
             "tickwork_dead_letter_size",
             "Runs in the dead-letter list (state dead).",
@@ -240,14 +265,19 @@ class StoreCollector(Collector):
         )
         for node in cluster.nodes:
             labels = [node.id, node.kind]
+            age = max(0.0, (cluster.now - node.last_seen_at).total_seconds())
+            seen.add_metric(labels, age)
+            if node.silent(cluster.now):
+                # Its last readings describe a process that may be gone: only its silence
+                # is news (until the store forgets the node).
+                silent.add_metric(labels, 1)
+                continue
+            silent.add_metric(labels, 0)
             skew = node.clock
             if skew is not None:
                 offset.add_metric(labels, skew.offset)
                 bound.add_metric(labels, skew.bound)
-            age = max(0.0, (cluster.now - node.last_seen_at).total_seconds())
-            seen.add_metric(labels, age)
             running.add_metric(labels, node.running)
-            silent.add_metric(labels, 1 if node.silent(cluster.now) else 0)
             health = node.info.get("store")
             if isinstance(health, dict):
                 node_up.add_metric(labels, 1 if health.get("up", True) else 0)
@@ -255,18 +285,6 @@ class StoreCollector(Collector):
                 reconnects.add_metric(labels, _number(health.get("reconnects")))
         yield from (seen, running, silent, node_up, outages, reconnects, offset, bound)
         yield from _tenant_metrics(tenants, self.tenant_series)
-
-    def _count_finished(self, by_state: dict[str, int]) -> dict[str, int]:
-        """Monotonic totals from the retained counts of final states (see the docstring)."""
-        with self._lock:
-            current = {s.value: by_state.get(s.value, 0) for s in FINAL_STATES}
-            if self._retained is None:
-                self._totals = dict(current)
-            else:
-                for state, count in current.items():
-                    self._totals[state] += max(0, count - self._retained.get(state, 0))
-            self._retained = current
-            return dict(self._totals)
 
 
 def _tenant_metrics(tenants: list[TenantStatus], cap: int) -> Iterator[Metric]:
@@ -335,22 +353,65 @@ def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, value=value)
 
 
-def _lag_histogram(sample_ms: list[float]) -> HistogramMetricFamily:
-    seconds = sorted(max(0.0, ms / 1000) for ms in sample_ms)
-    buckets: list[tuple[str, float]] = []
-    i = 0
-    for bound in LAG_BUCKETS:
-        while i < len(seconds) and seconds[i] <= bound:
-            i += 1
-        buckets.append((_bound(bound), i))
-    buckets.append(("+Inf", len(seconds)))
-    return HistogramMetricFamily(
-        "tickwork_trigger_lag_seconds",
-        "Start minus scheduled time of the latest first attempts (a recent sample, "
-        "recomputed at each scrape).",
-        buckets=buckets,
-        sum_value=sum(seconds),
+FAMILIES = (
+    (DURATION, "tickwork_run_duration_seconds", DURATION_BOUNDS,
+     "How long attempts ran, from the claim to the outcome (cumulative, per queue)."),
+    (LAG, "tickwork_start_lag_seconds", LAG_BOUNDS,
+     "Start minus slot of scheduled first attempts of tenants and tasks without a limit."),
+    (LIMITED_LAG, "tickwork_limited_start_lag_seconds", LAG_BOUNDS,
+     "Start minus slot of scheduled first attempts of a tenant or task that has a limit."),
+)  # fmt: skip
+"""The store's histograms (see RunTotals) as Prometheus families: name, bounds, help."""
+
+
+def _totals(totals: RunTotals) -> Iterator[Metric]:
+    """The store's cumulative totals as counters and histograms (see the docstring)."""
+    finished = CounterMetricFamily(
+        "tickwork_runs_finished",
+        "Runs that finished, by task, queue and outcome (kept by the store: only grows).",
+        labels=["task", "queue", "outcome"],
     )
+    failed = CounterMetricFamily(
+        "tickwork_attempts_failed",
+        "Attempts that failed and will be retried, by task and queue.",
+        labels=["task", "queue"],
+    )
+    by_state = dict.fromkeys((s.value for s in FINAL_STATES), 0)
+    for (task, queue, outcome), n in sorted(totals.outcomes.items()):
+        if outcome == FAILED_ATTEMPT:
+            failed.add_metric([task, queue], n)
+            continue
+        finished.add_metric([task, queue, outcome], n)
+        by_state[outcome] = by_state.get(outcome, 0) + n
+    states = CounterMetricFamily(
+        "tickwork_runs",
+        "Runs that reached a final state (tickwork_runs_finished_total summed).",
+        labels=["state"],
+    )
+    for state, n in by_state.items():
+        states.add_metric([state], n)
+    yield from (finished, states, failed)
+    for name, family, bounds, doc in FAMILIES:
+        histogram = HistogramMetricFamily(family, doc, labels=["queue"])
+        for (kind, queue), found in sorted(totals.histograms.items()):
+            if kind == name:
+                histogram.add_metric([queue], _buckets(found, bounds), found.total)
+        yield histogram
+
+
+def _buckets(histogram: Histogram, bounds: tuple[float, ...]) -> list[tuple[str, float]]:
+    """Cumulative ``le`` buckets at ``bounds`` (then +Inf). A stored bound that is not one
+    of them (the bounds changed since) counts at the next bound up: never too low."""
+    stored = sorted(histogram.buckets.items())
+    buckets: list[tuple[str, float]] = []
+    seen = i = 0
+    for bound in bounds:
+        while i < len(stored) and stored[i][0] <= bound:
+            seen += stored[i][1]
+            i += 1
+        buckets.append((_bound(bound), seen))
+    buckets.append(("+Inf", histogram.count))
+    return buckets
 
 
 def _bound(value: float) -> str:

@@ -39,7 +39,7 @@ from typing import Any
 from tickwork.clock import Clock
 from tickwork.errors import InvalidArgs
 from tickwork.job import ClaimedRun, result_problem
-from tickwork.worker.observe import CURRENT_RUN, Tracing, attempt_span, tracing_on
+from tickwork.worker.observe import CURRENT_RUN, Scope, Tracing, attempt_span, tracing_on
 from tickwork.worker.task import Context, Discard, Retry, Task, TaskFailed
 
 log = logging.getLogger("tickwork.worker")
@@ -382,7 +382,7 @@ def call(attempt: Attempt, tracing: Tracing | None = None) -> Outcome:
         if tracing is None or not tracing_on():
             return _invoke(attempt)
         with attempt_span(attempt.run, tracing, tracing.parent(attempt.run.job_id)) as span:
-            outcome = _invoke(attempt)
+            outcome = _invoke(attempt, span)
             span.ended(outcome)
             return outcome
     finally:
@@ -401,30 +401,36 @@ async def call_async(attempt: Attempt, tracing: Tracing | None = None) -> Outcom
     else:  # a store read: not on the event loop
         parent = await asyncio.to_thread(tracing.parent, run.job_id)
     with attempt_span(run, tracing, parent) as span:
-        outcome = await _invoke_async(attempt)
+        outcome = await _invoke_async(attempt, span)
         span.ended(outcome)
         return outcome
 
 
-def _invoke(attempt: Attempt) -> Outcome:
+def _invoke(attempt: Attempt, span: Scope | None = None) -> Outcome:
     try:
         attempt.task.check_args(attempt.run.args)
         value = attempt.task.fn(attempt.ctx, **attempt.run.args)
     except BaseException as exc:  # a handler's SystemExit must not kill a pool thread
+        if span is not None:
+            span.raised(exc)
         return failure(exc)
     return success(value)
 
 
-async def _invoke_async(attempt: Attempt) -> Outcome:
+async def _invoke_async(attempt: Attempt, span: Scope | None = None) -> Outcome:
     try:
         attempt.task.check_args(attempt.run.args)
         value = await attempt.task.fn(attempt.ctx, **attempt.run.args)
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as exc:
         # Cancelled from inside the handler, not by its worker: an ordinary failure. When
         # the worker cancelled it, the attempt is settled already and this outcome is
         # dropped.
+        if span is not None:
+            span.raised(exc)
         return Outcome(False, error="the handler's task was cancelled")
     except BaseException as exc:
+        if span is not None:
+            span.raised(exc)
         return failure(exc)
     return success(value)
 

@@ -7,7 +7,9 @@ Spans
     ``tickwork.job_id``, ``tickwork.run_id``, ``tickwork.attempt``, ``tickwork.tenant``,
     ``tickwork.queue``, ``tickwork.outcome`` (``succeeded``, ``failed``: retried,
     ``dead``) and ``tickwork.lag_ms`` (start minus the slot, on the worker's clock). A
-    failed attempt sets the span's status to ERROR with the error's first line.
+    failed attempt sets the span's status to ERROR with the error's first line, and what
+    its handler raised is recorded on the span as an ``exception`` event (type, message,
+    stack trace), as OpenTelemetry's own instrumentations record one.
 
 Trace context
     A job submitted while a span is active stores that span's W3C ``traceparent`` with the
@@ -83,6 +85,9 @@ class _Span:
     def __init__(self, span: Any, run: ClaimedRun) -> None:
         self._span = span
         self._run = run
+
+    def raised(self, exc: BaseException) -> None:
+        self._span.record_exception(exc)
 
     def ended(self, outcome: Outcome) -> None:
         from opentelemetry.trace import Status, StatusCode

@@ -591,17 +591,24 @@ class PostgresStore(SqlStore):
         return self._all(Q[query], {**_completion_params(completions), "now": now})
 
     @contextmanager
+    def transaction(self) -> Iterator[Conn]:
+        # The caller's own errors reach it as psycopg raised them (not translated: they
+        # are its SQL's).
+        with self._handler_pool.connection() as conn, conn.transaction():
+            yield conn
+
+    @contextmanager
     def complete_in_transaction(
         self,
         run_id: int,
         fencing_token: int,
         *,
         result: dict[str, Any] | None = None,
+        now: datetime | None = None,
     ) -> Iterator[Conn]:
-        # The handler's own errors reach it as psycopg raised them (not translated: they
-        # are its SQL's); only the completion below is tickwork's.
-        params = {**_completion_params([Completion(run_id, fencing_token, result)]), "now": None}
-        with self._handler_pool.connection() as conn, conn.transaction():
+        # Only the completion below is tickwork's: the handler's errors are its SQL's.
+        params = {**_completion_params([Completion(run_id, fencing_token, result)]), "now": now}
+        with self.transaction() as conn:
             yield conn
             if not conn.execute(Q["complete_ids"], params).fetchall():
                 raise LeaseLost(run_id, fencing_token)  # rolls the whole block back

@@ -319,8 +319,11 @@ WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
 RETURNING r.*;
 
 -- name: complete_ids
+-- statement_timestamp(), not now(): in a handler's ctx.transaction() the completion is
+-- the block's last statement, and now() (its transaction's start) would date the finish
+-- before the block's work, past the fold's settling time for a long block.
 UPDATE tickwork_runs r
-SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()),
+SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, statement_timestamp()),
     lease_expires_at = NULL, result = c.result, error = NULL
 FROM unnest(%(ids)b::bigint[], %(tokens)b::bigint[], %(results)b::jsonb[])
     AS c (id, token, result)
@@ -328,9 +331,15 @@ WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
 RETURNING r.id;
 
 -- name: held_run_for_fail
-SELECT attempt, max_attempts, backoff_base, backoff_cap, tenant, queue FROM tickwork_runs
-WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'running'
-FOR UPDATE;
+-- With what the totals count of a failed attempt (`limited` as in finished_between).
+SELECT r.attempt, r.max_attempts, r.backoff_base, r.backoff_cap, r.tenant, r.task, r.queue,
+    r.started_at, r.scheduled_for, r.manual,
+    EXISTS (SELECT 1 FROM tickwork_tenants t WHERE t.tenant = r.tenant
+            AND (t.max_running IS NOT NULL OR t.rate IS NOT NULL))
+    OR EXISTS (SELECT 1 FROM tickwork_task_limits k WHERE k.task = r.task) AS limited
+FROM tickwork_runs r
+WHERE r.id = %(id)s AND r.fencing_token = %(token)s AND r.state = 'running'
+FOR UPDATE OF r;
 
 -- name: fail_retry
 UPDATE tickwork_runs SET state = 'failed', attempt = attempt + 1,
@@ -507,9 +516,19 @@ SELECT state, count(*) AS n FROM tickwork_runs
 WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s) GROUP BY state;
 
 -- name: due_backlog
-SELECT count(*) AS n, min(run_at) AS oldest FROM tickwork_runs
-WHERE state IN ('queued', 'failed') AND run_at <= %(now)s
-  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s);
+-- With, apart, the due runs of a tenant or task that has a limit (a limit may hold them
+-- back on purpose: their wait is not lag) and the oldest of the others.
+SELECT count(*) AS n, min(run_at) AS oldest, coalesce(sum(limited::int), 0) AS limited_n,
+    min(CASE WHEN NOT limited THEN run_at END) AS open_oldest
+FROM (
+    SELECT run_at,
+        tenant IN (SELECT tenant FROM tickwork_tenants
+                   WHERE max_running IS NOT NULL OR rate IS NOT NULL)
+        OR task IN (SELECT task FROM tickwork_task_limits) AS limited
+    FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND run_at <= %(now)s
+      AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+) due;
 
 -- name: recent_lag
 -- The newest runs by id (no index on started_at: it would take an entry on every claim).
@@ -971,11 +990,16 @@ SELECT folded_to FROM tickwork_rollup WHERE name = 'runs' FOR UPDATE;
 UPDATE tickwork_rollup SET folded_to = %(to)s WHERE name = 'runs';
 
 -- name: finished_between
--- Runs that finished in [start, to), for the per-minute rollup (the finished index).
-SELECT tenant, queue, state, finished_at, started_at, scheduled_for, attempt, manual
-FROM tickwork_runs
-WHERE state IN ('succeeded', 'dead', 'cancelled')
-  AND finished_at >= %(start)s AND finished_at < %(to)s;
+-- Runs that finished in [start, to), for the fold (the finished index); `limited`: its
+-- tenant or its task has a limit (its start lag may be time held back on purpose).
+SELECT r.tenant, r.task, r.queue, r.state, r.finished_at, r.started_at, r.scheduled_for,
+    r.attempt, r.manual,
+    EXISTS (SELECT 1 FROM tickwork_tenants t WHERE t.tenant = r.tenant
+            AND (t.max_running IS NOT NULL OR t.rate IS NOT NULL))
+    OR EXISTS (SELECT 1 FROM tickwork_task_limits k WHERE k.task = r.task) AS limited
+FROM tickwork_runs r
+WHERE r.state IN ('succeeded', 'dead', 'cancelled')
+  AND r.finished_at >= %(start)s AND r.finished_at < %(to)s;
 
 -- name: depth_by_queue
 SELECT tenant, queue, count(*) AS n FROM tickwork_runs
@@ -1011,3 +1035,35 @@ SELECT minute, succeeded, failed, dead, depth, lag FROM tickwork_run_minutes
 WHERE minute >= %(since)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
 ORDER BY minute;
+
+-- Cumulative totals (/metrics): the fold, fail and prune add to them; nothing deletes them.
+
+-- name: total_known
+SELECT 1 AS found FROM tickwork_run_totals
+WHERE task = %(task)s AND queue = %(queue)s LIMIT 1;
+
+-- name: total_pairs
+SELECT count(*) AS n FROM (SELECT DISTINCT task, queue FROM tickwork_run_totals) AS p;
+
+-- name: add_total
+INSERT INTO tickwork_run_totals AS t (task, queue, outcome, runs)
+VALUES (%(task)s, %(queue)s, %(outcome)s, %(runs)s)
+ON CONFLICT (task, queue, outcome) DO UPDATE SET runs = t.runs + excluded.runs;
+
+-- name: histogram_known
+SELECT 1 AS found FROM tickwork_run_histograms WHERE queue = %(queue)s LIMIT 1;
+
+-- name: histogram_queues
+SELECT count(DISTINCT queue) AS n FROM tickwork_run_histograms;
+
+-- name: add_histogram
+INSERT INTO tickwork_run_histograms AS h (name, queue, le, runs, seconds)
+VALUES (%(name)s, %(queue)s, %(le)s, %(runs)s, %(seconds)s)
+ON CONFLICT (queue, name, le) DO UPDATE SET
+    runs = h.runs + excluded.runs, seconds = h.seconds + excluded.seconds;
+
+-- name: run_totals
+SELECT task, queue, outcome, runs FROM tickwork_run_totals;
+
+-- name: run_histograms
+SELECT name, queue, le, runs, seconds FROM tickwork_run_histograms;

@@ -1,5 +1,6 @@
 """The per-minute rollup (the dashboard's time axis), written once for every dialect: the
-leader's fold of finished runs into minutes, and the read of them.
+leader's fold of finished runs into minutes (and into the cumulative totals of ``/metrics``,
+:mod:`tickwork.store.sql.totals`), and the read of them.
 
 Why a fold and not counters on the completion path: complete and claim are the hot paths
 (one statement per batch in PostgreSQL); an upsert per completion would put every worker on
@@ -18,8 +19,9 @@ from typing import Any
 
 from tickwork.job import RunState
 from tickwork.stats import lag_bucket
-from tickwork.store.base import ROLLUP_KEEP, ROLLUP_SETTLE, RunMinute
+from tickwork.store.base import ROLLUP_KEEP, ROLLUP_SETTLE, RunMinute, RunTotals
 from tickwork.store.sql.core import SqlCore
+from tickwork.store.sql.totals import Tally, read_totals
 
 MINUTE = timedelta(minutes=1)
 
@@ -43,18 +45,25 @@ class MinuteRollup(SqlCore):
             t = tx.now(now)
             mark = tx.one(self.q["rollup_mark"], {})
             assert mark is not None
-            start = max(from_time(mark["folded_to"]), floor_minute(t - ROLLUP_KEEP))
+            # The totals take every run since the mark; the minutes keep the last day only
+            # (older ones are deleted below: after an outage they were never charted).
+            start = from_time(mark["folded_to"])
             to = floor_minute(t - ROLLUP_SETTLE)
             minutes: dict[tuple[datetime, str, str], _Minute] = {}
+            tally = Tally()
 
             def at(when: datetime, tenant: str, queue: str) -> _Minute:
                 return minutes.setdefault((floor_minute(when), tenant, queue), _Minute())
 
             folded = 0
+            keep = floor_minute(t - ROLLUP_KEEP)
             if to > start:
-                folded = int((to - start) / MINUTE)
+                folded = int((to - max(start, keep)) / MINUTE)
                 span = {"start": time(start), "to": time(to)}
                 for r in tx.all(self.q["finished_between"], span):
+                    tally.finished(r, from_time)
+                    if from_time(r["finished_at"]) < keep:
+                        continue  # past the minutes' day: in the totals only
                     tenant, queue = r["tenant"], r["queue"]
                     if r["state"] == RunState.SUCCEEDED:
                         at(from_time(r["finished_at"]), tenant, queue).succeeded += 1
@@ -87,8 +96,13 @@ class MinuteRollup(SqlCore):
                         "depth": m.depth,
                     },
                 )
-            tx.count(self.q["prune_minutes"], {"cutoff": time(floor_minute(t - ROLLUP_KEEP))})
-        return folded
+            tx.count(self.q["prune_minutes"], {"cutoff": time(keep)})
+            tally.write(tx, self.q)  # after the minutes, as fail() adds to both
+        return max(0, folded)
+
+    def run_totals(self) -> RunTotals:
+        with self.driver.read() as tx:
+            return read_totals(tx, self.q)
 
     def run_minutes(
         self,

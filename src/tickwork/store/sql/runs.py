@@ -33,6 +33,7 @@ from tickwork.store.base import (
 from tickwork.store.queries import for_queues
 from tickwork.store.sql.core import SqlCore
 from tickwork.store.sql.minutes import floor_minute
+from tickwork.store.sql.totals import Tally
 
 log = logging.getLogger("tickwork.store")
 
@@ -68,10 +69,14 @@ class RunTransitions(SqlCore):
                 wait = retry_after if retry_after is not None else policy.backoff(held["attempt"])
                 params["wait"] = self.codec.duration(wait)
                 row = tx.one(self.q["fail_retry"], params)
-                # The rollup's failed attempts (a retried run has no finish time to fold).
+                # The rollup's and the totals' failed attempts (a retried run has no finish
+                # time to fold); the totals after the minute, as the fold writes them.
                 minute = {"tenant": held["tenant"], "queue": held["queue"]}
                 minute["minute"] = self.codec.time(floor_minute(t))
                 tx.count(self.q["count_failed"], minute)
+                tally = Tally()
+                tally.failed(held, t, self.codec.from_time)
+                tally.write(tx, self.q)
             assert row is not None
         return rows.run(row, self.codec)
 
@@ -247,10 +252,25 @@ class RunTransitions(SqlCore):
     def prune(
         self, retention: timedelta, *, limit: int = DEFAULT_PRUNE_BATCH, now: datetime | None = None
     ) -> int:
+        time, from_time = self.codec.time, self.codec.from_time
         with self.driver.write() as tx:
-            cutoff = self.codec.time(tx.now(now) - retention)
-            deleted = tx.count(self.q["prune_runs"], {"cutoff": cutoff, "limit": limit})
-            tx.count(self.q["prune_slot_skips"], {"cutoff": cutoff})
+            cutoff = tx.now(now) - retention
+            # Runs no fold has read yet (a retention shorter than the fold's delay, or no
+            # leader folding) go into the totals first, and the mark past them, so that the
+            # totals never miss a run and never count one twice (the mark's lock orders
+            # this against a fold). Their minutes are not charted.
+            mark = tx.one(self.q["rollup_mark"], {})
+            assert mark is not None
+            if cutoff > from_time(mark["folded_to"]):
+                tally = Tally()
+                span = {"start": mark["folded_to"], "to": time(cutoff)}
+                for r in tx.all(self.q["finished_between"], span):
+                    tally.finished(r, from_time)
+                tx.count(self.q["set_rollup_mark"], {"to": time(cutoff)})
+                tally.write(tx, self.q)
+            params = {"cutoff": time(cutoff), "limit": limit}
+            deleted = tx.count(self.q["prune_runs"], params)
+            tx.count(self.q["prune_slot_skips"], {"cutoff": time(cutoff)})
         return deleted
 
     def run_stats(
@@ -265,4 +285,13 @@ class RunTransitions(SqlCore):
             assert backlog is not None
             lags = tx.all(self.q["recent_lag"], {"tenant": tenant, "limit": lag_sample})
         lag_ms = [float(r["lag_ms"]) for r in lags]
-        return RunStats(counts, backlog["n"], self.codec.from_time(backlog["oldest"]), lag_ms, t)
+        from_time = self.codec.from_time
+        return RunStats(
+            counts,
+            backlog["n"],
+            from_time(backlog["oldest"]),
+            lag_ms,
+            t,
+            int(backlog["limited_n"]),
+            from_time(backlog["open_oldest"]),
+        )

@@ -559,17 +559,23 @@ class SqliteStore(SqlStore):
         return rejected
 
     @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._write() as conn:  # BEGIN IMMEDIATE: the write lock until the block ends
+            yield conn
+
+    @contextmanager
     def complete_in_transaction(
         self,
         run_id: int,
         fencing_token: int,
         *,
         result: dict[str, Any] | None = None,
+        now: datetime | None = None,
     ) -> Iterator[sqlite3.Connection]:
-        with self._write() as conn:  # BEGIN IMMEDIATE: the write lock until the block ends
+        with self.transaction() as conn:
             yield conn
             done = [Completion(run_id, fencing_token, result)]
-            if self._complete_in(conn, done, self._now(None)):
+            if self._complete_in(conn, done, self._now(now)):
                 raise LeaseLost(run_id, fencing_token)  # rolls the whole block back
 
     # -- notifications ----------------------------------------------------------------------

@@ -142,8 +142,14 @@ WHERE id = :id AND fencing_token = :token AND state = 'running'
 RETURNING id;
 
 -- name: held_run_for_fail
-SELECT attempt, max_attempts, backoff_base, backoff_cap, tenant, queue FROM tickwork_runs
-WHERE id = :id AND fencing_token = :token AND state = 'running';
+-- With what the totals count of a failed attempt (`limited` as in finished_between).
+SELECT r.attempt, r.max_attempts, r.backoff_base, r.backoff_cap, r.tenant, r.task, r.queue,
+    r.started_at, r.scheduled_for, r.manual,
+    EXISTS (SELECT 1 FROM tickwork_tenants t WHERE t.tenant = r.tenant
+            AND (t.max_running IS NOT NULL OR t.rate IS NOT NULL))
+    OR EXISTS (SELECT 1 FROM tickwork_task_limits k WHERE k.task = r.task) AS limited
+FROM tickwork_runs r
+WHERE r.id = :id AND r.fencing_token = :token AND r.state = 'running';
 
 -- name: fail_retry
 UPDATE tickwork_runs SET state = 'failed', attempt = attempt + 1, run_at = :now + :wait,
@@ -292,8 +298,18 @@ SELECT state, count(*) AS n FROM tickwork_runs
 WHERE (:tenant IS NULL OR tenant = :tenant) GROUP BY state;
 
 -- name: due_backlog
-SELECT count(*) AS n, min(run_at) AS oldest FROM tickwork_runs
-WHERE state IN ('queued', 'failed') AND run_at <= :now AND (:tenant IS NULL OR tenant = :tenant);
+-- With, apart, the due runs of a tenant or task that has a limit (a limit may hold them
+-- back on purpose: their wait is not lag) and the oldest of the others.
+SELECT count(*) AS n, min(run_at) AS oldest, coalesce(sum(limited), 0) AS limited_n,
+    min(CASE WHEN NOT limited THEN run_at END) AS open_oldest
+FROM (
+    SELECT run_at,
+        tenant IN (SELECT tenant FROM tickwork_tenants
+                   WHERE max_running IS NOT NULL OR rate IS NOT NULL)
+        OR task IN (SELECT task FROM tickwork_task_limits) AS limited
+    FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND run_at <= :now AND (:tenant IS NULL OR tenant = :tenant)
+) AS due;
 
 -- name: recent_lag
 SELECT (started_at - scheduled_for) / 1000.0 AS lag_ms FROM tickwork_runs INDEXED BY tickwork_runs_started
@@ -619,11 +635,16 @@ SELECT folded_to FROM tickwork_rollup WHERE name = 'runs';
 UPDATE tickwork_rollup SET folded_to = :to WHERE name = 'runs';
 
 -- name: finished_between
--- Runs that finished in [:start, :to), for the per-minute rollup (the finished index).
-SELECT tenant, queue, state, finished_at, started_at, scheduled_for, attempt, manual
-FROM tickwork_runs INDEXED BY tickwork_runs_finished
-WHERE state IN ('succeeded', 'dead', 'cancelled')
-  AND finished_at >= :start AND finished_at < :to;
+-- Runs that finished in [:start, :to), for the fold (the finished index); `limited`: its
+-- tenant or its task has a limit (its start lag may be time held back on purpose).
+SELECT r.tenant, r.task, r.queue, r.state, r.finished_at, r.started_at, r.scheduled_for,
+    r.attempt, r.manual,
+    EXISTS (SELECT 1 FROM tickwork_tenants t WHERE t.tenant = r.tenant
+            AND (t.max_running IS NOT NULL OR t.rate IS NOT NULL))
+    OR EXISTS (SELECT 1 FROM tickwork_task_limits k WHERE k.task = r.task) AS limited
+FROM tickwork_runs r INDEXED BY tickwork_runs_finished
+WHERE r.state IN ('succeeded', 'dead', 'cancelled')
+  AND r.finished_at >= :start AND r.finished_at < :to;
 
 -- name: depth_by_queue
 SELECT tenant, queue, count(*) AS n FROM tickwork_runs
@@ -657,3 +678,34 @@ SELECT minute, succeeded, failed, dead, depth, lag FROM tickwork_run_minutes
 WHERE minute >= :since AND (:tenant IS NULL OR tenant = :tenant)
   AND (:queue IS NULL OR queue = :queue)
 ORDER BY minute;
+
+-- Cumulative totals (/metrics): the fold, fail and prune add to them; nothing deletes them.
+
+-- name: total_known
+SELECT 1 AS found FROM tickwork_run_totals WHERE task = :task AND queue = :queue LIMIT 1;
+
+-- name: total_pairs
+SELECT count(*) AS n FROM (SELECT DISTINCT task, queue FROM tickwork_run_totals) AS p;
+
+-- name: add_total
+INSERT INTO tickwork_run_totals (task, queue, outcome, runs)
+VALUES (:task, :queue, :outcome, :runs)
+ON CONFLICT (task, queue, outcome) DO UPDATE SET runs = runs + excluded.runs;
+
+-- name: histogram_known
+SELECT 1 AS found FROM tickwork_run_histograms WHERE queue = :queue LIMIT 1;
+
+-- name: histogram_queues
+SELECT count(DISTINCT queue) AS n FROM tickwork_run_histograms;
+
+-- name: add_histogram
+INSERT INTO tickwork_run_histograms (name, queue, le, runs, seconds)
+VALUES (:name, :queue, :le, :runs, :seconds)
+ON CONFLICT (queue, name, le) DO UPDATE SET
+    runs = runs + excluded.runs, seconds = seconds + excluded.seconds;
+
+-- name: run_totals
+SELECT task, queue, outcome, runs FROM tickwork_run_totals;
+
+-- name: run_histograms
+SELECT name, queue, le, runs, seconds FROM tickwork_run_histograms;
