@@ -2,7 +2,9 @@
 
 Which blocks run: the fence's language decides, one rule for every page.
 
-- ``sh``: shell commands, run by bash with ``set -eo pipefail``: every command must succeed.
+- ``sh``: shell commands, run by bash with ``set -eo pipefail``: every command must succeed
+  (bash's rule: a failing ``a`` in ``a && b`` does not stop the block, so keep commands
+  whose failure matters out of the left of ``&&``).
 - ``console``: a transcript. ``$ `` starts a command (``\\`` continues it); the lines up to
   the next ``$ `` are its output (stdout and stderr, as a terminal shows them), compared
   line by line with runs of blanks as one blank; ``...`` in a line matches any text, and a
@@ -52,6 +54,7 @@ import contextlib
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -70,7 +73,6 @@ FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^`\s]*)(.*)$")
 FILE_BLOCK = re.compile(r"\A#\s+([\w./-]+\.py)\s*\n")
 TEST_BLOCK = re.compile(r"^(?:async\s+)?def\s+test_\w+", re.MULTILINE)
 PG_PLACEHOLDER = re.compile(r"postgresql://[^\s'\"()]*\.\.\.[^\s'\"()]*")
-DOC_PORT = "8765"
 PORT_WORD = re.compile(r"(?<![\d.])8765(?!\d)")
 SERVER_LINE = re.compile(
     r"^(?P<indent>\s*)(?P<env>(?:[A-Z_][A-Z0-9_]*=\S*\s+)*)tickwork\s+"
@@ -299,6 +301,8 @@ class Page:
         database: Callable[[str], str],
         env: dict[str, str],
         testing_pg_url: str,
+        markdown: str | None = None,
+        readme_setup: bool | None = None,
     ) -> None:
         self.page = page
         self.work = base / "work"  # the reader's directory
@@ -316,11 +320,11 @@ class Page:
             TW_SERVERS=str(self.servers),
             TW_HARNESS=str(self.harness),
         )
-        if TESTING_PG_ENV in (ROOT / page).read_text():
+        if TESTING_PG_ENV in (markdown if markdown is not None else (ROOT / page).read_text()):
             self.env[TESTING_PG_ENV] = testing_pg_url
         self._python: subprocess.Popen[str] | None = None
         self._python_log: IO[str] | None = None
-        self._set_up = page == "README.md"
+        self._set_up = page == "README.md" if readme_setup is None else not readme_setup
         self.tests: list[Block] = []
 
     # -- substitutions
@@ -483,6 +487,10 @@ class Page:
         request = {"code": self.substitute(block.text), "filename": block.where}
         self._python.stdin.write(json.dumps(request) + "\n")
         self._python.stdin.flush()
+        # One reply line per request, so nothing waits in the reader's buffer meanwhile.
+        ready, _, _ = select.select([self._python.stdout], [], [], BLOCK_TIMEOUT)
+        if not ready:
+            return f"no answer in {BLOCK_TIMEOUT:.0f} s"
         line = self._python.stdout.readline()
         if not line:
             return "the interpreter exited:\n" + tail((self.harness / "python.log").read_text())

@@ -30,8 +30,6 @@ from examples import (
 if TYPE_CHECKING:
     from conftest import PgServer
 
-pytestmark = pytest.mark.slow
-
 RUNNING_PAGES = [page for page in PAGES if any(b.runs for b in blocks(page))]
 MOST_NOT_RUN = 8
 """Blocks of a running language marked not run, at most: the rare exception."""
@@ -69,6 +67,12 @@ def databases(pg_server: PgServer) -> Iterator[list[str]]:
         pg_server.drop_database(name)
 
 
+PAGE_TIMEOUT = 900
+"""Seconds for one page, well above its minute on a loaded machine: blocks time out first."""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(PAGE_TIMEOUT)
 @pytest.mark.parametrize("page", RUNNING_PAGES)
 def test_every_example_of_the_page_runs_as_written(
     page: str, pg_server: PgServer, databases: list[str], tmp_path: Path
@@ -109,20 +113,9 @@ def test_the_examples_not_run_are_few_and_each_says_why() -> None:
 
 
 def test_a_not_run_mark_stands_before_a_block_that_would_run() -> None:
-    marks = [
-        f"{page}:{n}"
-        for page in PAGES
-        for n, line in enumerate((Path(__file__).parents[2] / page).read_text().splitlines(), 1)
-        if "<!-- not run:" in line
-    ]
-    placed = {
-        f"{b.page}:{n}"
-        for b in every_block()
-        if b.not_run is not None
-        for n in range(b.line - 3, b.line)
-    }
-    stray = [m for m in marks if m not in placed]
-    assert not stray, f"'not run' marks before no block of a running language: {stray}"
+    root = Path(__file__).parents[2]
+    marks = sum((root / page).read_text().count("<!-- not run:") for page in PAGES)
+    assert marks == len(not_run()), "a 'not run' mark that stands before no sh/console/python block"
 
 
 # -- the rules themselves ---------------------------------------------------------------------
@@ -150,3 +143,64 @@ def test_blocks_are_files_tests_programs_or_marked_not_run() -> None:
     assert test.kind == "python-test"
     assert (remote.runs, remote.not_run) == (False, "needs a second host")
     assert (text.runs, text.kind) == (False, "text")
+
+
+def test_placeholders_become_databases_and_servers_start_in_the_background(
+    tmp_path: Path,
+) -> None:
+    made: list[str] = []
+
+    def database(placeholder: str) -> str:
+        made.append(placeholder)
+        return f"postgresql://h/db{len(made)}"
+
+    page = Page(
+        "x.md", tmp_path, port=4242, database=database, env={}, testing_pg_url="", markdown=""
+    )
+    assert page.substitute(
+        "--db postgresql://... --db postgresql://.../scratch http://127.0.0.1:8765/x --db postgresql://..."
+    ) == (
+        "--db postgresql://h/db1 --db postgresql://h/db2 http://127.0.0.1:4242/x --db postgresql://h/db1"
+    )
+    script = page.shell_script(
+        "tickwork run --allow-shell   # a terminal of its own\n"
+        "TICKWORK_HTTP_ALLOW=a,b tickwork worker \\\n    --app myapp.tasks\n"
+        "tickwork api --port 8765\n"
+        "tickwork runs --job 1\n"
+    )
+    assert script.splitlines()[-4:] == [
+        "__tw_serve run env tickwork run --port 4242 --allow-shell   # a terminal of its own",
+        "__tw_serve worker env TICKWORK_HTTP_ALLOW=a,b tickwork worker      --app myapp.tasks",
+        "__tw_serve api env tickwork api --port 4242",
+        "tickwork runs --job 1",
+    ]
+
+
+def test_a_page_runs_in_one_terminal_and_one_interpreter_and_names_what_failed(
+    tmp_path: Path,
+) -> None:
+    markdown = (
+        "```sh\nGREETING=hello\n```\n"
+        '```console\n$ echo "$GREETING, world"\nhello, ...\n```\n'
+        "```python\nanswer = 42\n```\n"
+        "```python\nassert answer == 42\nprint(answer)\n```\n"
+        "```console\n$ echo shown\nnot what it shows\n```\n"
+        "```sh\nfalse\necho never\n```\n"
+    )
+    page = Page(
+        "x.md",
+        tmp_path,
+        port=free_port(),
+        database=lambda placeholder: pytest.fail("no database here"),
+        env=reader_env(),
+        testing_pg_url="",
+        markdown=markdown,
+        readme_setup=False,
+    )
+    result = page.run(parse("x.md", markdown))
+    assert len(result.ran) == 6
+    assert [(f.block.line, f.message.splitlines()[0]) for f in result.failures] == [
+        (15, "$ echo shown"),
+        (19, "exit status 1"),
+    ]
+    assert "never" not in result.failures[1].message
