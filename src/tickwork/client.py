@@ -230,9 +230,10 @@ class Client:
         return self.store.get_run(check_id(run_id, "run"), tenant=tenant)
 
     def run_attempts(self, run_id: int, *, tenant: str | None = None) -> RunAttempts:
-        """The run's attempts, oldest first: each one's worker, start, end, fencing token,
-        why it ended (succeeded, failed, timed out, lease lost, released, cancelled, an
-        injected fault) and its error and traceback; RunNotFound for an unknown id."""
+        """The run and its attempts, oldest first (one read): each one's worker, start,
+        end, fencing token, why it ended (succeeded, failed, timed out, lease lost,
+        released, cancelled, an injected fault) and its error and traceback; RunNotFound
+        for an unknown id."""
         return self.store.run_attempts(check_id(run_id, "run"), tenant=tenant)
 
     def list_jobs(

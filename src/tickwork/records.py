@@ -228,12 +228,17 @@ class AttemptRecord:
 
 @dataclass(frozen=True, slots=True)
 class RunAttempts:
-    """A run's attempts, oldest first: those kept (at most :data:`ATTEMPTS_KEPT` ended
-    ones, then the one that runs now or succeeded), and how many older ones were dropped."""
+    """A run as read with its attempts (one snapshot), oldest first: those kept (at most
+    :data:`ATTEMPTS_KEPT` ended ones, then the one that runs now or succeeded), and how
+    many older ones were dropped."""
 
-    run_id: int
+    run: Run
     attempts: list[AttemptRecord]
     dropped: int = 0
+
+    @property
+    def run_id(self) -> int:
+        return self.run.id
 
 
 @dataclass(frozen=True, slots=True)

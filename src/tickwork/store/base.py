@@ -505,7 +505,7 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def run_attempts(self, run_id: int, *, tenant: str | None = None) -> RunAttempts:
-        """The run's attempts, oldest first, or RunNotFound: the records of those that
+        """The run and its attempts, oldest first, or RunNotFound: the records of those that
         ended other than by success (the last ATTEMPTS_KEPT of them; ``dropped`` says how
         many older ones were), then, read from the run itself, the attempt that runs now
         (no end yet) or the one that succeeded (ended ``succeeded`` at ``finished_at``).

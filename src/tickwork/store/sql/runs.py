@@ -191,7 +191,7 @@ class RunTransitions(SqlCore):
                 )
             )
         dropped = found[0]["n"] - 1 if found else 0
-        return RunAttempts(run_id, kept, dropped)
+        return RunAttempts(run, kept, dropped)
 
     def next_claimable_at(self, *, queues: Sequence[str] | None = None) -> datetime | None:
         if queues is not None and not queues:
