@@ -9,6 +9,7 @@ domain, lets the faces show a page, a ledger entry or a node without importing t
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timedelta
@@ -172,6 +173,15 @@ the exception)."""
 RUN_ERROR_LIMIT = 8192
 """Characters of a run's ``error``: the last attempt's error and the end of its
 traceback (:func:`run_error`)."""
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """``text`` with what no store can hold replaced by U+FFFD: a NUL (PostgreSQL text) and
+    a lone surrogate (not UTF-8; ``str(exc)`` of bytes decoded with surrogateescape)."""
+    return _UNSTORABLE.sub("\ufffd", text)
 
 
 def cut(text: str, limit: int) -> str:

@@ -400,3 +400,18 @@ def test_a_dead_run_from_before_the_history_gets_its_last_attempt(
         ]
     finally:
         new.close()
+
+
+def test_an_error_with_a_nul_or_a_lone_surrogate_is_kept_with_replacement_characters(
+    store: Store, t0: datetime
+) -> None:
+    """PostgreSQL text holds neither; a handler's message may (``str(exc)`` of raw bytes
+    decoded with surrogateescape, a C library's buffer)."""
+    run = queued(store, t0)
+    held = claim_one(store, t0)
+    failed = store.fail(
+        held.id, held.fencing_token, "OSError: a\x00b\udcff", traceback="tb \x00", now=t0 + S
+    )
+    assert failed.error == "OSError: a\ufffdb\ufffd\n\ntb \ufffd"
+    [attempt] = store.run_attempts(run.id).attempts
+    assert (attempt.error, attempt.traceback) == ("OSError: a\ufffdb\ufffd", "tb \ufffd")

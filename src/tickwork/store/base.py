@@ -476,7 +476,8 @@ class Store(abc.ABC):
         raised, or the worker refused the run), ``timed_out`` (its timeout passed) or
         ``injected_fault`` (a worker's ``--inject-faults``; a mark on the attempt says so
         too); any other value raises ValidationError. The run's ``error`` is ``error`` and
-        the end of ``traceback`` (:func:`~tickwork.records.run_error`).
+        the end of ``traceback`` (:func:`~tickwork.records.run_error`). A NUL or a lone
+        surrogate in either (which no store can hold) is written as U+FFFD.
         """
 
     @abc.abstractmethod

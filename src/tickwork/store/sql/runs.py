@@ -29,6 +29,7 @@ from tickwork.records import (
     cut,
     page_of,
     run_error,
+    storable,
 )
 from tickwork.retry import RetryPolicy
 from tickwork.store import rows
@@ -75,6 +76,8 @@ class RunTransitions(SqlCore):
                 field="ended",
             )
         ended = AttemptEnd(ended)
+        error = storable(error)
+        traceback = storable(traceback) if traceback is not None else None
         params: dict[str, Any] = {
             "id": run_id,
             "token": fencing_token,
