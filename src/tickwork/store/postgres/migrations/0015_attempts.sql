@@ -4,8 +4,9 @@
 -- trigger's overlap 'replace'). The attempt that runs now or succeeded is read from the
 -- run row itself, so claim and complete write nothing here. `n` counts a run's ended
 -- attempts from 1 and is never reused: a run keeps its last ATTEMPTS_KEPT (the oldest
--- dropped: the first kept `n` less one is how many). Pruned with its run (prune). No
--- foreign key: with one, every update of tickwork_runs would queue a check of it.
+-- dropped: the first kept `n` less one is how many). Pruned with its run (prune deletes
+-- both). No foreign key: its trigger on tickwork_runs would run on every update of a run,
+-- claim and complete included.
 CREATE TABLE tickwork_attempts (
     run_id        bigint      NOT NULL,
     n             integer     NOT NULL,

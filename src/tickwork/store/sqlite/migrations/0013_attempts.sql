@@ -4,8 +4,8 @@
 -- trigger's overlap 'replace'). The attempt that runs now or succeeded is read from the
 -- run row itself, so claim and complete write nothing here. `n` counts a run's ended
 -- attempts from 1 and is never reused: a run keeps its last ATTEMPTS_KEPT (the oldest
--- dropped: the first kept `n` less one is how many). Pruned with its run (prune). No
--- foreign key: with one, every write to tickwork_runs would look here.
+-- dropped: the first kept `n` less one is how many). Pruned with its run (prune deletes
+-- both). No foreign key, as in PostgreSQL's: the trigger's inserts of runs would look here.
 CREATE TABLE tickwork_attempts (
     run_id        INTEGER NOT NULL,
     n             INTEGER NOT NULL,
