@@ -69,6 +69,7 @@ from tickwork.records import (
     Node,
     Page,
     QueueStatus,
+    RunAttempts,
     RunFilter,
     RunMinute,
     RunStats,
@@ -227,6 +228,13 @@ class Client:
 
     def get_run(self, run_id: int, *, tenant: str | None = None) -> Run:
         return self.store.get_run(check_id(run_id, "run"), tenant=tenant)
+
+    def run_attempts(self, run_id: int, *, tenant: str | None = None) -> RunAttempts:
+        """The run and its attempts, oldest first (one read): each one's worker, start,
+        end, fencing token, why it ended (succeeded, failed, timed out, lease lost,
+        released, cancelled, an injected fault) and its error and traceback; RunNotFound
+        for an unknown id."""
+        return self.store.run_attempts(check_id(run_id, "run"), tenant=tenant)
 
     def list_jobs(
         self,

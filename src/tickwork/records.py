@@ -9,6 +9,7 @@ domain, lets the faces show a page, a ledger entry or a node without importing t
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timedelta
@@ -144,6 +145,110 @@ class Completion(NamedTuple):
 class RescueResult:
     requeued: list[int] = field(default_factory=list)
     dead: list[int] = field(default_factory=list)
+
+
+class AttemptEnd(StrEnum):
+    """Why an attempt of a run ended: the outcome its history shows."""
+
+    SUCCEEDED = "succeeded"  # the handler returned: the run succeeded (complete)
+    FAILED = "failed"  # the handler raised or the worker refused it: retried, or dead (fail)
+    TIMED_OUT = "timed_out"  # the run's timeout passed: the worker failed it (fail)
+    LEASE_LOST = "lease_lost"  # its lease expired and the leader rescued the run (rescue)
+    RELEASED = "released"  # its worker stopped and handed the run back (release)
+    CANCELLED = "cancelled"  # an operator, or overlap 'replace', cancelled the run (cancel)
+    INJECTED_FAULT = "injected_fault"  # a fault the worker injected ended it (mark, then any)
+
+
+ATTEMPTS_KEPT = 20
+"""Ended attempts a run keeps in its history; with more, the oldest are dropped (and
+counted: :attr:`RunAttempts.dropped`). An attempt that runs now, or the one that
+succeeded, is read from the run itself and never dropped."""
+ATTEMPT_ERROR_LIMIT = 2048
+"""Bytes (UTF-8) of an attempt's error (the exception line) kept; longer ones are cut in
+the middle, with a marker saying how much (:func:`cut`)."""
+ATTEMPT_TRACEBACK_LIMIT = 8192
+"""Bytes (UTF-8) of an attempt's traceback kept, cut as :data:`ATTEMPT_ERROR_LIMIT`: its
+first quarter (where a chain of exceptions starts) and the end (the innermost frames and
+the exception)."""
+RUN_ERROR_LIMIT = 8192
+"""Characters of a run's ``error``: the last attempt's error and the end of its
+traceback (:func:`run_error`)."""
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """``text`` with what no store can hold replaced by U+FFFD: a NUL (PostgreSQL text) and
+    a lone surrogate (not UTF-8; ``str(exc)`` of bytes decoded with surrogateescape)."""
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` bytes of UTF-8: whole when it fits, else its first
+    quarter and its end around a marker, ``[... 1234 bytes cut ...]``, split between
+    characters. 4,000 bytes at a limit of 1,000 keep the first 243 and the last 731."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    # Sized for the largest count it could say (the whole text), so the result fits.
+    marker = f"\n[... {len(data)} bytes cut ...]\n"
+    room = max(limit - len(marker.encode()), 0)
+    head = room // 4
+    tail = room - head
+    start = data[:head].decode(errors="ignore")
+    end = data[len(data) - tail :].decode(errors="ignore") if tail else ""
+    dropped = len(data) - len(start.encode()) - len(end.encode())
+    return f"{start}\n[... {dropped} bytes cut ...]\n{end}"
+
+
+def run_error(error: str, traceback: str | None = None) -> str:
+    """What a run's ``error`` says after a failed attempt: the attempt's ``error`` and,
+    when there is a traceback, as much of its end as fits in :data:`RUN_ERROR_LIMIT`
+    characters (the whole traceback is on the attempt)."""
+    if traceback is None:
+        return error[:RUN_ERROR_LIMIT]
+    room = RUN_ERROR_LIMIT - len(error) - 2
+    if room <= 0:
+        return error[:RUN_ERROR_LIMIT]
+    return f"{error}\n\n{traceback.strip()[-room:]}"
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One attempt of a run, in its history (:meth:`tickwork.store.Store.run_attempts`).
+
+    (Named so beside the worker's own in-flight ``Attempt``.) ``attempt`` is the run's
+    attempt number at the time: a release spends none, so two records can share one, and
+    an operator's retry starts again at 1. ``fencing_token`` is the token its claim
+    issued; ``worker`` and ``started_at`` are its claim's. ``ended_at`` and ``ended`` are
+    None while it runs. ``error`` is the exception line (or why it ended: the rescue's
+    "lease expired ...", "cancelled"), ``traceback`` the handler's, when it raised; each is
+    cut to its limit (:data:`ATTEMPT_ERROR_LIMIT`, :data:`ATTEMPT_TRACEBACK_LIMIT`)."""
+
+    attempt: int
+    fencing_token: int
+    worker: str | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    ended: AttemptEnd | None
+    error: str | None = None
+    traceback: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunAttempts:
+    """A run as read with its attempts (one snapshot), oldest first: those kept (at most
+    :data:`ATTEMPTS_KEPT` ended ones, then the one that runs now or succeeded), and how
+    many older ones were dropped."""
+
+    run: Run
+    attempts: list[AttemptRecord]
+    dropped: int = 0
+
+    @property
+    def run_id(self) -> int:
+        return self.run.id
 
 
 @dataclass(frozen=True, slots=True)
@@ -638,6 +743,8 @@ JsonValue = (
     | CalendarRecord
     | InjectedRun
     | QueueStatus
+    | AttemptRecord
+    | RunAttempts
 )
 
 
@@ -672,6 +779,12 @@ def to_json(value: JsonValue) -> dict[str, Any]:
             **value.calendar.to_json(),
             "created_at": value.created_at,
             "updated_at": value.updated_at,
+        }
+    elif isinstance(value, RunAttempts):
+        return {
+            "run_id": value.run_id,
+            "attempts": [to_json(a) for a in value.attempts],
+            "dropped": value.dropped,
         }
     elif isinstance(value, InjectedRun):  # the run, with its marks
         return {**to_json(value.run), "injected": [_jsonable(f) for f in value.faults]}

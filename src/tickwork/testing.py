@@ -48,7 +48,7 @@ from tickwork.clock import utc
 from tickwork.config import TRIGGER_BATCH
 from tickwork.errors import LeaseLost, UnknownTask
 from tickwork.job import DEFAULT_QUEUE, DEFAULT_TENANT, ClaimedRun, Job, Run, RunState, check_args
-from tickwork.records import Completion, Page
+from tickwork.records import Completion, Page, run_error
 from tickwork.retry import DEFAULT_MAX_ATTEMPTS
 from tickwork.schedule import Once
 from tickwork.worker.builtins import HTTP
@@ -390,7 +390,10 @@ class TickworkTestKit:
             # ctx.transaction() committed the completion with the handler's writes: as a
             # worker does, write nothing more; what the handler returned or raised after
             # its block is not recorded (its effect landed: the run stays succeeded).
-            state, outcome = "succeeded", Outcome(True, error=outcome.error)
+            state, outcome = (
+                "succeeded",
+                Outcome(True, error=outcome.error, traceback=outcome.traceback),
+            )
         elif outcome.succeeded:
             completion = Completion(run.id, run.fencing_token, outcome.result)
             rejected = store.complete_many([completion], now=self.clock.now())
@@ -401,6 +404,8 @@ class TickworkTestKit:
                     run.id,
                     run.fencing_token,
                     outcome.error or "failed",
+                    traceback=outcome.traceback,
+                    ended=outcome.ended,
                     retry_after=outcome.retry_after,
                     discard=outcome.discard,
                     result=outcome.result,
@@ -421,7 +426,7 @@ class TickworkTestKit:
             at,
             state,
             outcome.result,
-            outcome.error,
+            _error(outcome),
             retry_at,
             outcome.retry_after,
         )
@@ -513,7 +518,7 @@ class TickworkTestKit:
             at,
             state,
             outcome.result,
-            outcome.error,
+            _error(outcome),
             None,
             outcome.retry_after,
         )
@@ -624,6 +629,11 @@ def _matches(
     if args is not None and any(k not in s.args or s.args[k] != v for k, v in args.items()):
         return False
     return at is None or abs(s.at - utc(at)) <= within
+
+
+def _error(outcome: Outcome) -> str | None:
+    """An outcome's error as the run records it (with the end of its traceback)."""
+    return run_error(outcome.error, outcome.traceback) if outcome.error is not None else None
 
 
 def _describe(

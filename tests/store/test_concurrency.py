@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from tickwork.job import JobSpec, MisfirePolicy, RunState
+from tickwork.records import AttemptEnd
 from tickwork.schedule import Interval
 from tickwork.store import Store, open_store
 
@@ -145,3 +146,8 @@ def test_concurrent_rescuers_never_rescue_a_run_twice(
     assert set(rescued) == expected
     runs = all_runs(store)
     assert {(run.state, run.attempt) for run in runs} == {(RunState.QUEUED, 2)}
+    # Each run's history has its one lost attempt, by the worker that held it.
+    ended = Counter(
+        (a.worker, a.ended) for run in runs for a in store.run_attempts(run.id).attempts
+    )
+    assert ended == {("doomed", AttemptEnd.LEASE_LOST): len(expected)}

@@ -1,4 +1,5 @@
-"""``tickwork jobs`` (list jobs) and ``tickwork show JOB_ID`` (one job in full).
+"""``tickwork jobs`` (list jobs) and ``tickwork show JOB_ID`` (one job in full; ``tickwork
+show --run RUN_ID``: one run and its attempts, :mod:`tickwork.cli.runs`).
 
 ``show`` prints the job, its schedule in plain English, its next five fire times, its
 latest runs and its slot ledger (the slots it skipped, and why); ``--json`` prints the
@@ -20,13 +21,12 @@ from tickwork.cli.options import (
     DEFAULT_LIMIT,
     AfterOption,
     DbOption,
-    JobIdArgument,
     JsonOption,
     LimitOption,
     TenantOption,
 )
 from tickwork.cli.output import echo, echo_json
-from tickwork.cli.runs import RUN_HEADER, run_rows
+from tickwork.cli.runs import RUN_HEADER, run_rows, show_run
 from tickwork.client import Client
 from tickwork.inputs import check_id, job_state
 from tickwork.job import Job, JobState, shown_json
@@ -103,9 +103,29 @@ def jobs(
 
 
 @app.command("show")
-def show(job_id: JobIdArgument, *, db: DbOption = "", as_json: JsonOption = False) -> None:
-    """Show a job: its schedule in plain English, next fire times, runs and skipped slots."""
-    check_id(job_id, "job")
+def show(
+    ident: Annotated[
+        int,
+        typer.Argument(
+            metavar="JOB_ID", show_default=False, help="The job's id (with --run: a run's)."
+        ),
+    ],
+    *,
+    run: Annotated[
+        bool,
+        typer.Option("--run", help="The id is a run's: show that run and its attempts."),
+    ] = False,
+    db: DbOption = "",
+    as_json: JsonOption = False,
+) -> None:
+    """Show a job: its schedule in plain English, next fire times, runs and skipped slots
+    (with --run: a run, and each of its attempts with its worker, end and error)."""
+    check_id(ident, "run" if run else "job")
+    if run:
+        with Client.open(db) as client:
+            show_run(client, ident, as_json)
+        return
+    job_id = ident
     with Client.open(db) as client:
         job = client.get_job(job_id)
         fires = client.upcoming(job, FIRE_TIMES)

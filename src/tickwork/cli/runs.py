@@ -1,14 +1,29 @@
-"""``tickwork runs``: list runs, newest first, as a table or one JSON document."""
+"""``tickwork runs``: list runs, newest first, as a table or one JSON document; and what
+``tickwork show --run RUN_ID`` prints of one run: its fields and its attempts, each with
+its worker, fencing token, start, end, why it ended and its error::
+
+    $ tickwork show --run 40
+    Run 40 of job 12 (charge): succeeded, attempt 2 of 3
+    ...
+    Attempts (oldest first)
+    TRY  WORKER  TOKEN  STARTED              ENDED                TOOK    ENDED BY    ERROR
+    1    w-a     1      2026-12-01 09:00:00  2026-12-01 09:00:41  41.0 s  lease lost  lease ...
+    2    w-b     2      2026-12-01 09:00:41  2026-12-01 09:00:42  0.9 s   succeeded
+
+``--json``: the run's fields with ``attempts`` and ``attempts_dropped``, as
+``GET /api/v1/runs/{id}`` answers.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated
+from datetime import datetime
+from typing import Annotated, Any
 
 import typer
 
 from tickwork.cli.app import app
-from tickwork.cli.listing import collect, first_line, print_page, when
+from tickwork.cli.listing import collect, first_line, print_page, print_table, when
 from tickwork.cli.options import (
     DEFAULT_LIMIT,
     AfterOption,
@@ -21,12 +36,12 @@ from tickwork.cli.options import (
     TenantOption,
     UntilFilter,
 )
-from tickwork.cli.output import echo_json
+from tickwork.cli.output import echo, echo_json
 from tickwork.client import Client
 from tickwork.errors import ValidationError
 from tickwork.inputs import check_id, run_filter, run_state
 from tickwork.job import Run, RunState
-from tickwork.records import InjectedRun, to_json
+from tickwork.records import AttemptEnd, AttemptRecord, InjectedRun, RunAttempts, to_json
 
 RUN_HEADER = ("RUN", "JOB", "TASK", "STATE", "TRY", "SCHEDULED", "FINISHED", "WORKER", "ERROR")
 
@@ -151,3 +166,87 @@ def faults(injected: InjectedRun) -> list[str]:
         f"{f.fault}@{f.attempt}" + (f" by run {f.by_run}" if f.by_run is not None else "")
         for f in injected.faults
     ]
+
+
+ATTEMPT_HEADER = ("TRY", "WORKER", "TOKEN", "STARTED", "ENDED", "TOOK", "ENDED BY", "ERROR")
+ENDED_BY = {
+    AttemptEnd.SUCCEEDED: "succeeded",
+    AttemptEnd.FAILED: "failed",
+    AttemptEnd.TIMED_OUT: "timed out",
+    AttemptEnd.LEASE_LOST: "lease lost",
+    AttemptEnd.RELEASED: "released",
+    AttemptEnd.CANCELLED: "cancelled",
+    AttemptEnd.INJECTED_FAULT: "injected fault",
+}
+"""How an attempt's end reads in a table (``running``: it has none yet)."""
+
+
+def run_detail_json(history: RunAttempts) -> dict[str, Any]:
+    """A run with its attempts, as ``GET /api/v1/runs/{id}`` shapes it."""
+    return {
+        **to_json(history.run),
+        "attempts": [to_json(a) for a in history.attempts],
+        "attempts_dropped": history.dropped,
+    }
+
+
+def show_run(client: Client, run_id: int, as_json: bool) -> None:
+    """``tickwork show --run RUN_ID``."""
+    history = client.run_attempts(run_id)
+    if as_json:
+        echo_json(run_detail_json(history))
+        return
+    run = history.run
+    echo(
+        f"Run {run.id} of job {run.job_id} ({run.task}): {run.state.value}, attempt "
+        f"{run.attempt} of {run.max_attempts}"
+    )
+    facts = [
+        ("tenant", run.tenant),
+        ("queue", f"{run.queue}, priority {run.priority}"),
+        ("slot", when(run.scheduled_for)),
+        ("next try", when(run.run_at) if run.state in (RunState.QUEUED, RunState.FAILED) else "-"),
+        ("worker", run.worker or "-"),
+        ("token", str(run.fencing_token)),
+        ("started", when(run.started_at) or "-"),
+        ("finished", when(run.finished_at) or "-"),
+        ("error", first_line(run.error, 200) or "none"),
+    ]
+    for label, value in facts:
+        echo(f"  {label:<10} {value}")
+    echo("")
+    attempts = history.attempts
+    dropped = f"; {history.dropped} older dropped" if history.dropped else ""
+    echo(f"Attempts (oldest first{dropped})" if attempts else "Attempts: none yet")
+    if attempts:
+        print_table(ATTEMPT_HEADER, [attempt_row(a) for a in attempts])
+    traced = [a for a in attempts if a.traceback]
+    if traced:
+        last = traced[-1]
+        echo("")
+        echo(f"Traceback of attempt {last.attempt} ({ENDED_BY[last.ended] if last.ended else ''}):")
+        for line in last.traceback.splitlines() if last.traceback else []:
+            echo(f"  {line}")
+        if len(traced) > 1:
+            echo(f"({len(traced) - 1} earlier attempts' tracebacks: --json)")
+
+
+def attempt_row(a: AttemptRecord) -> tuple[str, ...]:
+    """One attempt in a table, under ATTEMPT_HEADER."""
+    return (
+        str(a.attempt),
+        a.worker or "",
+        str(a.fencing_token),
+        when(a.started_at),
+        when(a.ended_at),
+        took(a.started_at, a.ended_at),
+        ENDED_BY[a.ended] if a.ended is not None else "running",
+        first_line(a.error),
+    )
+
+
+def took(start: datetime | None, end: datetime | None) -> str:
+    """How long an attempt ran, ``41.0 s``, or empty."""
+    if start is None or end is None:
+        return ""
+    return f"{(end - start).total_seconds():.1f} s"

@@ -24,6 +24,22 @@ Rules every method follows
   nothing. A lease that has expired but has not been rescued (nobody else holds the run) is
   still honoured: the lease is lost when it is *taken over* (rescued, re-claimed, cancelled),
   which is the moment a second execution can begin.
+- **Attempts are kept.** Every attempt of a run that ends other than by success leaves a
+  record in the run's history (:meth:`Store.run_attempts`), written by the transition that
+  ended it (``fail``, ``rescue``, ``release``, ``cancel_run``, a ``trigger`` whose overlap
+  ``replace`` cancels a running run), in its transaction and fenced as it is: a transition
+  refused (LeaseLost, InvalidTransition) records nothing, and a zombie's late ``fail`` never
+  adds an attempt. The record holds the attempt's number, its claim's worker, start and
+  fencing token, when and why it ended (:class:`~tickwork.records.AttemptEnd`), its error
+  and traceback. The hot paths write nothing for it: the attempt that runs now, or the one
+  that succeeded, is read from the run's own fields (worker, ``started_at``,
+  ``finished_at``, token, state), so ``claim``, ``complete`` and ``complete_and_claim``
+  are as they were. Bounded: a run keeps its last ATTEMPTS_KEPT ended attempts (the oldest
+  dropped, and counted), each error cut to ATTEMPT_ERROR_LIMIT and traceback to
+  ATTEMPT_TRACEBACK_LIMIT bytes (:func:`~tickwork.records.cut`: head and end, a marker
+  between); ``prune`` deletes a run's history with it, in one transaction. An attempt a
+  fault was injected into (``mark_injected`` since its claim) ends ``injected_fault``
+  whichever transition ended it, except an operator's cancel.
 - **Times** returned are aware UTC datetimes.
 - **Reads cannot fail on a row's JSON.** Args and results are decoded with
   :func:`tickwork.job.read_json`: one nested past what Python decodes (no tickwork path
@@ -55,6 +71,8 @@ from tickwork.records import (
     NODE_SILENT_FLOOR,
     ROLLUP_KEEP,
     ApiKey,
+    AttemptEnd,
+    AttemptRecord,
     CalendarChange,
     CalendarRecord,
     Completion,
@@ -68,6 +86,7 @@ from tickwork.records import (
     Page,
     QueueStatus,
     RescueResult,
+    RunAttempts,
     RunFilter,
     RunMinute,
     RunStats,
@@ -93,10 +112,11 @@ __all__ = [
     "DEFAULT_RESCUE_BATCH", "KEEP", "LISTEN_NOTIFY", "MAX_BULK", "MAX_PAGE", "MULTI_HOST",
     "NODE_DEFAULT_BEAT", "NODE_FORGET_AFTER", "NODE_SILENT_BEATS", "NODE_SILENT_FLOOR",
     "ROLLUP_KEEP", "ROLLUP_SETTLE", "SESSION_FORGET_AFTER", "SESSION_SEEN_EVERY",
-    "SKIP_LOCKED", "ApiKey", "CalendarChange", "CalendarRecord", "Completion", "FaultMark",
-    "Heartbeat", "InjectedRun", "Keep", "Lease", "LeaseStatus", "Listener", "Node", "Page",
-    "QueueStatus", "RescueResult", "RunFilter", "RunMinute", "RunStats", "RunTotals", "Session",
-    "SlotFate", "SlotSkip", "Store", "Submitted", "TaskLimits", "TaskStatus", "TenantLimits",
+    "SKIP_LOCKED", "ApiKey", "AttemptEnd", "AttemptRecord", "CalendarChange",
+    "CalendarRecord", "Completion", "FaultMark", "Heartbeat", "InjectedRun", "Keep",
+    "Lease", "LeaseStatus", "Listener", "Node", "Page", "QueueStatus", "RescueResult",
+    "RunAttempts", "RunFilter", "RunMinute", "RunStats", "RunTotals", "Session", "SlotFate",
+    "SlotSkip", "Store", "Submitted", "TaskLimits", "TaskStatus", "TenantLimits",
     "TenantStatus", "TriggerResult", "bulk_limit", "page_limit",
 ]
 # fmt: on
@@ -274,7 +294,8 @@ class Store(abc.ABC):
         planned by :func:`tickwork.job.plan_slots` (misfire and overlap policies); runs are
         inserted ``queued`` with ``run_at = scheduled_for``; ``next_run_at`` moves to the
         first slot after now (a job with no slot left becomes ``completed``); skipped slots
-        go to the slot ledger; overlap ``replace`` cancels the job's unfinished runs.
+        go to the slot ledger; overlap ``replace`` cancels the job's unfinished runs (a
+        running one's attempt record ends ``cancelled``).
 
         Fencing: the call applies only while ``epoch`` is the current, unexpired leader
         epoch by the store's clock; otherwise it raises LeadershipLost and triggers nothing.
@@ -435,6 +456,8 @@ class Store(abc.ABC):
         fencing_token: int,
         error: str,
         *,
+        traceback: str | None = None,
+        ended: AttemptEnd = AttemptEnd.FAILED,
         retry_after: timedelta | None = None,
         discard: bool = False,
         result: dict[str, Any] | None = None,
@@ -447,12 +470,21 @@ class Store(abc.ABC):
         Last attempt, or ``discard``: running -> dead, ``finished_at = now``.
         No notification: a retry is due later, and waiting workers sleep until
         :meth:`next_claimable_at`.
+
+        The attempt's record (:meth:`run_attempts`) gets ``error`` (the exception line, or
+        why the worker failed it), ``traceback`` and ``ended``: ``failed`` (the handler
+        raised, or the worker refused the run), ``timed_out`` (its timeout passed) or
+        ``injected_fault`` (a worker's ``--inject-faults``; a mark on the attempt says so
+        too); any other value raises ValidationError. The run's ``error`` is ``error`` and
+        the end of ``traceback`` (:func:`~tickwork.records.run_error`). A NUL or a lone
+        surrogate in either (which no store can hold) is written as U+FFFD.
         """
 
     @abc.abstractmethod
     def release(self, run_id: int, fencing_token: int, *, now: datetime | None = None) -> Run:
         """running -> queued without spending an attempt (a worker stopping gracefully).
-        ``run_at = now``. Fenced (LeaseLost). Notifies CHANNEL_RUNS."""
+        ``run_at = now``. Fenced (LeaseLost). The attempt's record ends ``released``.
+        Notifies CHANNEL_RUNS."""
 
     @abc.abstractmethod
     def rescue(
@@ -461,6 +493,8 @@ class Store(abc.ABC):
         """Runs whose lease expired (running, ``lease_expires_at < now``): -> queued with
         ``attempt + 1`` and ``run_at = now``, or -> dead when that was the last attempt.
 
+        Each one's attempt record ends ``lease_lost`` at now, with the worker that lost it,
+        its start and token ("lease expired: worker W stopped heartbeating").
         The holder's token stays invalid afterwards: the next claim issues a new one, and
         until then the run is not running. Concurrent rescuers never rescue a run twice.
         Notifies CHANNEL_RUNS when runs were requeued.
@@ -469,6 +503,14 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def get_run(self, run_id: int, *, tenant: str | None = None) -> Run:
         """The run, or RunNotFound."""
+
+    @abc.abstractmethod
+    def run_attempts(self, run_id: int, *, tenant: str | None = None) -> RunAttempts:
+        """The run and its attempts, oldest first, or RunNotFound: the records of those that
+        ended other than by success (the last ATTEMPTS_KEPT of them; ``dropped`` says how
+        many older ones were), then, read from the run itself, the attempt that runs now
+        (no end yet) or the one that succeeded (ended ``succeeded`` at ``finished_at``).
+        One snapshot: the run and its records agree."""
 
     @abc.abstractmethod
     def list_runs(
@@ -518,7 +560,8 @@ class Store(abc.ABC):
         self, run_id: int, *, tenant: str | None = None, now: datetime | None = None
     ) -> Run:
         """queued|failed|running -> cancelled. A running run's holder learns it at its next
-        heartbeat and stops. Finished runs raise InvalidTransition."""
+        heartbeat and stops; its attempt's record ends ``cancelled``. Finished runs raise
+        InvalidTransition."""
 
     @abc.abstractmethod
     def retry_run(
@@ -532,8 +575,8 @@ class Store(abc.ABC):
         self, retention: timedelta, *, limit: int = DEFAULT_PRUNE_BATCH, now: datetime | None = None
     ) -> int:
         """Delete up to ``limit`` finished runs (succeeded, dead, cancelled) whose
-        ``finished_at`` is older than now - ``retention``, and ledger entries as old.
-        Returns how many runs were deleted.
+        ``finished_at`` is older than now - ``retention``, with their attempts' records,
+        and ledger entries as old. Returns how many runs were deleted.
 
         Runs finished since the fold's mark (no fold has read them) are first added to
         the totals (:meth:`run_totals`) and the mark moved past them, in the same

@@ -8,7 +8,16 @@ from typing import Any
 from tickwork import schedule as schedules
 from tickwork.job import Job, JobSpec, JobState, MisfirePolicy, OverlapPolicy, Run, RunState
 from tickwork.retry import RetryPolicy
-from tickwork.store.base import ApiKey, Lease, Node, Session, SlotFate, SlotSkip
+from tickwork.store.base import (
+    ApiKey,
+    AttemptEnd,
+    AttemptRecord,
+    Lease,
+    Node,
+    Session,
+    SlotFate,
+    SlotSkip,
+)
 from tickwork.store.driver import Codec, Row
 
 _JOB_STATE = {s.value: s for s in JobState}
@@ -92,6 +101,20 @@ def run(r: Row, c: Codec) -> Run:
         result=c.from_json(r["result"]),
         timeout=timedelta(seconds=timeout) if timeout is not None else None,
         created_at=from_time(r["created_at"]),
+    )
+
+
+def attempt(r: Row, c: Codec) -> AttemptRecord:
+    """A row of a run's history (``tickwork_attempts``)."""
+    return AttemptRecord(
+        r["attempt"],
+        r["fencing_token"],
+        r["worker"],
+        c.from_time(r["started_at"]),
+        c.from_time(r["ended_at"]),
+        AttemptEnd(r["ended"]),
+        r["error"],
+        r["traceback"],
     )
 
 

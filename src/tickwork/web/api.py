@@ -39,6 +39,9 @@ from tickwork.errors import TenantNotFound, ValidationError
 from tickwork.inputs import parse_rate
 from tickwork.job import MAX_NAME_LENGTH, JobState, MisfirePolicy, OverlapPolicy, RunState
 from tickwork.records import (
+    ATTEMPT_ERROR_LIMIT,
+    ATTEMPT_TRACEBACK_LIMIT,
+    ATTEMPTS_KEPT,
     DEFAULT_BULK,
     DEFAULT_PAGE,
     MAX_BULK,
@@ -47,6 +50,7 @@ from tickwork.records import (
     RATE_CEILING,
     ROLLUP_KEEP,
     WEIGHT_CEILING,
+    AttemptEnd,
     Page,
     SlotFate,
     to_json,
@@ -307,6 +311,34 @@ class RunOut(BaseModel):
     result: dict[str, Any] | None
     timeout: float | None
     created_at: str
+
+
+class AttemptOut(BaseModel):
+    """One attempt of a run: who ran it, when, under which fencing token, and how it
+    ended."""
+
+    attempt: int = Field(
+        description="The run's attempt number then (a release spends none; an operator's "
+        "retry starts again at 1)."
+    )
+    fencing_token: int = Field(description="The token its claim issued.")
+    worker: str | None
+    started_at: str | None
+    ended_at: str | None = Field(description="null while it runs.")
+    ended: AttemptEnd | None = Field(description="Why it ended; null while it runs.")
+    error: str | None = Field(description="The exception line, or why it ended.")
+    traceback: str | None = Field(description="The handler's traceback, when it raised.")
+
+
+class RunDetailOut(RunOut):
+    """A run with its attempts."""
+
+    attempts: list[AttemptOut] = Field(
+        description=f"Oldest first: the last {ATTEMPTS_KEPT} that ended other than by "
+        "success, then the one that runs now or succeeded. Errors and tracebacks are cut "
+        f"to {ATTEMPT_ERROR_LIMIT} and {ATTEMPT_TRACEBACK_LIMIT} bytes."
+    )
+    attempts_dropped: int = Field(description="Older attempts no longer kept.")
 
 
 class JobPage(BaseModel):
@@ -706,9 +738,19 @@ def _bulk_filter(principal: Principal, body: BulkIn) -> dict[str, Any]:
     }
 
 
-@router.get("/runs/{run_id}", response_model=RunOut, summary="A run", responses=ID_ERRORS)
+@router.get(
+    "/runs/{run_id}",
+    response_model=RunDetailOut,
+    summary="A run, with its attempts",
+    responses=ID_ERRORS,
+)
 def get_run(run_id: RunId, principal: PrincipalDep, client: ClientDep) -> dict[str, Any]:
-    return to_json(client.get_run(run_id, tenant=principal.tenant))
+    history = client.run_attempts(run_id, tenant=principal.tenant)
+    return {
+        **to_json(history.run),
+        "attempts": [to_json(a) for a in history.attempts],
+        "attempts_dropped": history.dropped,
+    }
 
 
 @router.post(

@@ -39,13 +39,12 @@ from typing import Any
 from tickwork.clock import Clock
 from tickwork.errors import InvalidArgs
 from tickwork.job import ClaimedRun, result_problem
+from tickwork.records import AttemptEnd
 from tickwork.worker.observe import CURRENT_RUN, Scope, Tracing, attempt_span, tracing_on
 from tickwork.worker.task import Context, Discard, Retry, Task, TaskFailed
 
 log = logging.getLogger("tickwork.worker")
 
-ERROR_LIMIT = 8192
-"""Characters of an error (summary plus traceback tail) kept on a failed run."""
 LOOP_SHUTDOWN_TIMEOUT = 2.0
 """Seconds the event loop gives cancelled tasks to unwind when the worker stops."""
 
@@ -60,11 +59,17 @@ class AttemptState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
+    """What an attempt came to. A failure's ``error`` is its exception line (``Type:
+    message``) or why the worker failed it, ``traceback`` the handler's when it raised, and
+    ``ended`` how its record in the run's history says it ended (``Store.fail``)."""
+
     succeeded: bool
     result: dict[str, Any] | None = None
     error: str | None = None
     retry_after: timedelta | None = None
     discard: bool = False
+    traceback: str | None = None
+    ended: AttemptEnd = AttemptEnd.FAILED
 
 
 class Attempt:
@@ -368,7 +373,8 @@ class Executor:
             return
         timeout = attempt.run.timeout.total_seconds() if attempt.run.timeout else 0.0
         self.interrupt(attempt)
-        self._on_outcome(attempt, Outcome(False, error=f"timed out after {timeout:g} s"))
+        error = f"timed out after {timeout:g} s"
+        self._on_outcome(attempt, Outcome(False, error=error, ended=AttemptEnd.TIMED_OUT))
 
 
 def call(attempt: Attempt, tracing: Tracing | None = None) -> Outcome:
@@ -468,18 +474,19 @@ def failure(exc: BaseException) -> Outcome:
     elif isinstance(exc, TaskFailed):
         outcome = Outcome(False, result=exc.result, error=str(exc))
     else:
-        return Outcome(False, error=describe(exc))
+        return Outcome(False, error=exception_line(exc), traceback=traceback_of(exc))
     problem = result_problem(outcome.result) if outcome.result is not None else None
     if problem is None:
         return outcome
     return replace(outcome, result=None, error=f"{outcome.error} (result dropped: {problem})")
 
 
-def describe(exc: BaseException) -> str:
-    """``Type: message``, then as much of the traceback's end as fits in ERROR_LIMIT."""
-    summary = "".join(traceback.format_exception_only(exc)).strip()
-    trace = "".join(traceback.format_exception(exc)).strip()
-    room = ERROR_LIMIT - len(summary) - 2
-    if room <= 0:
-        return summary[:ERROR_LIMIT]
-    return f"{summary}\n\n{trace[-room:]}"
+def exception_line(exc: BaseException) -> str:
+    """``Type: message`` (with its notes), as a traceback's last line says it."""
+    return "".join(traceback.format_exception_only(exc)).strip()
+
+
+def traceback_of(exc: BaseException) -> str:
+    """The whole traceback, chained exceptions first, as Python prints it (the store cuts
+    it to ATTEMPT_TRACEBACK_LIMIT; the run's error keeps its end)."""
+    return "".join(traceback.format_exception(exc)).strip()

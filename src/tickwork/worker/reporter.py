@@ -265,6 +265,8 @@ class Reporter(Service):
                     run.id,
                     run.fencing_token,
                     r.outcome.error or "failed",
+                    traceback=r.outcome.traceback,
+                    ended=r.outcome.ended,
                     retry_after=r.outcome.retry_after,
                     discard=r.outcome.discard,
                     result=r.outcome.result,

@@ -89,6 +89,7 @@ from tickwork.store.postgres.pool import POOL_MAX_SIZE, Conn
 from tickwork.store.queries import for_queues, migration_files
 from tickwork.store.sql import SqlStore
 from tickwork.store.sql.calendars import bind_calendar
+from tickwork.store.sql.runs import REPLACED, past_kept
 
 HERE = Path(__file__).parent
 MIGRATIONS = migration_files(HERE / "migrations")
@@ -298,11 +299,13 @@ class PostgresStore(SqlStore):
             plan = plan_batch(jobs, unfinished, t)
             cancelled: list[int] = []
             if plan.replace_job_ids:
-                cursor = conn.execute(
-                    Q["cancel_unfinished_runs_of_jobs"],
-                    {"ids": plan.replace_job_ids, "now": t, "reason": "replaced by a newer slot"},
-                )
+                replaced = {"ids": plan.replace_job_ids, "now": t, "reason": REPLACED}
+                # The running runs' attempts end (cancelled) in their histories first.
+                ended = conn.execute(Q["end_replaced_attempts"], replaced)
+                cursor = conn.execute(Q["cancel_unfinished_runs_of_jobs"], replaced)
                 p.sync()
+                for trim in past_kept(ended.fetchall()):
+                    conn.execute(Q["trim_attempts"], trim)
                 cancelled = sorted(r["id"] for r in cursor.fetchall())
             # Every parameter first, then the batch back to back, then its Sync: the window
             # in which the server holds part of a batch and waits for the rest is a write.

@@ -360,13 +360,36 @@ UPDATE tickwork_runs SET state = 'queued', run_at = coalesce(%(now)s::timestampt
 WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'running'
 RETURNING *;
 
+-- name: end_rescued_attempts
+-- The rescue's first step: the runs whose lease expired (running, lease_expires_at < now),
+-- earliest first, at most the limit, locked (SKIP LOCKED: concurrent rescuers never take
+-- one twice); each one's attempt ends in its history, lease_lost (injected_fault when a
+-- fault was marked since its claim: the worker crashed or stalled on purpose). Marks'
+-- times are epoch microseconds.
+INSERT INTO tickwork_attempts (run_id, n, attempt, fencing_token, worker, started_at,
+    ended_at, ended, error, traceback)
+SELECT e.id, coalesce((SELECT max(a.n) FROM tickwork_attempts a WHERE a.run_id = e.id), 0) + 1,
+    e.attempt, e.fencing_token, e.worker, e.started_at, coalesce(%(now)s::timestamptz, now()),
+    CASE WHEN e.fault IS NULL THEN 'lease_lost' ELSE 'injected_fault' END,
+    CASE WHEN e.fault IS NULL THEN '' ELSE 'injected fault: ' || e.fault || '; ' END
+        || 'lease expired: worker ' || coalesce(e.worker, '?') || ' stopped heartbeating',
+    NULL
+FROM (
+    SELECT r.id, r.attempt, r.fencing_token, r.worker, r.started_at,
+        (SELECT m.mark ->> 'fault' FROM jsonb_array_elements(r.injected) AS m (mark)
+         WHERE (m.mark ->> 'attempt')::integer = r.attempt
+           AND (m.mark ->> 'at')::bigint >= (extract(epoch FROM r.started_at) * 1000000)::bigint
+         LIMIT 1) AS fault
+    FROM tickwork_runs r
+    WHERE r.state = 'running' AND r.lease_expires_at < coalesce(%(now)s::timestamptz, now())
+    ORDER BY r.lease_expires_at LIMIT %(limit)s
+    FOR UPDATE OF r SKIP LOCKED
+) AS e
+RETURNING run_id, n;
+
 -- name: rescue
-WITH expired AS (
-    SELECT id FROM tickwork_runs
-    WHERE state = 'running' AND lease_expires_at < coalesce(%(now)s::timestamptz, now())
-    ORDER BY lease_expires_at LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-)
+-- The runs end_rescued_attempts took and holds locked (the ids) -> queued with
+-- attempt + 1, or dead on their last attempt.
 UPDATE tickwork_runs r
 SET state = CASE WHEN r.attempt >= r.max_attempts THEN 'dead' ELSE 'queued' END,
     attempt = CASE WHEN r.attempt >= r.max_attempts THEN r.attempt ELSE r.attempt + 1 END,
@@ -374,8 +397,49 @@ SET state = CASE WHEN r.attempt >= r.max_attempts THEN 'dead' ELSE 'queued' END,
                        THEN coalesce(%(now)s::timestamptz, now()) END,
     run_at = coalesce(%(now)s::timestamptz, now()), lease_expires_at = NULL,
     error = 'lease expired: worker ' || coalesce(r.worker, '?') || ' stopped heartbeating'
-FROM expired WHERE r.id = expired.id
+WHERE r.id = ANY(%(ids)b::bigint[]) AND r.state = 'running'
 RETURNING r.id, r.state;
+
+-- name: end_attempt
+-- The attempt that holds the run under the token ends (fail, release, cancel_run): its row
+-- in the history, `n` one past the run's last, the run's row locked. One a fault was
+-- injected into (a mark since its claim) ends injected_fault, unless it was cancelled. No
+-- row when the run is not running under the token: the caller raises LeaseLost.
+INSERT INTO tickwork_attempts (run_id, n, attempt, fencing_token, worker, started_at,
+    ended_at, ended, error, traceback)
+SELECT r.id, coalesce((SELECT max(a.n) FROM tickwork_attempts a WHERE a.run_id = r.id), 0) + 1,
+    r.attempt, r.fencing_token, r.worker, r.started_at, coalesce(%(now)s::timestamptz, now()),
+    CASE WHEN %(ended)s::text <> 'cancelled' AND r.injected IS NOT NULL AND EXISTS (
+            SELECT 1 FROM jsonb_array_elements(r.injected) AS m (mark)
+            WHERE (m.mark ->> 'attempt')::integer = r.attempt
+              AND (m.mark ->> 'at')::bigint
+                  >= (extract(epoch FROM r.started_at) * 1000000)::bigint)
+         THEN 'injected_fault' ELSE %(ended)s::text END,
+    %(error)s, %(traceback)s
+FROM tickwork_runs r
+WHERE r.id = %(id)s AND r.fencing_token = %(token)s AND r.state = 'running'
+FOR UPDATE OF r
+RETURNING run_id, n;
+
+-- name: end_replaced_attempts
+-- Overlap 'replace' cancels the running runs of the jobs (ids) too: their attempts end
+-- cancelled, the runs locked, before cancel_unfinished_runs_of_jobs moves them (a run
+-- that completed meanwhile is no longer running when the lock is had, and is left).
+INSERT INTO tickwork_attempts (run_id, n, attempt, fencing_token, worker, started_at,
+    ended_at, ended, error, traceback)
+SELECT r.id, coalesce((SELECT max(a.n) FROM tickwork_attempts a WHERE a.run_id = r.id), 0) + 1,
+    r.attempt, r.fencing_token, r.worker, r.started_at, %(now)s, 'cancelled', %(reason)s, NULL
+FROM tickwork_runs r
+WHERE r.job_id = ANY(%(ids)b::bigint[]) AND r.state = 'running'
+FOR UPDATE OF r
+RETURNING run_id, n;
+
+-- name: trim_attempts
+-- A run's history keeps its last ATTEMPTS_KEPT ended attempts: the older ones go.
+DELETE FROM tickwork_attempts WHERE run_id = %(id)s AND n <= %(through)s;
+
+-- name: run_attempts
+SELECT * FROM tickwork_attempts WHERE run_id = %(id)s ORDER BY n;
 
 -- name: get_run
 SELECT * FROM tickwork_runs
@@ -451,7 +515,12 @@ RETURNING *;
 DELETE FROM tickwork_runs WHERE id IN (
     SELECT id FROM tickwork_runs
     WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at < %(cutoff)s
-    LIMIT %(limit)s);
+    LIMIT %(limit)s)
+RETURNING id;
+
+-- name: prune_attempts
+-- The histories of the runs prune_runs deleted (the ids), in its transaction.
+DELETE FROM tickwork_attempts WHERE run_id = ANY(%(ids)b::bigint[]);
 
 -- name: prune_slot_skips
 DELETE FROM tickwork_slot_skips WHERE recorded_at < %(cutoff)s;

@@ -1,19 +1,36 @@
 """Run transitions, written once for every dialect: fail (retry or dead), release, rescue,
 the operator's cancel and retry, prune, and the run reads.
 
-The hot ones (claim, complete, heartbeat) stay in each dialect's module."""
+The hot ones (claim, complete, heartbeat) stay in each dialect's module.
+
+Every transition here that ends a running attempt other than by success (fail, release,
+rescue, cancel_run) first writes the attempt's row in the run's history
+(``tickwork_attempts``), fenced as the transition is and in its transaction; claim and
+complete write nothing there (the attempt that runs now, or succeeded, is the run row's
+own: :meth:`RunTransitions.run_attempts`)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from operator import attrgetter
 from typing import Any, Unpack
 
 from tickwork.errors import InvalidTransition, LeaseLost, RunNotFound, ValidationError
 from tickwork.job import Run, RunState
-from tickwork.records import page_of
+from tickwork.records import (
+    ATTEMPT_ERROR_LIMIT,
+    ATTEMPT_TRACEBACK_LIMIT,
+    ATTEMPTS_KEPT,
+    AttemptEnd,
+    AttemptRecord,
+    RunAttempts,
+    cut,
+    page_of,
+    run_error,
+    storable,
+)
 from tickwork.retry import RetryPolicy
 from tickwork.store import rows
 from tickwork.store.base import (
@@ -30,6 +47,7 @@ from tickwork.store.base import (
     bulk_limit,
     page_limit,
 )
+from tickwork.store.driver import Row, Tx
 from tickwork.store.queries import for_queues
 from tickwork.store.sql.core import SqlCore
 from tickwork.store.sql.minutes import floor_minute
@@ -45,15 +63,25 @@ class RunTransitions(SqlCore):
         fencing_token: int,
         error: str,
         *,
+        traceback: str | None = None,
+        ended: AttemptEnd = AttemptEnd.FAILED,
         retry_after: timedelta | None = None,
         discard: bool = False,
         result: dict[str, Any] | None = None,
         now: datetime | None = None,
     ) -> Run:
+        if ended not in FAIL_ENDS:
+            raise ValidationError(
+                f"fail ends an attempt as one of {', '.join(FAIL_ENDS)}, not {ended!r}",
+                field="ended",
+            )
+        ended = AttemptEnd(ended)
+        error = storable(error)
+        traceback = storable(traceback) if traceback is not None else None
         params: dict[str, Any] = {
             "id": run_id,
             "token": fencing_token,
-            "error": error,
+            "error": run_error(error, traceback),
             "result": self.codec.json(result),
         }
         with self.driver.write() as tx:
@@ -62,6 +90,15 @@ class RunTransitions(SqlCore):
             held = tx.one(self.q["held_run_for_fail"], params)
             if held is None:
                 raise LeaseLost(run_id, fencing_token)
+            self._end_attempt(
+                tx,
+                run_id,
+                fencing_token,
+                params["now"],
+                ended,
+                error=cut(error, ATTEMPT_ERROR_LIMIT),
+                traceback=cut(traceback, ATTEMPT_TRACEBACK_LIMIT) if traceback else None,
+            )
             policy = RetryPolicy(held["max_attempts"], held["backoff_base"], held["backoff_cap"])
             if discard or policy.exhausted(held["attempt"]):
                 row = tx.one(self.q["fail_dead"], params)
@@ -81,25 +118,83 @@ class RunTransitions(SqlCore):
         return rows.run(row, self.codec)
 
     def release(self, run_id: int, fencing_token: int, *, now: datetime | None = None) -> Run:
-        params = {"id": run_id, "token": fencing_token, "now": self.driver.at(now)}
+        at = self.driver.at(now)
         with self.driver.write() as tx:
-            row = tx.one(self.q["release"], params)
-            if row is None:
-                raise LeaseLost(run_id, fencing_token)
+            self._end_attempt(tx, run_id, fencing_token, at, AttemptEnd.RELEASED)
+            row = tx.one(self.q["release"], {"id": run_id, "token": fencing_token, "now": at})
+            assert row is not None  # the attempt ended above: the run is held, and locked
             tx.notify(CHANNEL_RUNS)
         return rows.run(row, self.codec)
 
     def rescue(
         self, *, limit: int = DEFAULT_RESCUE_BATCH, now: datetime | None = None
     ) -> RescueResult:
+        at = self.driver.at(now)
         with self.driver.write() as tx:
-            found = tx.all(self.q["rescue"], {"now": self.driver.at(now), "limit": limit})
+            ended = tx.all(self.q["end_rescued_attempts"], {"now": at, "limit": limit})
+            if not ended:
+                return RescueResult()
+            ids = self.codec.array([r["run_id"] for r in ended])
+            found = tx.all(self.q["rescue"], {"ids": ids, "now": at})
+            trim_attempts(tx, self.q, ended)
             requeued = sorted(r["id"] for r in found if r["state"] == RunState.QUEUED)
             if requeued:
                 tx.notify(CHANNEL_RUNS)
         return RescueResult(
             requeued=requeued, dead=sorted(r["id"] for r in found if r["state"] == RunState.DEAD)
         )
+
+    def _end_attempt(
+        self,
+        tx: Tx,
+        run_id: int,
+        token: int,
+        at: Any,
+        ended: AttemptEnd,
+        *,
+        error: str | None = None,
+        traceback: str | None = None,
+    ) -> None:
+        """End the attempt that holds ``run_id`` under ``token`` in the run's history (its
+        row locked from here to the commit); LeaseLost when no attempt holds it so."""
+        params = {
+            "id": run_id,
+            "token": token,
+            "now": at,
+            "ended": ended.value,
+            "error": error,
+            "traceback": traceback,
+        }
+        row = tx.one(self.q["end_attempt"], params)
+        if row is None:
+            raise LeaseLost(run_id, token)
+        trim_attempts(tx, self.q, [row])
+
+    def run_attempts(self, run_id: int, *, tenant: str | None = None) -> RunAttempts:
+        with self.driver.snapshot() as tx:
+            row = tx.one(self.q["get_run"], {"id": run_id, "tenant": tenant})
+            if row is None:
+                raise RunNotFound(run_id)
+            found = tx.all(self.q["run_attempts"], {"id": run_id})
+        kept = [rows.attempt(r, self.codec) for r in found]
+        run = rows.run(row, self.codec)
+        # The attempt that runs now, or the one that succeeded, is the run row's own.
+        if run.state is RunState.RUNNING or (
+            run.state is RunState.SUCCEEDED and run.started_at is not None
+        ):
+            done = run.state is RunState.SUCCEEDED
+            kept.append(
+                AttemptRecord(
+                    run.attempt,
+                    run.fencing_token,
+                    run.worker,
+                    run.started_at,
+                    run.finished_at if done else None,
+                    AttemptEnd.SUCCEEDED if done else None,
+                )
+            )
+        dropped = found[0]["n"] - 1 if found else 0
+        return RunAttempts(run, kept, dropped)
 
     def next_claimable_at(self, *, queues: Sequence[str] | None = None) -> datetime | None:
         if queues is not None and not queues:
@@ -222,7 +317,7 @@ class RunTransitions(SqlCore):
     def cancel_run(
         self, run_id: int, *, tenant: str | None = None, now: datetime | None = None
     ) -> Run:
-        return self._run_command(run_id, tenant, now, "cancel_run", "cancel")
+        return self._run_command(run_id, tenant, now, "cancel_run", "cancel", ends=True)
 
     def retry_run(
         self, run_id: int, *, tenant: str | None = None, now: datetime | None = None
@@ -237,12 +332,18 @@ class RunTransitions(SqlCore):
         query: str,
         action: str,
         *channels: str,
+        ends: bool = False,
     ) -> Run:
+        """An operator's command on one run; ``ends``: it ends a running run's attempt
+        (a cancel), whose history records it."""
         with self.driver.write() as tx:
             t = self.codec.time(tx.now(now))
             current = tx.one(self.q["get_run_for_update"], {"id": run_id, "tenant": tenant})
             if current is None:
                 raise RunNotFound(run_id)
+            if ends and current["state"] == RunState.RUNNING:
+                token = current["fencing_token"]
+                self._end_attempt(tx, run_id, token, t, AttemptEnd.CANCELLED, error=CANCELLED)
             row = tx.one(self.q[query], {"id": run_id, "now": t})
             if row is None:
                 raise InvalidTransition("run", run_id, current["state"], action)
@@ -269,9 +370,11 @@ class RunTransitions(SqlCore):
                 tx.count(self.q["set_rollup_mark"], {"to": time(cutoff)})
                 tally.write(tx, self.q)
             params = {"cutoff": time(cutoff), "limit": limit}
-            deleted = tx.count(self.q["prune_runs"], params)
+            deleted = [r["id"] for r in tx.all(self.q["prune_runs"], params)]
+            if deleted:
+                tx.count(self.q["prune_attempts"], {"ids": self.codec.array(deleted)})
             tx.count(self.q["prune_slot_skips"], {"cutoff": time(cutoff)})
-        return deleted
+        return len(deleted)
 
     def run_stats(
         self, *, tenant: str | None = None, lag_sample: int = 1000, now: datetime | None = None
@@ -295,3 +398,29 @@ class RunTransitions(SqlCore):
             int(backlog["limited_n"]),
             from_time(backlog["open_oldest"]),
         )
+
+
+CANCELLED = "cancelled"
+"""The error of a run an operator cancelled, and of its attempt when it was running."""
+REPLACED = "replaced by a newer slot"
+"""The error of a run (and of its attempt, when it was running) that overlap 'replace'
+cancelled."""
+FAIL_ENDS = (AttemptEnd.FAILED, AttemptEnd.TIMED_OUT, AttemptEnd.INJECTED_FAULT)
+"""How :meth:`~tickwork.store.Store.fail` may say an attempt ended."""
+
+
+def trim_attempts(tx: Tx, q: Mapping[str, str], ended: Sequence[Row]) -> None:
+    """Drop the oldest ended attempts of each run in ``ended`` (rows of ``run_id`` and the
+    ``n`` just written) past ATTEMPTS_KEPT."""
+    for params in past_kept(ended):
+        tx.count(q["trim_attempts"], params)
+
+
+def past_kept(ended: Sequence[Row]) -> list[dict[str, int]]:
+    """``trim_attempts``' parameters for the runs in ``ended`` whose history now holds more
+    than ATTEMPTS_KEPT ended attempts: none until a run has ended twenty of them."""
+    return [
+        {"id": r["run_id"], "through": r["n"] - ATTEMPTS_KEPT}
+        for r in ended
+        if r["n"] > ATTEMPTS_KEPT
+    ]

@@ -72,6 +72,7 @@ from tickwork.store.planning import plan_batch
 from tickwork.store.queries import for_queues, migration_files
 from tickwork.store.sql import SqlStore
 from tickwork.store.sql.calendars import bind_calendar
+from tickwork.store.sql.runs import REPLACED, past_kept
 from tickwork.store.sqlite.driver import (
     SQLITE_CODEC,
     Q,
@@ -238,16 +239,16 @@ class SqliteStore(SqlStore):
             plan = plan_batch(jobs, unfinished, now_dt)
             cancelled: list[int] = []
             if plan.replace_job_ids:
+                replaced = {
+                    "ids": C.array(plan.replace_job_ids),
+                    "now": t,
+                    "reason": REPLACED,
+                }
+                # The running runs' attempts end (cancelled) in their histories first.
+                ended = conn.execute(Q["end_replaced_attempts"], replaced).fetchall()
+                conn.executemany(Q["trim_attempts"], past_kept(ended))
                 cancelled = sorted(
-                    r[0]
-                    for r in conn.execute(
-                        Q["cancel_unfinished_runs_of_jobs"],
-                        {
-                            "ids": C.array(plan.replace_job_ids),
-                            "now": t,
-                            "reason": "replaced by a newer slot",
-                        },
-                    )
+                    r[0] for r in conn.execute(Q["cancel_unfinished_runs_of_jobs"], replaced)
                 )
             runs: list[Run] = []
             run_ids: dict[tuple[int, int], int] = {}

@@ -168,18 +168,77 @@ UPDATE tickwork_runs SET state = 'queued', run_at = :now, lease_expires_at = NUL
 WHERE id = :id AND fencing_token = :token AND state = 'running'
 RETURNING *;
 
+-- name: end_rescued_attempts
+-- The rescue's first step: the runs whose lease expired (running, lease_expires_at < now),
+-- earliest first, at most :limit; each one's attempt ends in its history, lease_lost
+-- (injected_fault when a fault was marked since its claim: the worker crashed or stalled
+-- on purpose). The write lock holds off every other rescuer until `rescue` moved them.
+INSERT INTO tickwork_attempts (run_id, n, attempt, fencing_token, worker, started_at,
+    ended_at, ended, error, traceback)
+SELECT e.id, coalesce((SELECT max(a.n) FROM tickwork_attempts a WHERE a.run_id = e.id), 0) + 1,
+    e.attempt, e.fencing_token, e.worker, e.started_at, :now,
+    CASE WHEN e.fault IS NULL THEN 'lease_lost' ELSE 'injected_fault' END,
+    CASE WHEN e.fault IS NULL THEN '' ELSE 'injected fault: ' || e.fault || '; ' END
+        || 'lease expired: worker ' || coalesce(e.worker, '?') || ' stopped heartbeating',
+    NULL
+FROM (
+    SELECT r.id, r.attempt, r.fencing_token, r.worker, r.started_at,
+        (SELECT m.value ->> '$.fault' FROM json_each(r.injected) AS m
+         WHERE m.value ->> '$.attempt' = r.attempt AND m.value ->> '$.at' >= r.started_at
+         LIMIT 1) AS fault
+    FROM tickwork_runs r
+    WHERE r.state = 'running' AND r.lease_expires_at < :now
+    ORDER BY r.lease_expires_at, r.id LIMIT :limit
+) AS e
+RETURNING run_id, n;
+
 -- name: rescue
+-- The runs end_rescued_attempts took (:ids, a JSON array) -> queued with attempt + 1, or
+-- dead on their last attempt.
 UPDATE tickwork_runs
 SET state = CASE WHEN attempt >= max_attempts THEN 'dead' ELSE 'queued' END,
     attempt = CASE WHEN attempt >= max_attempts THEN attempt ELSE attempt + 1 END,
     finished_at = CASE WHEN attempt >= max_attempts THEN :now END,
     run_at = :now, lease_expires_at = NULL,
     error = 'lease expired: worker ' || coalesce(worker, '?') || ' stopped heartbeating'
-WHERE id IN (
-    SELECT id FROM tickwork_runs
-    WHERE state = 'running' AND lease_expires_at < :now
-    ORDER BY lease_expires_at LIMIT :limit)
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'running'
 RETURNING id, state;
+
+-- name: end_attempt
+-- The attempt that holds the run under :token ends (fail, release, cancel_run): its row
+-- in the history, `n` one past the run's last. One a fault was injected into (a mark since
+-- its claim) ends injected_fault, unless it was cancelled. No row when the run is not
+-- running under :token: the caller raises LeaseLost.
+INSERT INTO tickwork_attempts (run_id, n, attempt, fencing_token, worker, started_at,
+    ended_at, ended, error, traceback)
+SELECT r.id, coalesce((SELECT max(a.n) FROM tickwork_attempts a WHERE a.run_id = r.id), 0) + 1,
+    r.attempt, r.fencing_token, r.worker, r.started_at, :now,
+    CASE WHEN :ended <> 'cancelled' AND r.injected IS NOT NULL AND EXISTS (
+            SELECT 1 FROM json_each(r.injected) AS m
+            WHERE m.value ->> '$.attempt' = r.attempt AND m.value ->> '$.at' >= r.started_at)
+         THEN 'injected_fault' ELSE :ended END,
+    :error, :traceback
+FROM tickwork_runs r
+WHERE r.id = :id AND r.fencing_token = :token AND r.state = 'running'
+RETURNING run_id, n;
+
+-- name: end_replaced_attempts
+-- Overlap 'replace' cancels the running runs of jobs :ids (a JSON array) too: their
+-- attempts end cancelled, before cancel_unfinished_runs_of_jobs moves them.
+INSERT INTO tickwork_attempts (run_id, n, attempt, fencing_token, worker, started_at,
+    ended_at, ended, error, traceback)
+SELECT r.id, coalesce((SELECT max(a.n) FROM tickwork_attempts a WHERE a.run_id = r.id), 0) + 1,
+    r.attempt, r.fencing_token, r.worker, r.started_at, :now, 'cancelled', :reason, NULL
+FROM tickwork_runs r
+WHERE r.job_id IN (SELECT value FROM json_each(:ids)) AND r.state = 'running'
+RETURNING run_id, n;
+
+-- name: trim_attempts
+-- A run's history keeps its last ATTEMPTS_KEPT ended attempts: the older ones go.
+DELETE FROM tickwork_attempts WHERE run_id = :id AND n <= :through;
+
+-- name: run_attempts
+SELECT * FROM tickwork_attempts WHERE run_id = :id ORDER BY n;
 
 -- name: get_run
 SELECT * FROM tickwork_runs WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant);
@@ -241,7 +300,12 @@ RETURNING *;
 DELETE FROM tickwork_runs WHERE id IN (
     SELECT id FROM tickwork_runs
     WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at < :cutoff
-    LIMIT :limit);
+    LIMIT :limit)
+RETURNING id;
+
+-- name: prune_attempts
+-- The histories of the runs prune_runs deleted (:ids, a JSON array), in its transaction.
+DELETE FROM tickwork_attempts WHERE run_id IN (SELECT value FROM json_each(:ids));
 
 -- name: prune_slot_skips
 DELETE FROM tickwork_slot_skips WHERE recorded_at < :cutoff;

@@ -1,5 +1,7 @@
 """The dashboard's runs: the runs page across jobs (filters by state, task, queue, tenant
-and slot time), a page per run, and the bulk commands with their confirmation page.
+and slot time), a page per run (its fields, then each attempt: worker, fencing token,
+start, end, why it ended, error and traceback), and the bulk commands with their
+confirmation page.
 
 Bulk commands go through a confirmation: a GET of ``/bulk/{retry,cancel}`` with the
 filters shows how many runs match (up to one page more than the limit) and a form; only
@@ -24,7 +26,7 @@ from tickwork.client import Client
 from tickwork.errors import TickworkError, ValidationError
 from tickwork.inputs import run_state
 from tickwork.job import RunState
-from tickwork.records import DEFAULT_BULK, MAX_PAGE
+from tickwork.records import DEFAULT_BULK, MAX_PAGE, AttemptEnd
 from tickwork.web.auth import Principal
 from tickwork.web.dashboard.pages import _after, _after_id, _Missing, _page, _parse_id
 from tickwork.web.dashboard.render import failure, router
@@ -48,6 +50,26 @@ RANGES = {
     "7d": timedelta(days=7),
 }
 """Quick time ranges (the slot within the last ...), besides ``since`` and ``until``."""
+ENDED_BY = {
+    AttemptEnd.SUCCEEDED: "succeeded",
+    AttemptEnd.FAILED: "failed",
+    AttemptEnd.TIMED_OUT: "timed out",
+    AttemptEnd.LEASE_LOST: "lease lost",
+    AttemptEnd.RELEASED: "released",
+    AttemptEnd.CANCELLED: "cancelled",
+    AttemptEnd.INJECTED_FAULT: "injected fault",
+}
+"""How the run page says an attempt ended (``running``: it has not)."""
+ENDED_CLASS = {
+    AttemptEnd.SUCCEEDED: "succeeded",
+    AttemptEnd.FAILED: "failed",
+    AttemptEnd.TIMED_OUT: "failed",
+    AttemptEnd.LEASE_LOST: "failed",
+    AttemptEnd.INJECTED_FAULT: "failed",
+    AttemptEnd.RELEASED: "cancelled",
+    AttemptEnd.CANCELLED: "cancelled",
+}
+"""The state colour an attempt's end is shown in (the run states' classes)."""
 BULK = {
     "retry": ("Retry", "dead", "every dead run"),
     "cancel": ("Cancel", "waiting", "every waiting run (queued, or failed awaiting retry)"),
@@ -133,7 +155,8 @@ def _run_context(client: Client, viewer: Principal, run_id: str) -> dict[str, An
     ident = _parse_id(run_id)
     if ident is None:
         raise _Missing(f"run {run_id} not found")
-    run = client.get_run(ident, tenant=viewer.tenant)
+    history = client.run_attempts(ident, tenant=viewer.tenant)
+    run = history.run
     job = client.get_job(run.job_id, tenant=viewer.tenant)
     lag = (run.started_at - run.scheduled_for) if run.started_at is not None else None
     took = (
@@ -141,7 +164,17 @@ def _run_context(client: Client, viewer: Principal, run_id: str) -> dict[str, An
         if run.finished_at is not None and run.started_at is not None
         else None
     )
-    return {"run": run, "job": job, "lag": lag, "took": took, "now": client.now()}
+    return {
+        "run": run,
+        "job": job,
+        "lag": lag,
+        "took": took,
+        "now": client.now(),
+        "attempts": history.attempts,
+        "attempts_dropped": history.dropped,
+        "ended_by": ENDED_BY,
+        "ended_class": ENDED_CLASS,
+    }
 
 
 @router.get("/runs/{run_id}", response_model=None)
