@@ -54,6 +54,15 @@ from tickwork.records import (
 from tickwork.stats import bucket_percentile
 from tickwork.web.auth import Principal, get_admin, get_client, get_principal
 from tickwork.web.errors import Forbidden, error_body
+from tickwork.web.params import (
+    MAX_ID,
+    MAX_TEXT,
+    PLAIN_TEXT,
+    Cursor,
+    NameText,
+    SlotText,
+    TimeText,
+)
 
 PREFIX = "/api/v1"
 SHELL_TASK = "shell"
@@ -62,29 +71,17 @@ HTTP_TASK = "http"
 ALLOW_PRIVATE = "allow_private"
 """The http arg that lifts a worker's egress policy for one job: only an admin key may send
 it (see docs/http-api.md, "Egress from http tasks")."""
-MAX_ID = 2**63 - 1
-"""Ids are 64-bit; a larger number in a path or cursor is refused as bad input (422)."""
 MAX_SECONDS = 100 * 366 * 86_400
 """Durations above a century are refused: a time that far out would overflow datetimes."""
 MAX_BATCH = 1000
 """Jobs per ``POST /jobs/batch``: one transaction each; a larger fan-out takes several."""
-MAX_TEXT = 1000
-"""Longest free-text query value (an ISO time, a filter)."""
-PLAIN_TEXT = r"^[^\x00-\x1f\x7f]*$"
-"""Query text without control characters (PostgreSQL text cannot hold NUL)."""
 
-TenantQuery = Annotated[
-    str | None,
-    Query(max_length=MAX_NAME_LENGTH, pattern=PLAIN_TEXT, description="Admin keys only."),
-]
-NameQuery = Annotated[str | None, Query(max_length=MAX_NAME_LENGTH, pattern=PLAIN_TEXT)]
+# Query parameters: the checks are tickwork.web.params', which the dashboard applies too.
+TenantQuery = Annotated[NameText | None, Query(description="Admin keys only.")]
+NameQuery = Annotated[NameText | None, Query()]
 TimeQuery = Annotated[
-    str | None,
-    Query(
-        max_length=MAX_TEXT,
-        pattern=PLAIN_TEXT,
-        description="ISO-8601 with an offset; bounds the slot (since <= slot < until).",
-    ),
+    TimeText | None,
+    Query(description="ISO-8601 with an offset; bounds the slot (since <= slot < until)."),
 ]
 ClientDep = Annotated[Client, Depends(get_client)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
@@ -92,8 +89,7 @@ AdminDep = Annotated[Principal, Depends(get_admin)]
 JobId = Annotated[int, Path(ge=1, le=MAX_ID, description="A job id.")]
 RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="A run id.")]
 After = Annotated[
-    int | None,
-    Query(ge=0, le=MAX_ID, description="A cursor: the `next_cursor` of the previous page."),
+    Cursor | None, Query(description="A cursor: the `next_cursor` of the previous page.")
 ]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Items per page, newest first.")]
 # Numbers are strict: true is not 1, "5" is not 5, 1.5 is not an integer.
@@ -473,15 +469,11 @@ def list_jobs(
     principal: PrincipalDep,
     client: ClientDep,
     state: JobState | None = None,
-    task: Annotated[str | None, Query(max_length=MAX_NAME_LENGTH, pattern=PLAIN_TEXT)] = None,
+    task: NameQuery = None,
     tenant: TenantQuery = None,
     search: Annotated[
-        str | None,
-        Query(
-            max_length=MAX_NAME_LENGTH,
-            pattern=PLAIN_TEXT,
-            description="Only jobs whose name or task contains this text (any case).",
-        ),
+        NameText | None,
+        Query(description="Only jobs whose name or task contains this text (any case)."),
     ] = None,
     after: After = None,
     limit: Limit = DEFAULT_PAGE,
@@ -575,10 +567,8 @@ def explain_job(
     principal: PrincipalDep,
     client: ClientDep,
     at: Annotated[
-        str | None,
+        SlotText | None,
         Query(
-            max_length=100,
-            pattern=PLAIN_TEXT,
             description="ISO-8601 slot; without an offset it is read in the job's cron time "
             "zone (UTC otherwise). Default: the job's latest slot.",
         ),
