@@ -107,10 +107,11 @@ def create_app(
                 503,
                 "store_unavailable",
                 f"the store did not answer within {READY_TIMEOUT:g} s",
+                headers={"Retry-After": str(errors.RETRY_AFTER_DOWN)},
             )
         except TickworkError as exc:
             log.debug("readyz: the store does not answer: %s", exc)  # the outage is logged once
-            return errors.error_response(503, "store_unavailable", "the store does not answer")
+            return errors.unavailable_response(exc)
         schema = {"applied": applied, "latest": latest}
         if applied < latest:
             return JSONResponse(

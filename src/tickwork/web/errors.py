@@ -26,7 +26,12 @@ fault. The status says what kind of failure it is:
                                   validation: a wrong type, a missing or unknown field)
 500   ``internal_error``          a bug: logged in full with its traceback, answered
                                   generically (the message could hold a password or a query)
-503   ``store_unavailable``       the database cannot be reached: retry later
+503   ``store_unavailable``       the store cannot serve the call now: retry after
+                                  ``Retry-After`` seconds. The message says which: the store
+                                  *did not answer in time* (every connection busy, a
+                                  statement or lock timeout: load, see
+                                  :class:`~tickwork.errors.StoreTimeout`) or the database
+                                  *cannot be reached* (an outage)
 ====  ==========================  ===========================================================
 
 Nothing is written by a request that gets a 4xx: every check happens before the store is
@@ -52,6 +57,7 @@ from tickwork.errors import (
     InvalidTransition,
     NotFound,
     StoreError,
+    StoreTimeout,
     StoreUnavailable,
     TickworkError,
     ValidationError,
@@ -65,6 +71,10 @@ MAX_BODY_BYTES = 2 * MAX_ARGS_BYTES
 MAX_BATCH_BODY_BYTES = 16 * 1024 * 1024
 """16 MiB: a ``POST /jobs/batch`` body (up to 1,000 jobs, 16 KiB each on average)."""
 BATCH_PATH = "/api/v1/jobs/batch"
+RETRY_AFTER_BUSY = 2
+"""Seconds a 503 asks a caller to wait when the store was too busy to answer in time."""
+RETRY_AFTER_DOWN = 5
+"""Seconds a 503 asks a caller to wait when the database cannot be reached."""
 
 JSON_API_PATHS = "/api/"
 """Where request bodies are JSON (the dashboard's forms post form data elsewhere)."""
@@ -151,6 +161,25 @@ def status_of(exc: TickworkError) -> int:
     return 500
 
 
+def unavailable(exc: BaseException | None) -> tuple[str, int]:
+    """What a 503 says for ``exc`` (a StoreUnavailable), and its ``Retry-After`` seconds:
+    that the store did not answer in time (a StoreTimeout: load), or that the database
+    cannot be reached. The driver's own message (a host, a query) stays in the log."""
+    if isinstance(exc, StoreTimeout):
+        return (
+            "the store did not answer in time: it is overloaded (every connection busy, or "
+            "a statement or lock timeout); try again shortly",
+            RETRY_AFTER_BUSY,
+        )
+    return "the database cannot be reached; try again shortly", RETRY_AFTER_DOWN
+
+
+def unavailable_response(exc: BaseException | None) -> JSONResponse:
+    """The 503 ``store_unavailable`` answer for ``exc``, with its ``Retry-After``."""
+    message, seconds = unavailable(exc)
+    return error_response(503, "store_unavailable", message, headers={"Retry-After": str(seconds)})
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that turn every failure into the envelope."""
     app.add_exception_handler(ApiError, _api_error)
@@ -172,9 +201,7 @@ async def _tickwork_error(request: Request, exc: Exception) -> JSONResponse:
         # DEBUG: the outage is logged once by the store's health, and each answer shows in
         # the access log (status 503); a dashboard polling through an outage adds no WARNING.
         log.debug("%s %s: store unavailable: %s", request.method, request.url.path, exc)
-        return error_response(
-            503, "store_unavailable", "the database is unavailable; try again shortly"
-        )
+        return unavailable_response(exc)
     if status == 500:
         # A store failure or a fencing error is not the caller's doing: log it whole,
         # answer without details (a driver message can hold a host name or a query).

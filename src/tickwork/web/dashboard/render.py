@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Mapping
 from datetime import datetime
 from importlib import resources
 from typing import Any
@@ -21,7 +22,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from tickwork import cron
-from tickwork.errors import TickworkError
+from tickwork.errors import StoreTimeout, TickworkError
 from tickwork.job import (
     Run,
     show_controls,
@@ -33,7 +34,7 @@ from tickwork.schedule import format_seconds
 from tickwork.web.auth import (
     Principal,
 )
-from tickwork.web.errors import status_of
+from tickwork.web.errors import status_of, unavailable
 
 log = logging.getLogger("tickwork.web")
 
@@ -239,7 +240,14 @@ def render(
 
 
 def error_page(
-    request: Request, viewer: Principal | None, status: int, message: str, back: str | None = None
+    request: Request,
+    viewer: Principal | None,
+    status: int,
+    message: str,
+    back: str | None = None,
+    *,
+    heading: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> HTMLResponse:
     headings = {
         400: "Bad request",
@@ -249,30 +257,40 @@ def error_page(
         409: "Not possible now",
         503: "The database is unavailable",
     }
-    return render(
+    page = render(
         request,
         "error.html",
         viewer,
         status,
         status=status,
-        heading=headings.get(status, "Something went wrong"),
+        heading=heading or headings.get(status, "Something went wrong"),
         message=message,
         back=back,
     )
+    page.headers.update(headers or {})
+    return page
 
 
 def failure(request: Request, viewer: Principal, exc: TickworkError, back: str = "/") -> Response:
     """The page for a failed client call: the message for the caller's mistakes (400, 404,
     409), a generic one for the store's (logged in full)."""
     status = status_of(exc)
+    if status == 503:
+        # DEBUG, as the API's: the outage is logged once by the store's health.
+        log.debug("%s %s: store unavailable: %s", request.method, request.url.path, exc)
+        message, seconds = unavailable(exc)
+        return error_page(
+            request,
+            viewer,
+            503,
+            capitalize_first(message) + ".",
+            back,
+            heading="The database is busy" if isinstance(exc, StoreTimeout) else None,
+            headers={"Retry-After": str(seconds)},
+        )
     if status >= 500:
         log.error("%s %s: %s", request.method, request.url.path, type(exc).__name__, exc_info=exc)
-        message = (
-            "The database cannot be reached; try again shortly."
-            if status == 503
-            else "Internal error; see the server log."
-        )
-        return error_page(request, viewer, status, message, back)
+        return error_page(request, viewer, status, "Internal error; see the server log.", back)
     return error_page(request, viewer, status, capitalize_first(str(exc)) + ".", back)
 
 
