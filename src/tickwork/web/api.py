@@ -28,8 +28,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Response, status
+from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
+from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, WithJsonSchema
+from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import PydanticCustomError
 
 from tickwork.calendar import HolidayPolicy
@@ -52,8 +54,8 @@ from tickwork.records import (
     to_json,
 )
 from tickwork.stats import bucket_percentile
-from tickwork.web.auth import Principal, get_admin, get_client, get_principal
-from tickwork.web.errors import Forbidden, error_body
+from tickwork.web.auth import CallerFirst, Principal, get_admin, get_client, get_principal
+from tickwork.web.errors import Forbidden, UnsupportedMediaType, error_body, is_json
 from tickwork.web.params import (
     MAX_ID,
     MAX_TEXT,
@@ -123,7 +125,8 @@ COMMAND_ERRORS: dict[int | str, dict[str, Any]] = {
     409: _error("The current state does not allow this change."),
 }
 
-router = APIRouter(prefix=PREFIX, responses=COMMON_ERRORS)
+router = APIRouter(prefix=PREFIX, responses=COMMON_ERRORS, route_class=CallerFirst)
+"""Every route knows its caller before it reads a body (:class:`~tickwork.web.auth.CallerFirst`)."""
 
 
 # -- request and response shapes ------------------------------------------------------------
@@ -406,6 +409,37 @@ def submit_job(
     return {**to_json(job), "warnings": list(submitted.warnings)}
 
 
+async def _batch_body(request: Request, principal: PrincipalDep) -> bytes:
+    """The batch's body, read only once the caller is known (a dependency of
+    :func:`get_principal`: 401 and 403 come with the body unread) and bounded by
+    MAX_BATCH_BODY_BYTES (:class:`~tickwork.web.errors.BodyLimitMiddleware`: 413); parsed
+    by the endpoint, off the event loop."""
+    if not is_json(request.headers.get("content-type")):
+        raise UnsupportedMediaType()
+    return await request.body()
+
+
+BatchBody = Annotated[bytes, Depends(_batch_body)]
+
+
+def _parse_batch(raw: bytes) -> BatchIn:
+    """The batch from its JSON, parsed and checked in one pass (no Python copy of the
+    whole document first); errors as FastAPI's for a body (invalid_json 400, or 422)."""
+    try:
+        return BatchIn.model_validate_json(raw)
+    except PydanticValidationError as exc:
+        errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
+        raise RequestValidationError(errors) from None
+
+
+def _batch_request_body() -> dict[str, Any]:
+    """The batch's body in the OpenAPI document (the endpoint reads its body itself): the
+    schema of BatchIn, whose JobIn is the document's own (POST /jobs has it)."""
+    schema = BatchIn.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema.pop("$defs", None)
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
 @router.post(
     "/jobs/batch",
     status_code=status.HTTP_201_CREATED,
@@ -416,11 +450,16 @@ def submit_job(
         400: _error("A job is invalid; `index` is its position, `field` the path to it."),
         403: _error("A job a tenant key may not submit (as POST /jobs); `index` names it."),
         413: _error("The body is larger than 16 MiB."),
+        415: _error("The body is not declared as JSON."),
     },
+    openapi_extra=_batch_request_body(),
 )
 def submit_jobs(
-    body: BatchIn, response: Response, principal: PrincipalDep, client: ClientDep
+    raw: BatchBody, response: Response, principal: PrincipalDep, client: ClientDep
 ) -> dict[str, Any]:
+    # A plain function: FastAPI runs it on its thread pool, so up to 16 MiB of JSON is
+    # parsed there, never on the event loop that answers /healthz.
+    body = _parse_batch(raw)
     options = [_submit_options(job, principal, index=i) for i, job in enumerate(body.jobs)]
     submitted = client.submit_many(options)
     if not any(s.created for s in submitted):

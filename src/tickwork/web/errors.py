@@ -117,6 +117,33 @@ class Forbidden(ApiError):
     code = "forbidden"
 
 
+class UnsupportedMediaType(ApiError):
+    status = 415
+    code = "unsupported_media_type"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "send the body as JSON, with the header Content-Type: application/json",
+            field="body",
+        )
+
+
+class BodyTooLarge(StarletteHTTPException):
+    """A request body past its limit (413), raised by the ``receive`` of
+    :class:`BodyLimitMiddleware` as the body is read; answered as the envelope."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, too_large(limit), headers={"Connection": "close"})
+        self.limit = limit
+
+
+def too_large(limit: int) -> str:
+    return (
+        f"the request body is larger than {limit} bytes "
+        f"(job args are limited to {MAX_ARGS_BYTES} bytes)"
+    )
+
+
 def error_body(
     code: str, message: str, field: str | None = None, index: int | None = None
 ) -> dict[str, Any]:
@@ -186,6 +213,19 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(TickworkError, _tickwork_error)
     app.add_exception_handler(RequestValidationError, _request_validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_exception)
+    app.add_exception_handler(BodyTooLarge, _body_too_large)
+
+
+async def _body_too_large(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, BodyTooLarge)
+    return body_too_large(exc.limit)
+
+
+def body_too_large(limit: int) -> JSONResponse:
+    """The 413 answer; the connection closes after it (the rest of the body is not read)."""
+    return error_response(
+        413, "body_too_large", too_large(limit), "body", headers={"Connection": "close"}
+    )
 
 
 async def _api_error(request: Request, exc: Exception) -> JSONResponse:
@@ -227,16 +267,11 @@ async def _request_validation_error(request: Request, exc: Exception) -> JSONRes
     if (
         loc[:1] == ("body",)
         and request.url.path.startswith(JSON_API_PATHS)
-        and not _is_json(request.headers.get("content-type"))
+        and not is_json(request.headers.get("content-type"))
     ):
         # FastAPI reads a body as JSON only when it says so: a form cannot post JSON from
         # another site (CSRF) when the content type has to be application/json.
-        return error_response(
-            415,
-            "unsupported_media_type",
-            "send the body as JSON, with the header Content-Type: application/json",
-            "body",
-        )
+        return await _api_error(request, UnsupportedMediaType())
     if kind == "json_invalid":
         detail = (first.get("ctx") or {}).get("error", "")
         message = f"the body is not valid JSON{': ' + str(detail) if detail else ''}"
@@ -260,7 +295,7 @@ async def _request_validation_error(request: Request, exc: Exception) -> JSONRes
     return error_response(422, "unprocessable", message, field or None, index=index)
 
 
-def _is_json(content_type: str | None) -> bool:
+def is_json(content_type: str | None) -> bool:
     if not content_type:
         return False
     media = content_type.split(";", 1)[0].strip().lower()
@@ -296,12 +331,14 @@ async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
 
 
 class BodyLimitMiddleware:
-    """Refuse a request body over ``limit`` bytes with 413, before the app parses it.
+    """Refuse a request body over ``limit`` bytes with 413, reading no more than the limit.
 
-    A declared ``Content-Length`` over the limit is refused without reading a byte. Other
-    bodies (chunked, or an honest length) are read here, up to the limit, and replayed to
-    the app: a chunked body is refused as soon as it passes the limit, and the app never
-    holds more than ``limit`` bytes of one request.
+    A declared ``Content-Length`` over the limit is refused without reading a byte. Any
+    other body is counted as the app reads it (the ``receive`` handed on raises
+    :class:`BodyTooLarge` once the count passes the limit), so a chunked body is refused as
+    soon as it passes, and nothing here holds a byte of it: a body is read only by the
+    route that takes one, once it knows the caller (:class:`~tickwork.web.auth.CallerFirst`),
+    and a request refused before that (401, 403) is answered with its body unread.
     """
 
     def __init__(
@@ -322,48 +359,33 @@ class BodyLimitMiddleware:
         limit = self.limits.get(scope.get("path", ""), self.limit)
         declared = _content_length(scope)
         if declared is not None and declared > limit:
-            await self._refuse(scope, receive, send, limit)
+            await body_too_large(limit)(scope, receive, send)
             return
-        chunks: list[bytes] = []
         size = 0
-        while True:
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal size
             message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                await self.app(scope, _replay([message], receive), send)
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                await self._refuse(scope, receive, send, limit)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body: Message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-        await self.app(scope, _replay([body], receive), send)
+            if message["type"] == "http.request":
+                size += len(message.get("body", b""))
+                if size > limit:
+                    raise BodyTooLarge(limit)
+            return message
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
-        response = error_response(
-            413,
-            "body_too_large",
-            f"the request body is larger than {limit} bytes "
-            f"(job args are limited to {MAX_ARGS_BYTES} bytes)",
-            "body",
-            headers={"Connection": "close"},
-        )
-        await response(scope, receive, send)
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
 
-
-def _replay(messages: list[Message], receive: Receive) -> Receive:
-    """A ``receive`` that hands out ``messages`` (the body read already), then the rest."""
-    pending = list(messages)
-
-    async def replay() -> Message:
-        if pending:
-            return pending.pop(0)
-        return await receive()
-
-    return replay
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except BodyTooLarge:
+            # The app's exception handlers answer it; this is for a read outside them.
+            if started:
+                raise
+            await body_too_large(limit)(scope, receive, send)
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime
 from importlib import resources
 from typing import Any
@@ -18,8 +18,10 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
+from fastapi.routing import APIRoute
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
+from starlette.concurrency import run_in_threadpool
 
 from tickwork import cron
 from tickwork.errors import StoreTimeout, TickworkError
@@ -31,14 +33,39 @@ from tickwork.job import (
 )
 from tickwork.records import format_rate
 from tickwork.schedule import format_seconds
-from tickwork.web.auth import (
-    Principal,
-)
+from tickwork.web.auth import Principal, carries_body
 from tickwork.web.errors import status_of, unavailable
 
 log = logging.getLogger("tickwork.web")
 
-router = APIRouter(include_in_schema=False)
+SIGN_IN_FORMS = frozenset({"/login"})
+"""The one form read before its viewer is known: the sign-in form carries the key."""
+
+
+class ViewerFirst(APIRoute):
+    """A dashboard route that knows its viewer before it reads its form: a form posted
+    without a valid credential is sent to the sign-in form (as the route itself would)
+    with its body unread. FastAPI reads a route's form before anything in the route runs;
+    see :class:`tickwork.web.auth.CallerFirst`, the API's twin."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        if self.body_field is None or self.path in SIGN_IN_FORMS:
+            return handler
+
+        async def viewer_first(request: Request) -> Response:
+            if carries_body(request.scope):
+                # Imported here: the session module builds on this one.
+                from tickwork.web.dashboard.session import sign_in_first, viewer_of
+
+                if await run_in_threadpool(viewer_of, request) is None:
+                    return sign_in_first(request)
+            return await handler(request)
+
+        return viewer_first
+
+
+router = APIRouter(include_in_schema=False, route_class=ViewerFirst)
 """The dashboard's routes: pages, fragments, commands, sign-in and the static files."""
 
 REFRESH_SECONDS = 5
