@@ -126,7 +126,7 @@ COMMAND_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 router = APIRouter(prefix=PREFIX, responses=COMMON_ERRORS, route_class=CallerFirst)
-"""Every route knows its caller before it reads a body (:class:`~tickwork.web.auth.CallerFirst`)."""
+"""Its routes know their caller before they read a body (:class:`.auth.CallerFirst`)."""
 
 
 # -- request and response shapes ------------------------------------------------------------
@@ -410,8 +410,8 @@ def submit_job(
 
 
 async def _batch_body(request: Request, principal: PrincipalDep) -> bytes:
-    """The batch's body, read only once the caller is known (a dependency of
-    :func:`get_principal`: 401 and 403 come with the body unread) and bounded by
+    """The batch's body, read only once the caller is known (this depends on
+    :func:`get_principal`, so a 401 or 403 comes with the body unread) and bounded by
     MAX_BATCH_BODY_BYTES (:class:`~tickwork.web.errors.BodyLimitMiddleware`: 413); parsed
     by the endpoint, off the event loop."""
     if not is_json(request.headers.get("content-type")):
