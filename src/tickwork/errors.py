@@ -24,7 +24,8 @@
     │   ├── LeaseLost              a run's fencing token is stale or its lease expired
     │   └── LeadershipLost         a scheduler's leader epoch is stale or expired
     ├── StoreError                 the database failed; driver errors are translated here
-    │   ├── StoreUnavailable
+    │   ├── StoreUnavailable       the database cannot be reached (an outage)
+    │   │   └── StoreTimeout       it did not answer in time (load: pool, statement or lock)
     │   └── MigrationError
     └── BenchError                 ``tickwork bench`` could not finish (a worker died, a stall)
 
@@ -217,7 +218,14 @@ class StoreError(TickworkError):
 
 
 class StoreUnavailable(StoreError):
-    pass
+    """The store cannot serve the call now: retry later. Itself, an outage (the database
+    cannot be reached, is shutting down, or is a read-only standby)."""
+
+
+class StoreTimeout(StoreUnavailable):
+    """The store did not answer in time: every pooled connection stayed in use for the
+    pool's wait, a statement or lock timeout ended the call, or SQLite's write lock stayed
+    taken for its busy timeout. Load, not an outage: the database itself answers."""
 
 
 class MigrationError(StoreError):

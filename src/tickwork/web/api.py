@@ -28,8 +28,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Response, status
+from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
+from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, WithJsonSchema
+from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import PydanticCustomError
 
 from tickwork.calendar import HolidayPolicy
@@ -56,8 +58,17 @@ from tickwork.records import (
     to_json,
 )
 from tickwork.stats import bucket_percentile
-from tickwork.web.auth import Principal, get_admin, get_client, get_principal
-from tickwork.web.errors import Forbidden, error_body
+from tickwork.web.auth import CallerFirst, Principal, get_admin, get_client, get_principal
+from tickwork.web.errors import Forbidden, UnsupportedMediaType, error_body, is_json
+from tickwork.web.params import (
+    MAX_ID,
+    MAX_TEXT,
+    PLAIN_TEXT,
+    Cursor,
+    NameText,
+    SlotText,
+    TimeText,
+)
 
 PREFIX = "/api/v1"
 SHELL_TASK = "shell"
@@ -66,29 +77,17 @@ HTTP_TASK = "http"
 ALLOW_PRIVATE = "allow_private"
 """The http arg that lifts a worker's egress policy for one job: only an admin key may send
 it (see docs/http-api.md, "Egress from http tasks")."""
-MAX_ID = 2**63 - 1
-"""Ids are 64-bit; a larger number in a path or cursor is refused as bad input (422)."""
 MAX_SECONDS = 100 * 366 * 86_400
 """Durations above a century are refused: a time that far out would overflow datetimes."""
 MAX_BATCH = 1000
 """Jobs per ``POST /jobs/batch``: one transaction each; a larger fan-out takes several."""
-MAX_TEXT = 1000
-"""Longest free-text query value (an ISO time, a filter)."""
-PLAIN_TEXT = r"^[^\x00-\x1f\x7f]*$"
-"""Query text without control characters (PostgreSQL text cannot hold NUL)."""
 
-TenantQuery = Annotated[
-    str | None,
-    Query(max_length=MAX_NAME_LENGTH, pattern=PLAIN_TEXT, description="Admin keys only."),
-]
-NameQuery = Annotated[str | None, Query(max_length=MAX_NAME_LENGTH, pattern=PLAIN_TEXT)]
+# Query parameters: the checks are tickwork.web.params', which the dashboard applies too.
+TenantQuery = Annotated[NameText | None, Query(description="Admin keys only.")]
+NameQuery = Annotated[NameText | None, Query()]
 TimeQuery = Annotated[
-    str | None,
-    Query(
-        max_length=MAX_TEXT,
-        pattern=PLAIN_TEXT,
-        description="ISO-8601 with an offset; bounds the slot (since <= slot < until).",
-    ),
+    TimeText | None,
+    Query(description="ISO-8601 with an offset; bounds the slot (since <= slot < until)."),
 ]
 ClientDep = Annotated[Client, Depends(get_client)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
@@ -96,8 +95,7 @@ AdminDep = Annotated[Principal, Depends(get_admin)]
 JobId = Annotated[int, Path(ge=1, le=MAX_ID, description="A job id.")]
 RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="A run id.")]
 After = Annotated[
-    int | None,
-    Query(ge=0, le=MAX_ID, description="A cursor: the `next_cursor` of the previous page."),
+    Cursor | None, Query(description="A cursor: the `next_cursor` of the previous page.")
 ]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Items per page, newest first.")]
 # Numbers are strict: true is not 1, "5" is not 5, 1.5 is not an integer.
@@ -131,7 +129,8 @@ COMMAND_ERRORS: dict[int | str, dict[str, Any]] = {
     409: _error("The current state does not allow this change."),
 }
 
-router = APIRouter(prefix=PREFIX, responses=COMMON_ERRORS)
+router = APIRouter(prefix=PREFIX, responses=COMMON_ERRORS, route_class=CallerFirst)
+"""Its routes know their caller before they read a body (:class:`.auth.CallerFirst`)."""
 
 
 # -- request and response shapes ------------------------------------------------------------
@@ -442,6 +441,37 @@ def submit_job(
     return {**to_json(job), "warnings": list(submitted.warnings)}
 
 
+async def _batch_body(request: Request, principal: PrincipalDep) -> bytes:
+    """The batch's body, read only once the caller is known (this depends on
+    :func:`get_principal`, so a 401 or 403 comes with the body unread) and bounded by
+    MAX_BATCH_BODY_BYTES (:class:`~tickwork.web.errors.BodyLimitMiddleware`: 413); parsed
+    by the endpoint, off the event loop."""
+    if not is_json(request.headers.get("content-type")):
+        raise UnsupportedMediaType()
+    return await request.body()
+
+
+BatchBody = Annotated[bytes, Depends(_batch_body)]
+
+
+def _parse_batch(raw: bytes) -> BatchIn:
+    """The batch from its JSON, parsed and checked in one pass (no Python copy of the
+    whole document first); errors as FastAPI's for a body (invalid_json 400, or 422)."""
+    try:
+        return BatchIn.model_validate_json(raw)
+    except PydanticValidationError as exc:
+        errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
+        raise RequestValidationError(errors) from None
+
+
+def _batch_request_body() -> dict[str, Any]:
+    """The batch's body in the OpenAPI document (the endpoint reads its body itself): the
+    schema of BatchIn, whose JobIn is the document's own (POST /jobs has it)."""
+    schema = BatchIn.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema.pop("$defs", None)
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
 @router.post(
     "/jobs/batch",
     status_code=status.HTTP_201_CREATED,
@@ -452,11 +482,16 @@ def submit_job(
         400: _error("A job is invalid; `index` is its position, `field` the path to it."),
         403: _error("A job a tenant key may not submit (as POST /jobs); `index` names it."),
         413: _error("The body is larger than 16 MiB."),
+        415: _error("The body is not declared as JSON."),
     },
+    openapi_extra=_batch_request_body(),
 )
 def submit_jobs(
-    body: BatchIn, response: Response, principal: PrincipalDep, client: ClientDep
+    raw: BatchBody, response: Response, principal: PrincipalDep, client: ClientDep
 ) -> dict[str, Any]:
+    # A plain function: FastAPI runs it on its thread pool, so up to 16 MiB of JSON is
+    # parsed there, never on the event loop that answers /healthz.
+    body = _parse_batch(raw)
     options = [_submit_options(job, principal, index=i) for i, job in enumerate(body.jobs)]
     submitted = client.submit_many(options)
     if not any(s.created for s in submitted):
@@ -505,15 +540,11 @@ def list_jobs(
     principal: PrincipalDep,
     client: ClientDep,
     state: JobState | None = None,
-    task: Annotated[str | None, Query(max_length=MAX_NAME_LENGTH, pattern=PLAIN_TEXT)] = None,
+    task: NameQuery = None,
     tenant: TenantQuery = None,
     search: Annotated[
-        str | None,
-        Query(
-            max_length=MAX_NAME_LENGTH,
-            pattern=PLAIN_TEXT,
-            description="Only jobs whose name or task contains this text (any case).",
-        ),
+        NameText | None,
+        Query(description="Only jobs whose name or task contains this text (any case)."),
     ] = None,
     after: After = None,
     limit: Limit = DEFAULT_PAGE,
@@ -607,10 +638,8 @@ def explain_job(
     principal: PrincipalDep,
     client: ClientDep,
     at: Annotated[
-        str | None,
+        SlotText | None,
         Query(
-            max_length=100,
-            pattern=PLAIN_TEXT,
             description="ISO-8601 slot; without an offset it is read in the job's cron time "
             "zone (UTC otherwise). Default: the job's latest slot.",
         ),

@@ -107,10 +107,11 @@ def create_app(
                 503,
                 "store_unavailable",
                 f"the store did not answer within {READY_TIMEOUT:g} s",
+                headers={"Retry-After": str(errors.RETRY_AFTER_DOWN)},
             )
         except TickworkError as exc:
             log.debug("readyz: the store does not answer: %s", exc)  # the outage is logged once
-            return errors.error_response(503, "store_unavailable", "the store does not answer")
+            return errors.unavailable_response(exc)
         schema = {"applied": applied, "latest": latest}
         if applied < latest:
             return JSONResponse(
@@ -188,9 +189,12 @@ class TickworkAPI(FastAPI):
 
 
 class AccessLogMiddleware:
-    """One ``request`` line per answer: method, path, status, milliseconds, key prefix.
+    """One ``request`` line per answer: method, path, status, milliseconds, key prefix, and
+    the query as it came (percent-encoded), when there is one.
 
-    INFO for commands and errors; DEBUG for successful reads (the dashboard polls).
+    INFO for commands and errors; DEBUG for successful reads (the dashboard polls). The
+    path is decoded (``%0A`` is a line feed in it): the log formatters escape every control
+    character of a line (:mod:`tickwork.cli.serve`), so no value here can start a line.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -216,14 +220,16 @@ class AccessLogMiddleware:
             level = logging.DEBUG if method in ("GET", "HEAD") and status < 400 else logging.INFO
             if log.isEnabledFor(level):
                 principal = _principal(scope)
+                query = bytes(scope.get("query_string") or b"").decode("latin-1")
                 log.log(
                     level,
-                    "request method=%s path=%s status=%d ms=%.1f key=%s",
+                    "request method=%s path=%s status=%d ms=%.1f key=%s%s",
                     method,
                     scope.get("path", "?"),
                     status,
                     (time.perf_counter() - began) * 1000,
                     (principal.key or "open") if principal else "-",
+                    f" query={query}" if query else "",
                 )
 
 

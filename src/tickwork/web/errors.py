@@ -26,7 +26,12 @@ fault. The status says what kind of failure it is:
                                   validation: a wrong type, a missing or unknown field)
 500   ``internal_error``          a bug: logged in full with its traceback, answered
                                   generically (the message could hold a password or a query)
-503   ``store_unavailable``       the database cannot be reached: retry later
+503   ``store_unavailable``       the store cannot serve the call now: retry after
+                                  ``Retry-After`` seconds. The message says which: the store
+                                  *did not answer in time* (every connection busy, a
+                                  statement or lock timeout: load, see
+                                  :class:`~tickwork.errors.StoreTimeout`) or the database
+                                  *cannot be reached* (an outage)
 ====  ==========================  ===========================================================
 
 Nothing is written by a request that gets a 4xx: every check happens before the store is
@@ -52,6 +57,7 @@ from tickwork.errors import (
     InvalidTransition,
     NotFound,
     StoreError,
+    StoreTimeout,
     StoreUnavailable,
     TickworkError,
     ValidationError,
@@ -65,6 +71,10 @@ MAX_BODY_BYTES = 2 * MAX_ARGS_BYTES
 MAX_BATCH_BODY_BYTES = 16 * 1024 * 1024
 """16 MiB: a ``POST /jobs/batch`` body (up to 1,000 jobs, 16 KiB each on average)."""
 BATCH_PATH = "/api/v1/jobs/batch"
+RETRY_AFTER_BUSY = 2
+"""Seconds a 503 asks a caller to wait when the store was too busy to answer in time."""
+RETRY_AFTER_DOWN = 5
+"""Seconds a 503 asks a caller to wait when the database cannot be reached."""
 
 JSON_API_PATHS = "/api/"
 """Where request bodies are JSON (the dashboard's forms post form data elsewhere)."""
@@ -105,6 +115,33 @@ class Unauthorized(ApiError):
 class Forbidden(ApiError):
     status = 403
     code = "forbidden"
+
+
+class UnsupportedMediaType(ApiError):
+    status = 415
+    code = "unsupported_media_type"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "send the body as JSON, with the header Content-Type: application/json",
+            field="body",
+        )
+
+
+class BodyTooLarge(StarletteHTTPException):
+    """A request body past its limit (413), raised by the ``receive`` of
+    :class:`BodyLimitMiddleware` as the body is read; answered as the envelope."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, too_large(limit), headers={"Connection": "close"})
+        self.limit = limit
+
+
+def too_large(limit: int) -> str:
+    return (
+        f"the request body is larger than {limit} bytes "
+        f"(job args are limited to {MAX_ARGS_BYTES} bytes)"
+    )
 
 
 def error_body(
@@ -151,12 +188,44 @@ def status_of(exc: TickworkError) -> int:
     return 500
 
 
+def unavailable(exc: BaseException | None) -> tuple[str, int]:
+    """What a 503 says for ``exc`` (a StoreUnavailable), and its ``Retry-After`` seconds:
+    that the store did not answer in time (a StoreTimeout: load), or that the database
+    cannot be reached. The driver's own message (a host, a query) stays in the log."""
+    if isinstance(exc, StoreTimeout):
+        return (
+            "the store did not answer in time: it is overloaded (every connection busy, or "
+            "a statement or lock timeout); try again shortly",
+            RETRY_AFTER_BUSY,
+        )
+    return "the database cannot be reached; try again shortly", RETRY_AFTER_DOWN
+
+
+def unavailable_response(exc: BaseException | None) -> JSONResponse:
+    """The 503 ``store_unavailable`` answer for ``exc``, with its ``Retry-After``."""
+    message, seconds = unavailable(exc)
+    return error_response(503, "store_unavailable", message, headers={"Retry-After": str(seconds)})
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that turn every failure into the envelope."""
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(TickworkError, _tickwork_error)
     app.add_exception_handler(RequestValidationError, _request_validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_exception)
+    app.add_exception_handler(BodyTooLarge, _body_too_large)
+
+
+async def _body_too_large(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, BodyTooLarge)
+    return body_too_large(exc.limit)
+
+
+def body_too_large(limit: int) -> JSONResponse:
+    """The 413 answer; the connection closes after it (the rest of the body is not read)."""
+    return error_response(
+        413, "body_too_large", too_large(limit), "body", headers={"Connection": "close"}
+    )
 
 
 async def _api_error(request: Request, exc: Exception) -> JSONResponse:
@@ -172,9 +241,7 @@ async def _tickwork_error(request: Request, exc: Exception) -> JSONResponse:
         # DEBUG: the outage is logged once by the store's health, and each answer shows in
         # the access log (status 503); a dashboard polling through an outage adds no WARNING.
         log.debug("%s %s: store unavailable: %s", request.method, request.url.path, exc)
-        return error_response(
-            503, "store_unavailable", "the database is unavailable; try again shortly"
-        )
+        return unavailable_response(exc)
     if status == 500:
         # A store failure or a fencing error is not the caller's doing: log it whole,
         # answer without details (a driver message can hold a host name or a query).
@@ -200,16 +267,11 @@ async def _request_validation_error(request: Request, exc: Exception) -> JSONRes
     if (
         loc[:1] == ("body",)
         and request.url.path.startswith(JSON_API_PATHS)
-        and not _is_json(request.headers.get("content-type"))
+        and not is_json(request.headers.get("content-type"))
     ):
         # FastAPI reads a body as JSON only when it says so: a form cannot post JSON from
         # another site (CSRF) when the content type has to be application/json.
-        return error_response(
-            415,
-            "unsupported_media_type",
-            "send the body as JSON, with the header Content-Type: application/json",
-            "body",
-        )
+        return await _api_error(request, UnsupportedMediaType())
     if kind == "json_invalid":
         detail = (first.get("ctx") or {}).get("error", "")
         message = f"the body is not valid JSON{': ' + str(detail) if detail else ''}"
@@ -233,7 +295,7 @@ async def _request_validation_error(request: Request, exc: Exception) -> JSONRes
     return error_response(422, "unprocessable", message, field or None, index=index)
 
 
-def _is_json(content_type: str | None) -> bool:
+def is_json(content_type: str | None) -> bool:
     if not content_type:
         return False
     media = content_type.split(";", 1)[0].strip().lower()
@@ -269,12 +331,14 @@ async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
 
 
 class BodyLimitMiddleware:
-    """Refuse a request body over ``limit`` bytes with 413, before the app parses it.
+    """Refuse a request body over ``limit`` bytes with 413, reading no more than the limit.
 
-    A declared ``Content-Length`` over the limit is refused without reading a byte. Other
-    bodies (chunked, or an honest length) are read here, up to the limit, and replayed to
-    the app: a chunked body is refused as soon as it passes the limit, and the app never
-    holds more than ``limit`` bytes of one request.
+    A declared ``Content-Length`` over the limit is refused without reading a byte. Any
+    other body is counted as the app reads it (the ``receive`` handed on raises
+    :class:`BodyTooLarge` once the count passes the limit), so a chunked body is refused as
+    soon as it passes, and nothing here holds a byte of it: a body is read only by the
+    route that takes one, once it knows the caller (:class:`~tickwork.web.auth.CallerFirst`),
+    and a request refused before that (401, 403) is answered with its body unread.
     """
 
     def __init__(
@@ -295,48 +359,33 @@ class BodyLimitMiddleware:
         limit = self.limits.get(scope.get("path", ""), self.limit)
         declared = _content_length(scope)
         if declared is not None and declared > limit:
-            await self._refuse(scope, receive, send, limit)
+            await body_too_large(limit)(scope, receive, send)
             return
-        chunks: list[bytes] = []
         size = 0
-        while True:
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal size
             message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                await self.app(scope, _replay([message], receive), send)
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                await self._refuse(scope, receive, send, limit)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body: Message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-        await self.app(scope, _replay([body], receive), send)
+            if message["type"] == "http.request":
+                size += len(message.get("body", b""))
+                if size > limit:
+                    raise BodyTooLarge(limit)
+            return message
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
-        response = error_response(
-            413,
-            "body_too_large",
-            f"the request body is larger than {limit} bytes "
-            f"(job args are limited to {MAX_ARGS_BYTES} bytes)",
-            "body",
-            headers={"Connection": "close"},
-        )
-        await response(scope, receive, send)
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
 
-
-def _replay(messages: list[Message], receive: Receive) -> Receive:
-    """A ``receive`` that hands out ``messages`` (the body read already), then the rest."""
-    pending = list(messages)
-
-    async def replay() -> Message:
-        if pending:
-            return pending.pop(0)
-        return await receive()
-
-    return replay
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except BodyTooLarge:
+            # The app's exception handlers answer it; this is for a read outside them.
+            if started:
+                raise
+            await body_too_large(limit)(scope, receive, send)
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -20,6 +20,11 @@
     ``result`` keeps ``status`` and the last 4 KiB of the body. The whole exchange,
     redirects and body included, takes at most the job's ``timeout`` (default 30 s).
 
+    Error texts (and so the worker's log lines, which carry them) name a URL by
+    :func:`shown_url`: its query values, fragment and any user info are ``***``, since a
+    webhook's token often rides in its query; the headers and the body never appear.
+    A URL with a control character or a space is refused at submit (HTTP cannot send it).
+
     Where it may connect is the worker's egress policy (:mod:`tickwork.worker.egress`):
     public addresses, plus what the worker's ``--http-allow`` names, plus anything when
     the job says ``"allow_private": true`` (only an admin key may submit that over HTTP).
@@ -75,7 +80,7 @@ from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
 from typing import Any
-from urllib.parse import SplitResult, urljoin, urlsplit
+from urllib.parse import SplitResult, urljoin, urlsplit, urlunsplit
 
 from tickwork.errors import InvalidArgs
 from tickwork.worker.egress import (
@@ -109,6 +114,8 @@ CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"
 BODY_HEADERS = frozenset({"content-type", "content-length"})
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 """A header name: an HTTP token (RFC 9110)."""
+UNSENDABLE = re.compile(r"[\x00-\x20\x7f]")
+"""What a URL cannot hold on the wire (http.client refuses it): controls and the space."""
 DEFAULT_PORTS = {"http": 80, "https": 443}
 READ_CHUNK = 65536
 """Bytes read from a response body at a time."""
@@ -252,16 +259,23 @@ def check_http_args(args: dict[str, Any]) -> None:
     url = args.get("url")
     if not isinstance(url, str):
         raise InvalidArgs('http needs "url": an http:// or https:// URL')
-    parts = urlsplit(url)
-    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
-        raise InvalidArgs(f"http url {url!r} is not an absolute http:// or https:// URL")
+    unsendable = UNSENDABLE.search(url)
+    if unsendable is not None:
+        what = "a space" if unsendable.group() == " " else "a control character"
+        raise InvalidArgs(
+            f"http url {shown_url(url)!r} holds {what} (U+{ord(unsendable.group()):04X}), "
+            "which HTTP cannot send: percent-encode it"
+        )
     try:
+        parts = urlsplit(url)
         parts.port  # noqa: B018 -- parsing it is the check
     except ValueError as exc:
-        raise InvalidArgs(f"http url {url!r}: {exc}") from None
+        raise InvalidArgs(f"http url {shown_url(url)!r}: {exc}") from None
+    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+        raise InvalidArgs(f"http url {shown_url(url)!r} is not an absolute http:// or https:// URL")
     if parts.username is not None or parts.password is not None:
         raise InvalidArgs(
-            f"http url {_without_userinfo(parts)!r} carries credentials: send them in an "
+            f"http url {shown_url(url)!r} carries credentials: send them in an "
             '"Authorization" header instead'
         )
     method = args.get("method")
@@ -331,14 +345,15 @@ class _Outgoing:
         parts = urlsplit(following)
         if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
             raise Discard(
-                f"{self.method} {self.url}: refused redirect to {following!r}: only http:// "
-                "and https:// URLs are followed"
+                f"{self.method} {shown_url(self.url)}: refused redirect to "
+                f"{shown_url(following)!r}: only http:// and https:// URLs are followed"
             )
         try:
             parts.port  # noqa: B018 -- parsing it is the check
         except ValueError as exc:
             raise Discard(
-                f"{self.method} {self.url}: refused redirect to {following!r}: {exc}"
+                f"{self.method} {shown_url(self.url)}: refused redirect to "
+                f"{shown_url(following)!r}: {exc}"
             ) from None
         method, headers, body = self.method, self.headers, self.body
         if _origin(parts) != _origin(urlsplit(self.url)):
@@ -373,21 +388,29 @@ def _request(
                 outgoing, policy=policy, ctx=ctx, deadline=deadline, allow_private=allow_private
             )
         except EgressRefused as exc:
-            led = f" (a redirect from {first.url} led there)" if hop else ""
+            led = f" (a redirect from {shown_url(first.url)} led there)" if hop else ""
             raise Discard(f"{exc}{led}") from None
+        except http.client.InvalidURL:
+            # Its message repeats the URL whole, token and all.
+            raise Discard(
+                f"{outgoing.method} {shown_url(outgoing.url)}: the URL holds a control "
+                "character or a space, which HTTP cannot send"
+            ) from None
         except (OSError, http.client.HTTPException) as exc:
             raise TaskFailed(
-                f"{outgoing.method} {outgoing.url}: {str(exc) or type(exc).__name__}"
+                f"{outgoing.method} {shown_url(outgoing.url)}: {str(exc) or type(exc).__name__}"
             ) from None
         if answer.location is None:
             break
         if hop == MAX_REDIRECTS:
-            raise Discard(f"{first.method} {first.url}: more than {MAX_REDIRECTS} redirects")
+            raise Discard(
+                f"{first.method} {shown_url(first.url)}: more than {MAX_REDIRECTS} redirects"
+            )
         outgoing = outgoing.redirected(answer.status, answer.location)
     result = {"status": answer.status, "body": answer.body}
     if 200 <= answer.status < 300:
         return result
-    message = f"{outgoing.method} {outgoing.url} answered HTTP {answer.status}"
+    message = f"{outgoing.method} {shown_url(outgoing.url)} answered HTTP {answer.status}"
     if answer.status >= 500 or answer.status in RETRYABLE_STATUS:
         after = _retry_after_seconds(answer.retry_after)
         if after is not None:
@@ -446,8 +469,29 @@ def _path(parts: SplitResult) -> str:
     return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
 
-def _without_userinfo(parts: SplitResult) -> str:
-    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+def shown_url(url: str) -> str:
+    """``url`` as error texts and log lines name it: the value of each query parameter, the
+    fragment and any user info replaced by ``***`` (a webhook's token often rides in its
+    query); scheme, host, port and path as they are::
+
+        https://hooks.example/ci?token=s3cr3t&page=2  ->  https://hooks.example/ci?token=***&page=***
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(a URL that does not parse)"
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    query = "&".join(_shown_pair(pair) for pair in parts.query.split("&")) if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, "***" if parts.fragment else ""))
+
+
+def _shown_pair(pair: str) -> str:
+    if not pair:
+        return pair
+    name, equals, _ = pair.partition("=")
+    return f"{name}=***" if equals else "***"
 
 
 def _time_left(deadline: float) -> float:

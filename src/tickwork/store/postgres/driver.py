@@ -21,7 +21,7 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb, set_json_loads
 
 from tickwork import schedule as schedules
-from tickwork.errors import MigrationError, StoreUnavailable, TickworkError
+from tickwork.errors import MigrationError, StoreTimeout, StoreUnavailable, TickworkError
 from tickwork.job import JobSpec, read_json
 from tickwork.store.driver import Codec, Driver, Params
 from tickwork.store.health import StoreHealth
@@ -39,6 +39,10 @@ OUTAGE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "25006"})
 """Errors that mean "this server cannot serve us now", beside the connection exceptions
 (class 08): admin or crash shutdown, not accepting connections yet, read-only (a demoted
 primary)."""
+
+TIMEOUT_SQLSTATES = frozenset({"57014", "55P03"})
+"""A statement or lock timeout ended the call (query_canceled, lock_not_available): the
+server answers, too slowly for the timeouts set on it."""
 
 
 class PgCodec(Codec):
@@ -138,6 +142,8 @@ class PgDriver(Driver):
             with self.pool.connection() as conn:
                 yield conn
         except (pg_errors.OperationalError, pg_errors.InterfaceError) as exc:
+            if exc.sqlstate in TIMEOUT_SQLSTATES:
+                raise StoreTimeout(f"PostgreSQL: {exc}") from exc
             if _is_outage(exc):
                 self.health.failed(exc)
             raise StoreUnavailable(f"PostgreSQL: {exc}") from exc

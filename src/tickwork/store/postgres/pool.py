@@ -44,7 +44,7 @@ from psycopg import conninfo as pg_conninfo
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 
-from tickwork.errors import StoreUnavailable
+from tickwork.errors import StoreTimeout, StoreUnavailable
 from tickwork.store.health import StoreHealth
 
 log = logging.getLogger("tickwork.store")
@@ -191,7 +191,7 @@ class Pool:
                         break
                     left = deadline - time.monotonic()
                     if left <= 0:
-                        raise StoreUnavailable(
+                        raise StoreTimeout(
                             f"all {self.max_size} connections stayed busy for {self.wait:g} s"
                         )
                     self._cond.wait(left)

@@ -16,7 +16,7 @@ from typing import Any
 
 from tickwork import schedule as schedules
 from tickwork.clock import SYSTEM_CLOCK, from_micros, to_micros
-from tickwork.errors import MigrationError, StoreUnavailable, ValidationError
+from tickwork.errors import MigrationError, StoreTimeout, StoreUnavailable, ValidationError
 from tickwork.job import JobSpec, read_json
 from tickwork.store.driver import Codec, Driver, Params
 from tickwork.store.queries import load_queries
@@ -89,7 +89,7 @@ class SqliteTx:
         try:
             return self.conn.execute(query, params)
         except sqlite3.OperationalError as exc:
-            raise StoreUnavailable(f"{self.path}: {exc}") from exc
+            raise unavailable(f"{self.path}: {exc}", exc) from exc
 
     def one(self, query: str, params: Params) -> sqlite3.Row | None:
         # Hazard: run the statement to its end. Outside BEGIN (a read() block), a write with
@@ -160,7 +160,7 @@ class SqliteDriver(Driver):
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            raise StoreUnavailable(f"{self.path}: {exc}") from exc
+            raise unavailable(f"{self.path}: {exc}", exc) from exc
         try:
             yield conn
         except BaseException:
@@ -171,7 +171,7 @@ class SqliteDriver(Driver):
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 conn.execute("ROLLBACK")
-                raise StoreUnavailable(f"{self.path}: commit failed: {exc}") from exc
+                raise unavailable(f"{self.path}: commit failed: {exc}", exc) from exc
 
     @contextmanager
     def read(self) -> Iterator[SqliteTx]:
@@ -210,6 +210,14 @@ def path_from_url(url: str) -> Path:
     if not rest.startswith("/") or rest == "/":
         raise ValidationError(f"bad SQLite URL {url!r} (write sqlite:///PATH)", field="db")
     return Path(rest[1:])
+
+
+def unavailable(message: str, exc: sqlite3.Error) -> StoreUnavailable:
+    """The error for a failed call: StoreTimeout when another connection held the write lock
+    for all of the busy timeout ("database is locked"), StoreUnavailable otherwise."""
+    code = (exc.sqlite_errorcode or 0) & 0xFF  # the primary code of an extended one
+    busy = code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return StoreTimeout(message) if busy else StoreUnavailable(message)
 
 
 def _enable_wal(conn: sqlite3.Connection, path: Path) -> None:

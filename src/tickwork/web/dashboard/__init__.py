@@ -82,6 +82,17 @@ The pages also send a Content-Security-Policy that allows scripts and styles fro
 origin only (htmx runs with ``allowEval`` off and injects no styles) and forbids framing,
 so a Retry button cannot be clickjacked.
 
+Query parameters
+----------------
+
+Every query parameter a page reads goes through the JSON API's check of the same parameter
+(:mod:`tickwork.web.params`: one definition each): a value the API answers 422 (a control
+character in ``?task=``, a name past 200 characters, a cursor that is no integer) is a 400
+page naming the parameter in the API's words, never a 500; a choice (a state, ``range``,
+``window``, the runs page's ``done``) is refused naming the choices. An empty field (a
+filter form submitted blank) means no filter. Explain's ``?at=`` on a job page is checked
+the same way, and its error is shown in the explain box, as a time that does not parse is.
+
 User text
 ---------
 

@@ -12,22 +12,18 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from tickwork.client import Client
-from tickwork.errors import ValidationError
 from tickwork.web.auth import Principal
 from tickwork.web.dashboard import charts
 from tickwork.web.dashboard.pages import _page
 from tickwork.web.dashboard.render import router
+from tickwork.web.params import NameText, check, check_choice
 
 
 def _activity_context(
     client: Client, viewer: Principal, window: str | None, queue: str | None
 ) -> dict[str, Any]:
-    window = window or charts.DEFAULT_WINDOW
-    if window not in charts.WINDOWS:
-        raise ValidationError(
-            f"window must be one of {', '.join(charts.WINDOWS)}, got {window!r}", field="window"
-        )
-    queue = (queue or "").strip() or None
+    window = check_choice("window", window or None, tuple(charts.WINDOWS)) or charts.DEFAULT_WINDOW
+    queue = (check("queue", queue, NameText) or "").strip() or None
     span, _ = charts.WINDOWS[window]
     now, minutes = client.run_minutes(span, tenant=viewer.tenant, queue=queue)
     found = charts.buckets(now, minutes, window)

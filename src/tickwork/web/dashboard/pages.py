@@ -47,6 +47,7 @@ from tickwork.web.dashboard.session import (
     viewer_of,
 )
 from tickwork.web.errors import status_of
+from tickwork.web.params import Cursor, NameText, SlotText, check
 
 log = logging.getLogger("tickwork.web")
 
@@ -72,12 +73,17 @@ def _parse_id(text: str) -> int | None:
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 19 else None
 
 
-def _after_id(text: str | None, noun: str) -> int | None:
-    """A page's ``after`` cursor: None when absent, a ValidationError when not an id."""
-    after = _parse_id(text) if text else None
-    if text and after is None:
-        raise ValidationError(f"after must be a {noun} id, got {text!r}", field="after")
+def _after_id(text: str | None) -> int | None:
+    """A page's ``after`` cursor, checked as the API's (``web.params``): None when absent
+    or empty, a ValidationError when it is no cursor."""
+    after: int | None = check("after", text or None, Cursor)
     return after
+
+
+def _text(query: Mapping[str, str], name: str, kind: Any = NameText) -> str | None:
+    """Query text checked as the API's (``web.params``), then trimmed; None when empty."""
+    value: str | None = check(name, query.get(name), kind)
+    return (value or "").strip() or None
 
 
 # -- overview ------------------------------------------------------------------------------
@@ -147,9 +153,9 @@ def _page(
 
 def _jobs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -> dict[str, Any]:
     state = query.get("state") or None
-    task = (query.get("task") or "").strip() or None
-    search = (query.get("q") or "").strip() or None
-    after = _after_id(query.get("after"), "job")
+    task = _text(query, "task")
+    search = _text(query, "q")
+    after = _after_id(query.get("after"))
     page = client.list_jobs(
         tenant=viewer.tenant,
         state=job_state(state),
@@ -232,6 +238,7 @@ def _job_context(client: Client, viewer: Principal, job_id: str, at: str | None)
     explanation = explain_error = None
     if at:
         try:
+            check("at", at, SlotText)
             explanation = client.explain(job.id, at, tenant=viewer.tenant).text
         except ValidationError as exc:
             explain_error = capitalize_first(exc.message) + "."
@@ -308,7 +315,7 @@ def job_action(request: Request, job_id: str, action: str) -> Response:
 
 
 def _dead_context(client: Client, viewer: Principal, after_text: str | None) -> dict[str, Any]:
-    after = _after_id(after_text, "run")
+    after = _after_id(after_text)
     page = client.dead_runs(tenant=viewer.tenant, after=after, limit=DEAD_PER_PAGE)
     return {
         "page": page,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime
 from importlib import resources
 from typing import Any
@@ -17,11 +18,13 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
+from fastapi.routing import APIRoute
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
+from starlette.concurrency import run_in_threadpool
 
 from tickwork import cron
-from tickwork.errors import TickworkError
+from tickwork.errors import StoreTimeout, TickworkError
 from tickwork.job import (
     Run,
     show_controls,
@@ -30,14 +33,39 @@ from tickwork.job import (
 )
 from tickwork.records import format_rate
 from tickwork.schedule import format_seconds
-from tickwork.web.auth import (
-    Principal,
-)
-from tickwork.web.errors import status_of
+from tickwork.web.auth import Principal, carries_body
+from tickwork.web.errors import status_of, unavailable
 
 log = logging.getLogger("tickwork.web")
 
-router = APIRouter(include_in_schema=False)
+SIGN_IN_FORMS = frozenset({"/login"})
+"""The one form read before its viewer is known: the sign-in form carries the key."""
+
+
+class ViewerFirst(APIRoute):
+    """A dashboard route that knows its viewer before it reads its form: a form posted
+    without a valid credential is sent to the sign-in form (as the route itself would)
+    with its body unread. FastAPI reads a route's form before anything in the route runs;
+    see :class:`tickwork.web.auth.CallerFirst`, the API's twin."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        if self.body_field is None or self.path in SIGN_IN_FORMS:
+            return handler
+
+        async def viewer_first(request: Request) -> Response:
+            if carries_body(request.scope):
+                # Imported here: the session module builds on this one.
+                from tickwork.web.dashboard.session import sign_in_first, viewer_of
+
+                if await run_in_threadpool(viewer_of, request) is None:
+                    return sign_in_first(request)
+            return await handler(request)
+
+        return viewer_first
+
+
+router = APIRouter(include_in_schema=False, route_class=ViewerFirst)
 """The dashboard's routes: pages, fragments, commands, sign-in and the static files."""
 
 REFRESH_SECONDS = 5
@@ -239,7 +267,14 @@ def render(
 
 
 def error_page(
-    request: Request, viewer: Principal | None, status: int, message: str, back: str | None = None
+    request: Request,
+    viewer: Principal | None,
+    status: int,
+    message: str,
+    back: str | None = None,
+    *,
+    heading: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> HTMLResponse:
     headings = {
         400: "Bad request",
@@ -249,30 +284,40 @@ def error_page(
         409: "Not possible now",
         503: "The database is unavailable",
     }
-    return render(
+    page = render(
         request,
         "error.html",
         viewer,
         status,
         status=status,
-        heading=headings.get(status, "Something went wrong"),
+        heading=heading or headings.get(status, "Something went wrong"),
         message=message,
         back=back,
     )
+    page.headers.update(headers or {})
+    return page
 
 
 def failure(request: Request, viewer: Principal, exc: TickworkError, back: str = "/") -> Response:
     """The page for a failed client call: the message for the caller's mistakes (400, 404,
     409), a generic one for the store's (logged in full)."""
     status = status_of(exc)
+    if status == 503:
+        # DEBUG, as the API's: the outage is logged once by the store's health.
+        log.debug("%s %s: store unavailable: %s", request.method, request.url.path, exc)
+        message, seconds = unavailable(exc)
+        return error_page(
+            request,
+            viewer,
+            503,
+            capitalize_first(message) + ".",
+            back,
+            heading="The database is busy" if isinstance(exc, StoreTimeout) else None,
+            headers={"Retry-After": str(seconds)},
+        )
     if status >= 500:
         log.error("%s %s: %s", request.method, request.url.path, type(exc).__name__, exc_info=exc)
-        message = (
-            "The database cannot be reached; try again shortly."
-            if status == 503
-            else "Internal error; see the server log."
-        )
-        return error_page(request, viewer, status, message, back)
+        return error_page(request, viewer, status, "Internal error; see the server log.", back)
     return error_page(request, viewer, status, capitalize_first(str(exc)) + ".", back)
 
 

@@ -23,7 +23,7 @@ from fastapi import Form, Request
 from fastapi.responses import RedirectResponse, Response
 
 from tickwork.client import Client
-from tickwork.errors import TickworkError, ValidationError
+from tickwork.errors import TickworkError
 from tickwork.inputs import run_state
 from tickwork.job import RunState
 from tickwork.records import DEFAULT_BULK, MAX_PAGE, AttemptEnd
@@ -37,12 +37,24 @@ from tickwork.web.dashboard.session import (
     sign_in_first,
     viewer_of,
 )
+from tickwork.web.params import Cursor, NameText, TimeText, check, check_choice
 
 log = logging.getLogger("tickwork.web")
 
 RUNS_PER_PAGE = 50
 FILTERS = ("state", "task", "queue", "tenant", "since", "until", "range")
 """The runs page's query parameters that select runs (``after`` pages through them)."""
+FILTER_CHECKS: dict[str, Any] = {
+    "state": NameText,
+    "task": NameText,
+    "queue": NameText,
+    "tenant": NameText,
+    "since": TimeText,
+    "until": TimeText,
+    "range": NameText,
+}
+"""Each filter's check, the JSON API's for the same parameter (a state and a range are
+then checked against their choices)."""
 RANGES = {
     "1h": timedelta(hours=1),
     "6h": timedelta(hours=6),
@@ -77,14 +89,12 @@ BULK = {
 
 
 def _filters(viewer: Principal, query: Mapping[str, str]) -> dict[str, Any]:
-    """The page's filters, read from the query: text trimmed, empty dropped; ``range`` is
-    checked here (:func:`_selection` makes it ``since``). Bad values raise ValidationError."""
-    kept = {k: (query.get(k) or "").strip() for k in FILTERS}
+    """The page's filters, read from the query: each checked as the API checks it
+    (``web.params``), then trimmed, empty dropped; ``range`` is checked here
+    (:func:`_selection` makes it ``since``). Bad values raise ValidationError."""
+    kept = {k: (check(k, query.get(k), FILTER_CHECKS[k]) or "").strip() for k in FILTERS}
     kept = {k: v for k, v in kept.items() if v}
-    if "range" in kept and kept["range"] not in RANGES:
-        raise ValidationError(
-            f"range must be one of {', '.join(RANGES)}, got {kept['range']!r}", field="range"
-        )
+    check_choice("range", kept.get("range"), tuple(RANGES))
     if viewer.tenant is not None:
         kept.pop("tenant", None)  # a tenant key sees its own tenant only
     return kept
@@ -106,7 +116,7 @@ def _selection(client: Client, viewer: Principal, kept: Mapping[str, str]) -> di
 
 def _runs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -> dict[str, Any]:
     kept = _filters(viewer, query)
-    after = _after_id(query.get("after"), "run")
+    after = _after_id(query.get("after"))
     page = client.list_runs(
         state=run_state(kept.get("state")),
         after=after,
@@ -114,8 +124,8 @@ def _runs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -
         **_selection(client, viewer, kept),
     )
     bulk_filters = {k: v for k, v in kept.items() if k != "state"}
-    done = query.get("done")
-    count = _parse_id(query.get("count") or "")
+    done = check_choice("done", query.get("done") or None, tuple(BULK))
+    count: int | None = check("count", query.get("count") or None, Cursor)
     return {
         "notice": (
             f"{BULK[done][0]}: {count} runs." if done in BULK and count is not None else None
