@@ -55,7 +55,8 @@ Outcomes (:mod:`.reporter`)
 Fault injection (:mod:`.faults`)
     With ``--inject-faults`` (staging only: the database must have opted in, or the worker
     refuses to start) each claimed run may get a fault after its handler returned: a
-    crash, a stall past the lease, or a failure, marked on the run first.
+    crash, a stall past the lease, or a failure, marked on the run first. The opt-in is
+    re-read every heartbeat interval: a revoke stops the injecting within seconds.
 
 Where ``http`` runs may connect (:mod:`.egress`)
     Public addresses, plus the networks and host names of ``config.http_allow``
@@ -229,6 +230,8 @@ class Worker(Service):
                 worker=self.node_id,
                 lease=self.config.run_lease,
                 held=self._held_attempts,
+                recheck=self.config.run_heartbeat,
+                clock=clock,
             )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -240,6 +243,8 @@ class Worker(Service):
         if self.faults is not None and not self.store.fault_injection_allowed():
             raise FaultInjectionRefused(self.store.health.name)
         self._register()
+        if self.faults is not None:
+            self.faults.start()  # re-reads the opt-in: a revoke stops the injecting
         self.executor.start()
         self.reporter.start()
         self.heartbeat.start()
@@ -308,6 +313,8 @@ class Worker(Service):
             log.error("stopping with outcomes unwritten; their runs will be rescued")
         self.reporter.stop()
         self.heartbeat.stop()
+        if self.faults is not None:
+            self.faults.stop()
         self.executor.stop()
         if self._listen_thread is not None:
             self._listen_thread.join(LISTEN_WAIT * 50)
