@@ -29,10 +29,8 @@ import pytest
 from worker_procs import DEADLINE, Cluster
 
 from chaos.net import Proxy
-from tickwork.config import Config
 from tickwork.job import JobSpec, Run, RunState
 from tickwork.schedule import Once
-from tickwork.scheduler import Scheduler
 from tickwork.scheduler.reaper import RESCUE_HOLD
 from tickwork.store import Store, open_store
 from tickwork.testing import wait_until
@@ -113,26 +111,15 @@ def _finished(store: Store, ids: list[int]) -> list[Run] | None:
 
 
 def test_the_leader_rescues_nothing_until_a_while_after_the_store_answers_again(
-    proxy: Proxy, pg_database: str
+    proxy: Proxy, pg_database: str, cluster: Cluster
 ) -> None:
     direct = open_store(pg_database)
-    store = open_store(proxy.url)
-    node = Scheduler(
-        store,
-        Config(
-            db_url=proxy.url,
-            node_id="leader",
-            leader_lease=timedelta(seconds=2),
-            leader_renew=timedelta(milliseconds=100),
-            leader_safety_margin=timedelta(milliseconds=200),
-            rescue_interval=timedelta(milliseconds=100),
-        ),
-    )
     try:
-        node.start()
-        wait_until(lambda: node.leading, DEADLINE, what="leading")
+        scheduler = cluster.scheduler()
+        wait_until(direct.leader, DEADLINE, what="a leader")
         proxy.refuse()
-        wait_until(lambda: store.health.failing, DEADLINE, what="the leader's calls failing")
+        # Its calls fail long enough to count as an outage (one WARNING line says so).
+        wait_until(lambda: " lost: " in scheduler.log(), DEADLINE, what="the outage logged")
         # Meanwhile a run's lease expires (a worker that claimed it a minute ago, and died).
         then = direct.now() - timedelta(minutes=1)
         submitted = direct.submit(JobSpec(task="work", schedule=Once(at=then)), now=then)
@@ -148,8 +135,6 @@ def test_the_leader_rescues_nothing_until_a_while_after_the_store_answers_again(
         # Rescued in the end (a hold, not a refusal), and not before the hold is over.
         rescued_at = wait_until(rescued, DEADLINE, interval=0.01, what="the rescue")
         assert rescued_at - back >= RESCUE_HOLD
-        assert store.health.comebacks >= 1
+        assert f"rescue run={run.id} to=queued" in scheduler.log()
     finally:
-        node.stop()
-        store.close()
         direct.close()
