@@ -33,11 +33,16 @@ The checks (README "What the checker reports")
   below the token of one of its executions; a succeeded run without a result is stale too
   (nothing shows its completion came from its last claim).
 - **early**: per execution that started more than ``early_tolerance`` before its slot.
+- **rerun**: in the window of a fault of the database itself (``"database": true`` in
+  nemeses.jsonl: the database is away for every node at once), per execution that started
+  after an earlier execution of the same run had returned ``ok``: a run whose worker lived
+  through the outage lost its completion and ran again (docs/reliability.md, "Outages").
+  Elsewhere at-least-once allows it (a killed or cut-off worker's finished run).
 
 Each is attributed to the first nemesis window holding its time (the slot; for an overlap
-the later execution's start). Windows are half-open, ``baseline[0] <= t < end``, so a time
-on the border of two back-to-back windows belongs to the later one; a time in no window is
-reported on the "outside" row.
+and a rerun the later execution's start). Windows are half-open, ``baseline[0] <= t <
+end``, so a time on the border of two back-to-back windows belongs to the later one; a time
+in no window is reported on the "outside" row.
 
 Lag
 ---
@@ -89,7 +94,7 @@ from typing import Any, Literal, get_args
 
 from tickwork.stats import percentile
 
-Kind = Literal["lost", "missed", "duplicate", "overlap", "stale", "early", "failover"]
+Kind = Literal["lost", "missed", "duplicate", "overlap", "stale", "early", "failover", "rerun"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 
 SLOT_TOLERANCE = 0.001  # s: slot times are floats; closer than this they are the same slot
@@ -144,6 +149,7 @@ class Nemesis:
     fault: tuple[float, float]
     end: float
     leader: bool = False  # a fault of the leader: its stall is bounded by the failover bound
+    database: bool = False  # a fault of the database itself: no finished run may run again
     load: float = 0.0  # the machine's 1-minute load average per core as the window began
 
     @property
@@ -427,6 +433,7 @@ def load(run_dir: Path) -> History:
                 fault=(float(line["fault"][0]), float(line["fault"][1])),
                 end=float(line["end"]),
                 leader=bool(line.get("leader", False)),
+                database=bool(line.get("database", False)),
                 load=float(line.get("load", 0.0)),
             )
             for line in read_jsonl(current)
@@ -710,6 +717,34 @@ def find_early(history: History) -> list[Violation]:
     ]
 
 
+def find_reruns(history: History) -> list[Violation]:
+    """Executions, in a window whose fault is the database's, of runs whose handler had
+    returned ok before: the outage cost the run its completion."""
+    returned: dict[int, Execution] = {}  # run -> its first execution that returned ok
+    violations: list[Violation] = []
+    for execution in history.executions:  # by start
+        first = returned.get(execution.run)
+        if first is not None and first.end <= execution.start:
+            window = window_of(execution.start, history.nemeses)
+            if window is not None and history.nemeses[window].database:
+                violations.append(
+                    Violation(
+                        kind="rerun",
+                        at=execution.start,
+                        job=execution.job,
+                        slot=execution.slot,
+                        runs=(execution.run,),
+                        tokens=(first.token, execution.token),
+                        pids=(first.pid, execution.pid),
+                        detail=f"executed again after it returned ok: {first.describe()}, "
+                        f"then {execution.describe()}",
+                    )
+                )
+        if first is None and execution.outcome == "ok":
+            returned[execution.run] = execution
+    return violations
+
+
 # --------------------------------------------------------------------------- lag
 
 
@@ -906,6 +941,7 @@ class Report:
                 "stale",
                 "early",
                 "failover",
+                "rerun",
                 "lag p50/p99 before (ms)",
                 "max lag in fault (ms)",
                 "lag p50/p99 after (ms)",
@@ -1026,6 +1062,7 @@ def check(run_dir: Path) -> Report:
         *find_overlaps(history),
         *find_stale(history),
         *find_early(history),
+        *find_reruns(history),
     ]
     details = tuple(
         sorted(

@@ -65,6 +65,9 @@ class Nemesis:
     """Seconds to hold the fault, given the mode's fault window."""
     leader: bool = False
     """A fault of the leader: slots may wait at most leader lease + renew + 2 s meanwhile."""
+    database: bool = False
+    """A fault of the database itself, away for every node at once: no run whose handler
+    returned may execute again (the checker's ``rerun``)."""
 
 
 def _rotating(cluster: Cluster, counter: list[int]) -> Node:
@@ -228,8 +231,8 @@ ALL: tuple[Nemesis, ...] = (
     Nemesis("stop-leader", lambda c: _stop(leader_of(c)), _cont, _past_leader_lease, True),
     Nemesis("blackhole-leader", _blackhole_leader, _unblackhole, _past_failover_bound, True),
     Nemesis("skew", _skew, _unskew),
-    Nemesis("terminate-backends", _terminate, _nothing, _instant),
-    Nemesis("pg-restart", _pg_stop, _pg_start, lambda c, w: min(w, PG_DOWN_MAX_S)),
-    Nemesis("promote", _promote, _nothing, _instant),
+    Nemesis("terminate-backends", _terminate, _nothing, _instant, database=True),
+    Nemesis("pg-restart", _pg_stop, _pg_start, lambda c, w: min(w, PG_DOWN_MAX_S), database=True),
+    Nemesis("promote", _promote, _nothing, _instant, database=True),
 )
 BY_NAME = {n.name: n for n in ALL}

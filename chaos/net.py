@@ -100,6 +100,11 @@ KEEPALIVE_INTERVAL_S = 1
 UPSTREAM_CONNECT_TIMEOUT_S = 5.0
 PROXY_START_TIMEOUT_S = 5.0
 PROXY_CLOSE_TIMEOUT_S = 5.0
+PROXY_SETTLE_S = 1.0
+"""Seconds a closing proxy lets its aborted connections end by themselves before it
+cancels what is left."""
+PROXY_SETTLE_TURNS_S = 0.05
+"""Seconds a closing proxy lets its loop turn, for connections on their way in or out."""
 RUN_ID_PATTERN = re.compile(r"[0-9a-f]{4}")
 
 
@@ -270,6 +275,7 @@ class Proxy:
         self.set_latency(latency)
         self._pairs: set[_Pair] = set()
         self._closed = False
+        self._accepting = True  # False from refuse() to accept(), and once closed
         self._loop = asyncio.new_event_loop()
         self._flowing = asyncio.Event()
         self._flowing.set()
@@ -337,16 +343,35 @@ class Proxy:
 
     def accept(self) -> None:
         """Listen again, on the same port, after :meth:`refuse`."""
-        self._server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._serve, self.listen_host, self.port, reuse_address=True),
-            self._loop,
-        ).result(PROXY_START_TIMEOUT_S)
+        self._server = asyncio.run_coroutine_threadsafe(self._accept(), self._loop).result(
+            PROXY_START_TIMEOUT_S
+        )
+
+    async def _accept(self) -> asyncio.Server:
+        self._accepting = True
+        return await asyncio.start_server(
+            self._serve, self.listen_host, self.port, reuse_address=True
+        )
 
     async def _refuse(self) -> None:
-        self._server.close()
+        await self._stop_listening()
         for pair in list(self._pairs):
             pair.abort()
         await self._server.wait_closed()
+
+    async def _stop_listening(self) -> None:
+        """Accept no more connections, and close the listening socket.
+
+        Not ``Server.close()`` at once: a connection asyncio accepted a moment before gets
+        its transport a turn of the loop later, and on a closed server that transport's
+        ``Server._attach`` fails an assertion, which asyncio swallows (Python 3.11),
+        leaking the socket. So the loop stops accepting first, lets those connections
+        reach ``_serve`` (which aborts them: ``_accepting`` is off), and then closes."""
+        self._accepting = False
+        for sock in self._server.sockets:
+            self._loop.remove_reader(sock.fileno())
+        await asyncio.sleep(PROXY_SETTLE_TURNS_S)
+        self._server.close()
 
     def cut(self) -> None:
         """Stop delivering in both directions; the sockets stay open (see module doc)."""
@@ -389,15 +414,23 @@ class Proxy:
             self._loop.close()
 
     async def _shutdown(self) -> None:
-        self._server.close()
+        if self._server.is_serving():
+            await self._stop_listening()
         for pair in list(self._pairs):
             pair.abort()
         await self._server.wait_closed()
+        # Every connection now ends by itself: aborted, or aborting itself once its task
+        # starts. Cancelled before it starts, or left behind when the loop stops, one would
+        # never close its socket: only what is left after a moment (an upstream connect
+        # that hangs) is cancelled; then the loop turns again, for the sockets to close.
         current = asyncio.current_task()
         tasks = [t for t in asyncio.all_tasks() if t is not current]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=PROXY_SETTLE_S)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        await asyncio.sleep(PROXY_SETTLE_TURNS_S)
 
     def _tune(self, writer: asyncio.StreamWriter, *, downstream: bool) -> None:
         sock = writer.get_extra_info("socket")
@@ -413,6 +446,9 @@ class Proxy:
             )
 
     async def _serve(self, down_r: asyncio.StreamReader, down_w: asyncio.StreamWriter) -> None:
+        if not self._accepting:  # accepted in the moment before a refuse() or close()
+            down_w.transport.abort()
+            return
         pair = _Pair(down_w)
         self._pairs.add(pair)
         try:

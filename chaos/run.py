@@ -216,6 +216,7 @@ def run_window(cluster: Cluster, each: nemesis.Nemesis, mode: Mode) -> dict[str,
         "fault": [fault_start, healed],
         "end": end,
         "leader": each.leader,
+        "database": each.database,
         "load": load,
     }
 

@@ -19,7 +19,9 @@ claims, the worker draws once: with the probability given, the attempt gets one 
 
 Each injected fault is marked on its run (``tickwork runs --injected`` lists the runs
 that executed more than once because of one). A worker refuses to inject faults on a
-database that has not opted in with ``tickwork db allow-fault-injection``.
+database that has not opted in with ``tickwork db allow-fault-injection``, and a running
+one stops within a heartbeat interval of ``--revoke`` (it re-reads the opt-in; a new grant
+makes it inject again: :mod:`tickwork.worker.faults`).
 """
 
 from __future__ import annotations

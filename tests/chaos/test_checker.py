@@ -57,6 +57,7 @@ NEMESES = (
     ("pause-primary", ["pg1"], (60.0, 65.0), (65.0, 70.0), 85.0),
 )
 KILL_WORKER, PARTITION, PAUSE = 0, 1, 2
+DATABASE_FAULTS = {"pause-primary"}  # away for every node: a finished run may not run again
 
 # Faults that stop runs from starting: slots in (first, last] start at resume + jitter.
 STALLS = ((T0 + 35.0, T0 + 45.0, T0 + 45.2), (T0 + 65.0, T0 + 70.0, T0 + 70.05))
@@ -183,6 +184,7 @@ def build_run(seed: int = 7) -> SyntheticRun:
                 "baseline": [at(baseline[0]), at(baseline[1])],
                 "fault": [at(fault[0]), at(fault[1])],
                 "end": at(end),
+                "database": name in DATABASE_FAULTS,
             }
             for name, targets, baseline, fault, end in NEMESES
         ],
@@ -494,6 +496,47 @@ def test_a_second_execution_after_the_lease_is_no_overlap(
     end["mono"] = mono(first_start + RUN_LEASE + 2.0)
     other = W1 if start["pid"] != W1[1] else W2_RESTARTED
     synthetic.execute(run, 2, other, first_start + RUN_LEASE, first_start + RUN_LEASE + 1.0)
+    run["fencing_token"], run["result"] = 2, {"token": 2, "pid": other[1]}
+
+    report, code = checked(synthetic, tmp_path)
+
+    assert report.violations == 0
+    assert code == EXIT_OK
+
+
+def test_a_run_that_returned_and_ran_again_in_an_outage_of_the_database_is_a_rerun(
+    synthetic: SyntheticRun, tmp_path: Path
+) -> None:
+    """Its completion was lost or fenced off: the outage cost a run whose worker lived."""
+    run = synthetic.run_at(at(72.25))
+    (start,) = synthetic.lines_of(run["id"], "start")
+    (end,) = synthetic.lines_of(run["id"], "end")
+    returned = end["mono"] + MONO_OFFSET
+    other = W1 if start["pid"] != W1[1] else W2_RESTARTED
+    synthetic.execute(run, 2, other, returned + 1.0, returned + 2.0)
+    run["fencing_token"], run["result"] = 2, {"token": 2, "pid": other[1]}
+
+    report, code = checked(synthetic, tmp_path)
+
+    assert_flags_only(report, "rerun", PAUSE)
+    (violation,) = report.details
+    assert violation.runs == (run["id"],)
+    assert violation.tokens == (1, 2)
+    assert "returned ok" in violation.detail
+    assert report.table()[0][KINDS.index("rerun") + 1] == "rerun"
+    assert code == EXIT_VIOLATION
+
+
+def test_a_run_that_returned_and_ran_again_in_a_workers_fault_is_allowed(
+    synthetic: SyntheticRun, tmp_path: Path
+) -> None:
+    """At-least-once: a worker killed before its completion was written."""
+    run = synthetic.run_at(at(18.25))
+    (start,) = synthetic.lines_of(run["id"], "start")
+    (end,) = synthetic.lines_of(run["id"], "end")
+    returned = end["mono"] + MONO_OFFSET
+    other = W1 if start["pid"] != W1[1] else W2_RESTARTED
+    synthetic.execute(run, 2, other, returned + 1.0, returned + 2.0)
     run["fencing_token"], run["result"] = 2, {"token": 2, "pid": other[1]}
 
     report, code = checked(synthetic, tmp_path)

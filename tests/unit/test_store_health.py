@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 
 import pytest
 
@@ -79,3 +80,25 @@ def test_an_outage_is_declared_only_once_the_failures_lasted(clock: Clock) -> No
     assert not health.up
     assert health.down_for() == pytest.approx(OUTAGE_AFTER + 0.01)
     assert health.snapshot() == {"up": False, "outages": 1, "reconnects": 0}
+
+
+def test_a_comeback_is_counted_and_sets_the_events_handed_in_until_their_block_ends(
+    clock: Clock,
+) -> None:
+    health = StoreHealth("db", clock=clock)
+    waiting, other = threading.Event(), threading.Event()
+    with health.sets_on_comeback(waiting), health.sets_on_comeback(other):
+        health.answered()  # nothing failed: no comeback
+        assert (health.comebacks, waiting.is_set()) == (0, False)
+        health.failed("connection refused")  # one failure is enough: no outage needed
+        assert health.failing
+        health.answered()
+        assert not health.failing
+        assert (health.comebacks, waiting.is_set(), other.is_set()) == (1, True, True)
+        waiting.clear()
+        health.answered()  # answering on: no second comeback
+        assert (health.comebacks, waiting.is_set()) == (1, False)
+    health.failed("connection refused")
+    health.answered()
+    assert health.comebacks == 2
+    assert not waiting.is_set()  # its block ended: no longer set

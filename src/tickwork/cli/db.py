@@ -44,7 +44,11 @@ def allow_fault_injection(
     db: DbOption = "",
     revoke: Annotated[
         bool,
-        typer.Option("--revoke", help="Opt the database out again: injecting workers refuse."),
+        typer.Option(
+            "--revoke",
+            help="Opt the database out again: running injecting workers stop injecting "
+            "within a heartbeat interval, new ones refuse to start.",
+        ),
     ] = False,
 ) -> None:
     """Opt this (staging) database in to workers that inject faults on purpose

@@ -15,6 +15,30 @@ lease expired is rescued once whoever asks.
 
 With the defaults (run lease 15 s, heartbeat 3 s) a dead worker's run is back in the
 queue 15 to 16 s after its last heartbeat.
+
+After an outage: workers first
+------------------------------
+When this node's store answers again after calls failed (its *comeback*,
+:mod:`tickwork.store.health`), the reaper rescues nothing for RESCUE_HOLD (2 s), and for as
+long as calls keep failing. An outage of the database stops every heartbeat at once, so
+leases expire during it that no worker let go of: a worker that lived through it extends
+all of them (and writes the completions it holds) within about half a second of the
+database answering, since each of its loops retries at most 0.5 s apart and all of them
+go at the first answer. The hold gives it four times that before any expired lease counts
+as abandoned. So an outage of the database costs no run of a worker that lived through it,
+whatever its length; a run whose worker died is rescued RESCUE_HOLD (plus at most one
+``rescue_interval``) later than it would have been.
+
+Why a hold cannot cost a double execution: a rescue is what lets a second worker claim
+the run while its first may still execute it (the first's writes are refused by its stale
+token, its side effects are not). Holding it back only leaves the run with the worker
+that has it; nothing about fencing changes, and at worst a dead worker's run waits a
+little longer. The hold is measured on this node's clock from the pass that saw the
+comeback, which is no earlier than the comeback itself.
+
+It does not help a worker cut off alone (its link, not the database): the leader saw no
+outage, and that worker's runs are rescued when their leases expire, as they must be if
+it is dead (docs/reliability.md states both bounds).
 """
 
 from __future__ import annotations
@@ -33,6 +57,10 @@ log = logging.getLogger("tickwork.scheduler")
 
 MAX_BATCHES = 100
 """Full batches rescued back to back before the loop yields to its interval."""
+RESCUE_HOLD = 2.0
+"""Seconds the reaper rescues nothing after the store's comeback: four times the longest
+wait (0.5 s) before a worker's heartbeat tries again, so that workers that lived through an
+outage of the database extend their leases first (see the module docstring)."""
 
 
 class Reaper(Service):
@@ -55,6 +83,8 @@ class Reaper(Service):
         self.rescued = 0
         """Runs this reaper rescued since it was built (``tickwork_rescues_total`` when the
         API is served in the same process, as in ``tickwork run``)."""
+        self._comebacks = store.health.comebacks
+        self._hold_until = float("-inf")  # monotonic: no rescue before (RESCUE_HOLD)
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -65,9 +95,27 @@ class Reaper(Service):
         while not self.stopping.is_set():
             self._wakeup.clear()
             began = self.clock.monotonic()
+            next_pass = began + period
             if self.election.epoch() is not None:
-                self.rescue()
-            self.pause(self._wakeup, max(0.0, began + period - self.clock.monotonic()))
+                if self._held():
+                    next_pass = min(next_pass, self._hold_until)
+                else:
+                    self.rescue()
+            self.pause(self._wakeup, max(0.0, next_pass - self.clock.monotonic()))
+
+    def _held(self) -> bool:
+        """Whether rescues wait now: calls to the store fail, or it came back less than
+        RESCUE_HOLD ago (by this node's clock, from the pass that saw it)."""
+        health = self.store.health
+        comebacks = health.comebacks
+        if health.failing or comebacks != self._comebacks:
+            self._comebacks = comebacks
+            self._hold_until = self.clock.monotonic() + RESCUE_HOLD
+            log.debug(
+                "rescue held back %g s: the store %s", RESCUE_HOLD,
+                "fails" if health.failing else "answers again",
+            )  # fmt: skip
+        return self.clock.monotonic() < self._hold_until
 
     def rescue(self) -> int:
         """Rescue expired leases now, batch after batch; return how many runs moved."""

@@ -21,16 +21,27 @@ election) log their own retries at DEBUG only. ``outages`` and ``reconnects`` ar
 for ``/metrics`` and the cluster view (each node sends :meth:`snapshot` with its
 heartbeat).
 
+A comeback
+    The first call answered after calls failed (an outage, or a single failure that did
+    not last) is a *comeback*: counted in ``comebacks``, and it sets every event handed to
+    :meth:`sets_on_comeback`. A worker's heartbeat, claim loop and reporter wait on such an
+    event between their retries, so the moment any one of the process's calls is answered
+    again, all of them try again at once instead of at the end of their own backoff: the
+    leases are extended and the outcomes written within about one round trip of the first
+    answer. The leader's reaper reads ``comebacks`` and ``failing`` to hold its rescues
+    back for a while after one (:mod:`tickwork.scheduler.reaper`).
+
 ``answered`` is on every store call's path, so it costs one attribute read while the store
 is up; the lock is taken only at the transitions.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 log = logging.getLogger("tickwork.store")
@@ -55,10 +66,19 @@ class StoreHealth:
         """Connections opened to replace lost ones (pool and LISTEN)."""
         self.last_outage: float | None = None
         """Seconds the last finished outage lasted."""
+        self.comebacks = 0
+        """Times a call was answered after calls had failed (see the module docstring)."""
+        self._on_comeback: list[threading.Event] = []
 
     @property
     def up(self) -> bool:
         return self._down_since is None
+
+    @property
+    def failing(self) -> bool:
+        """Whether the last call that ended failed for want of the database (none answered
+        since): true from the first failure, before it counts as an outage."""
+        return self._failing_since is not None
 
     def down_for(self) -> float:
         """Seconds the current outage has lasted (0 while the store answers)."""
@@ -95,6 +115,9 @@ class StoreHealth:
                 return
             self._failing_since = None
             self._down_since = None
+            self.comebacks += 1
+            for event in self._on_comeback:
+                event.set()
             if down is None:
                 return  # a failure that did not last: no outage
             self.last_outage = max(0.0, self._clock() - down)
@@ -105,6 +128,18 @@ class StoreHealth:
             self.last_outage,
             reconnects,
         )
+
+    @contextlib.contextmanager
+    def sets_on_comeback(self, event: threading.Event) -> Iterator[None]:
+        """Within the block, set ``event`` at every comeback (in the answered call's thread:
+        a waiter clears it before the call whose failure it then waits out)."""
+        with self._lock:
+            self._on_comeback.append(event)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._on_comeback.remove(event)
 
     def reconnected(self) -> None:
         """A lost connection was replaced by a new one."""

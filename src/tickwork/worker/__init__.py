@@ -20,13 +20,14 @@ The claim loop
 
 Outages
     A claim that fails for want of the database is retried after a capped, jittered
-    backoff (at most about 1 s), so the worker is back at speed within a second or two of
-    the database answering again; the outage is logged once when it begins and once when
-    it ends (:mod:`tickwork.store.health`). Running handlers run on through an outage
-    shorter than their lease: the heartbeat retries every half second or so, and their
-    outcomes wait to be written with their fencing tokens. A claim whose answer did not
-    arrive starts nothing: its runs are rescued when their (never heartbeated) leases
-    expire.
+    backoff (at most about 1 s), and at once when another call of this process is answered
+    first (the store's comeback), so the worker is back at speed within a round trip or so
+    of the database answering again; the outage is logged once when it begins and once
+    when it ends (:mod:`tickwork.store.health`). Running handlers run on through an
+    outage: the heartbeat retries every half second or so (and at the comeback), and their
+    outcomes wait to be written with their fencing tokens (:mod:`.heartbeat` says how long
+    an outage may last). A claim whose answer did not arrive starts nothing: its runs are
+    rescued when their (never heartbeated) leases expire.
 
 Execution (:mod:`.executor`)
     Sync handlers on a pool of threads, async handlers on one event loop. A run with a
@@ -55,7 +56,8 @@ Outcomes (:mod:`.reporter`)
 Fault injection (:mod:`.faults`)
     With ``--inject-faults`` (staging only: the database must have opted in, or the worker
     refuses to start) each claimed run may get a fault after its handler returned: a
-    crash, a stall past the lease, or a failure, marked on the run first.
+    crash, a stall past the lease, or a failure, marked on the run first. The opt-in is
+    re-read every heartbeat interval: a revoke stops the injecting within seconds.
 
 Where ``http`` runs may connect (:mod:`.egress`)
     Public addresses, plus the networks and host names of ``config.http_allow``
@@ -189,6 +191,7 @@ class Worker(Service):
         self._held: dict[int, Attempt] = {}
         self._held_lock = threading.Lock()
         self._wakeup = threading.Event()
+        self._retry_now = threading.Event()  # a stop, or the store's comeback
         self._hurry = threading.Event()
         self._arriving = 0  # runs claimed and not yet held (handed to the loop's thread)
         self._arrival = threading.Condition()
@@ -229,6 +232,8 @@ class Worker(Service):
                 worker=self.node_id,
                 lease=self.config.run_lease,
                 held=self._held_attempts,
+                recheck=self.config.run_heartbeat,
+                clock=clock,
             )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -240,6 +245,8 @@ class Worker(Service):
         if self.faults is not None and not self.store.fault_injection_allowed():
             raise FaultInjectionRefused(self.store.health.name)
         self._register()
+        if self.faults is not None:
+            self.faults.start()  # re-reads the opt-in: a revoke stops the injecting
         self.executor.start()
         self.reporter.start()
         self.heartbeat.start()
@@ -308,6 +315,8 @@ class Worker(Service):
             log.error("stopping with outcomes unwritten; their runs will be rescued")
         self.reporter.stop()
         self.heartbeat.stop()
+        if self.faults is not None:
+            self.faults.stop()
         self.executor.stop()
         if self._listen_thread is not None:
             self._listen_thread.join(LISTEN_WAIT * 50)
@@ -366,6 +375,7 @@ class Worker(Service):
 
     def wake(self) -> None:
         self._wakeup.set()
+        self._retry_now.set()
 
     @property
     def listening(self) -> bool:
@@ -386,7 +396,8 @@ class Worker(Service):
         self.started.set()
         self.reporter.claimer(True)
         try:
-            self._claim_loop()
+            with self.store.health.sets_on_comeback(self._retry_now):
+                self._claim_loop()
         finally:
             self.reporter.claimer(False)  # outcomes from here on: the reporter writes them
 
@@ -394,10 +405,13 @@ class Worker(Service):
         retry = Backoff(*CLAIM_RETRY)
         while not self.stopping.is_set():
             self._wakeup.clear()
+            self._retry_now.clear()
             done = self._claim_once()
             if done.failed:
-                # Not woken by handlers finishing: only a stop ends this wait early.
-                self.pause(self.stopping, retry.next())
+                # Not woken by handlers finishing: only a stop, or another call of this
+                # process answered (the store's comeback: the completions go out at once).
+                if not self.stopping.is_set():  # (a stop's wake-up may predate the clear)
+                    self.pause(self._retry_now, retry.next())
                 continue
             retry.reset()
             if done.no_room:

@@ -12,7 +12,19 @@ list what it made execute twice.
 A crash takes the whole process down, and with it every run whose handler this process
 had started and not yet reported: those are marked too (``by_run``), and the crash first
 stops new handlers from starting, so that no run enters a handler unmarked in the
-moment before the exit. Only a worker whose database opted in injects anything.
+moment before the exit.
+
+The database's opt-in
+    Only a worker whose database opted in injects anything: it refuses to start on one that
+    has not (``FaultInjectionRefused``: a staging URL mistyped as production's fails loudly
+    instead of waiting for a grant). Once running, it re-reads the opt-in every
+    ``recheck`` (the worker's heartbeat interval, 3 s by default), in a thread of its own so
+    that no lease waits on it: one cheap read, and only in a worker that injects. Within
+    that long of ``tickwork db allow-fault-injection --revoke`` it injects nothing more;
+    the decision is taken when a fault would happen, not when the run was claimed, so a
+    run armed before the revoke returns its handler's outcome as it is. A grant (the
+    database opted in again) makes it inject again as soon. Each change is logged once. A
+    read that fails (an outage) leaves the last answer in force.
 """
 
 from __future__ import annotations
@@ -28,7 +40,10 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from tickwork.clock import SYSTEM_CLOCK, Clock
+from tickwork.errors import StoreUnavailable
 from tickwork.faults import CRASH_AFTER_HANDLER, FAIL, STALL_PAST_LEASE, FaultRates
+from tickwork.service import Service
 from tickwork.store.base import FaultMark, Store
 from tickwork.worker.executor import Attempt
 from tickwork.worker.task import Context, Task, TaskFailed
@@ -46,8 +61,13 @@ INJECTED_FAILURE = (
 )
 
 
-class FaultInjector:
-    """Arms claimed attempts with faults drawn at ``rates``."""
+class FaultInjector(Service):
+    """Arms claimed attempts with faults drawn at ``rates``, while the database allows it.
+
+    Its loop re-reads the database's opt-in every ``recheck`` (see the module docstring);
+    :meth:`start` it once the opt-in was found granted."""
+
+    name = "tickwork-faults"
 
     def __init__(
         self,
@@ -57,13 +77,19 @@ class FaultInjector:
         worker: str,
         lease: timedelta,
         held: Callable[[], list[Attempt]],
+        recheck: timedelta = timedelta(seconds=3),
+        clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
         exit: Callable[[int], object] = os._exit,
     ) -> None:
+        super().__init__(clock)
         self.rates = rates
         self.store = store
         self.worker = worker
         self.stall_seconds = lease.total_seconds() * STALL_LEASES
+        self.recheck = recheck.total_seconds()
+        self.allowed = True
+        """The database's opt-in as last read (a worker starts only once it is granted)."""
         self._held = held
         self._rng = rng or random.Random()
         self._exit = exit
@@ -71,6 +97,42 @@ class FaultInjector:
         self._crashing = False
         self._entered: set[Attempt] = set()  # handlers started and perhaps not reported
         self._stalled: set[Attempt] = set()
+
+    # -- the opt-in ------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.started.set()
+        while not self.pause(self.stopping, self.recheck):
+            self.read_opt_in()
+
+    def read_opt_in(self) -> bool:
+        """Read the database's opt-in now and act on a change (logged once); returns it."""
+        try:
+            allowed = self.store.fault_injection_allowed()
+        except Exception as exc:  # the last answer holds; an outage is logged once elsewhere
+            level = logging.DEBUG if isinstance(exc, StoreUnavailable) else logging.WARNING
+            log.log(level, "could not read the database's fault injection opt-in: %s", exc)
+            return self.allowed
+        if allowed != self.allowed:
+            self.allowed = allowed
+            if allowed:
+                log.warning(
+                    "worker %s: fault injection is allowed again on %s: it INJECTS FAULTS "
+                    "on purpose again: %s",
+                    self.worker,
+                    self.store.health.name,
+                    self.rates.describe(),
+                )
+            else:
+                log.warning(
+                    "worker %s: fault injection was revoked on %s: it injects no more faults "
+                    "(tickwork db allow-fault-injection grants it again)",
+                    self.worker,
+                    self.store.health.name,
+                )
+        return allowed
+
+    # -- arming attempts -------------------------------------------------------------------
 
     def arm(self, attempt: Attempt) -> None:
         """Draw this attempt's fault, and wrap its task to inject it (and to note when
@@ -121,8 +183,9 @@ class FaultInjector:
 
     def _stall(self, attempt: Attempt) -> bool:
         """Stop extending the lease of an attempt whose handler returned; False when its
-        run is no longer held (its transaction completed it: nothing to stall)."""
-        if attempt.ctx.completed:
+        run is no longer held (its transaction completed it: nothing to stall), or when the
+        database no longer allows faults."""
+        if attempt.ctx.completed or not self.allowed:
             return False
         self._stalled.add(attempt)
         self._mark([FaultMark(attempt.run.id, attempt.run.fencing_token, STALL_PAST_LEASE)])
@@ -136,6 +199,8 @@ class FaultInjector:
         return True
 
     def _returned(self, attempt: Attempt, fault: str | None, value: Any) -> Any:
+        if not self.allowed:
+            return value  # revoked since the run was armed: its handler's outcome stands
         run = attempt.run
         if fault == FAIL:
             self._mark([FaultMark(run.id, run.fencing_token, FAIL)])

@@ -9,10 +9,20 @@ Each run comes back HELD, CANCELLED or LOST; the worker stops the handler of a C
 or LOST run and reports nothing for it (its lease was taken over: someone else may already
 be running it). A beat that fails (the database is down) is retried soon, after a capped,
 jittered backoff (RETRY, at most 0.5 s and never more than an interval), not a whole
-interval later: when the database answers again, the leases are extended within about
-half a second, so an outage a little shorter than the lease costs no run. If the outage
-outlasts the leases the runs are rescued and this worker's late writes are rejected by
-their fencing tokens.
+interval later, and at once when any other call of this process is answered first (the
+store's *comeback*, :mod:`tickwork.store.health`). So when the database answers again
+every lease this worker holds is extended within about half a second, in one statement:
+the runs still running and the runs whose handlers returned during the outage and whose
+outcomes wait to be written alike. That is the one call that keeps them all; it goes
+out while the claim loop writes the completions, on another connection.
+
+Whether that is in time depends on who else saw the outage. When the database itself was
+away (a restart, a failover: the leader lost it too) the leader rescues nothing until a
+while after its own comeback (:mod:`tickwork.scheduler.reaper`), so no run of a live
+worker is rescued, however long the outage. When only this worker was cut off, its leases
+must be extended before they expire: an outage shorter than the lease less one interval
+and one retry (15 - 3 - 0.5 = 11.5 s with the defaults) costs no run. Past that, the runs
+are rescued and this worker's late writes are rejected by their fencing tokens.
 
 Each beat also marks the worker's node row seen, with how many runs it holds and its
 ``info`` (the cluster view: heartbeat interval, store outages and reconnects), whether or
@@ -22,6 +32,7 @@ not it holds any.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -61,20 +72,33 @@ class Heartbeat(Service):
         self.node_id = node_id  # also marks the node seen (``tickwork cluster``) each beat
         self._info = info
         self._failed = False
+        self._wake = threading.Event()  # a stop, or the store's comeback
+
+    def wake(self) -> None:
+        self._wake.set()
 
     def run(self) -> None:
         self.started.set()
         retry = Backoff(RETRY[0], min(RETRY[1], self.interval))
         next_beat = self.clock.monotonic() + self.interval
-        while not self.pause(self.stopping, max(0.0, next_beat - self.clock.monotonic())):
-            self.beat()
-            if self._failed:
-                next_beat = self.clock.monotonic() + retry.next()
-                continue
-            retry.reset()
-            # Fixed cadence, not "interval after the last beat ended": a slow beat does not
-            # push the next one later.
-            next_beat = max(next_beat + self.interval, self.clock.monotonic())
+        with self.store.health.sets_on_comeback(self._wake):
+            while True:
+                self.pause(self._wake, max(0.0, next_beat - self.clock.monotonic()))
+                # Cleared before the beat: a comeback while it fails is not missed. (A stop
+                # sets ``stopping`` before the wake-up, so none is missed either.)
+                self._wake.clear()
+                if self.stopping.is_set():
+                    return
+                early = self.clock.monotonic() < next_beat  # woken by a comeback
+                self.beat()
+                now = self.clock.monotonic()
+                if self._failed:
+                    next_beat = now + retry.next()
+                    continue
+                retry.reset()
+                # Fixed cadence, not "interval after the last beat ended": a slow beat does
+                # not push the next one later. A comeback's beat starts the cadence anew.
+                next_beat = now + self.interval if early else max(next_beat + self.interval, now)
 
     def beat(self) -> dict[tuple[int, int], LeaseStatus]:
         """Extend every lease now; returns what the store said of each (run id, fencing

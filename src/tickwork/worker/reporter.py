@@ -14,12 +14,17 @@ again once the claim loop has stopped.
 A write the store rejects for a stale fencing token (the lease was taken over: another
 worker may have run the same slot) is logged as *rejected* and dropped; the run's fate is
 the new holder's. A write that fails because the database is unavailable is retried with
-capped, jittered backoff (at most about 1 s, so outcomes are written within a second or so
-of the database answering again); the runs stay in the heartbeat meanwhile, and each is
-written with the fencing token of its claim, so one whose lease was taken over during the
-outage is refused and logged as such. A write that fails with an error that is not the
-store's (a bug) is tried SURPRISE_LIMIT times, then dropped and logged: its run is rescued
-and runs again, and the reporter goes on with the others.
+capped, jittered backoff (at most about 1 s), and at once when any other call of this
+process is answered first (the store's *comeback*, :mod:`tickwork.store.health`), so
+outcomes are written within a round trip of the database answering again; the runs stay in
+the heartbeat meanwhile (whose first beat after the outage extends their leases too), and
+each is written with the fencing token of its claim, so one whose lease was taken over
+during the outage is refused and logged as such. The claim loop retries its
+``complete_and_claim`` the same way, with the completions it holds in that one statement.
+
+A write that fails with an error that is not the store's (a bug) is tried SURPRISE_LIMIT
+times, then dropped and logged: its run is rescued and runs again, and the reporter goes
+on with the others.
 """
 
 from __future__ import annotations
@@ -83,6 +88,7 @@ class Reporter(Service):
         self._cond = threading.Condition()
         self._claimer_active = False  # the claim loop writes the completions
         self._surprises: dict[int, int] = {}  # run id -> unexpected failures (this thread)
+        self._retry_now = threading.Event()  # a stop, or the store's comeback
 
     # -- producers (any thread) ------------------------------------------------------------
 
@@ -113,6 +119,7 @@ class Reporter(Service):
             )
 
     def wake(self) -> None:
+        self._retry_now.set()
         with self._cond:
             self._cond.notify_all()
 
@@ -150,6 +157,10 @@ class Reporter(Service):
 
     def run(self) -> None:
         self.started.set()
+        with self.store.health.sets_on_comeback(self._retry_now):
+            self._loop()
+
+    def _loop(self) -> None:
         retry = Backoff(*RETRY_BACKOFF)
         while True:
             with self._cond:
@@ -161,6 +172,7 @@ class Reporter(Service):
                     batch += self._completions
                     self._completions = []
                 self._writing += len(batch)
+            self._retry_now.clear()  # before the write: a comeback while it fails counts
             left = self._write(batch)
             with self._cond:
                 self._writing -= len(batch)
@@ -168,7 +180,9 @@ class Reporter(Service):
                     (self._completions if r.kind == "complete" else self._pending).append(r)
                 self._cond.notify_all()
             if left:
-                if self.pause(self.stopping, retry.next()):
+                if not self.stopping.is_set():  # (a stop's wake-up may predate the clear)
+                    self.pause(self._retry_now, retry.next())
+                if self.stopping.is_set():
                     log.error(
                         "stopping with %d outcomes unwritten (the store is unavailable); "
                         "their runs are rescued when their leases expire",
