@@ -45,8 +45,10 @@ from tickwork.records import (
     MAX_PAGE,
     MAX_RUNNING_CEILING,
     RATE_CEILING,
+    RATE_FLOOR,
     ROLLUP_KEEP,
     WEIGHT_CEILING,
+    WEIGHT_FLOOR,
     Page,
     SlotFate,
     to_json,
@@ -870,7 +872,7 @@ RateIn = Annotated[
     WithJsonSchema(
         {
             "anyOf": [
-                {"type": "number", "exclusiveMinimum": 0, "maximum": RATE_CEILING},
+                {"type": "number", "minimum": RATE_FLOOR, "maximum": RATE_CEILING},
                 {"type": "string", "pattern": r"^\s*[0-9.]+\s*(/\s*[smh])?\s*$"},
                 {"type": "null"},
             ]
@@ -905,7 +907,7 @@ class TenantLimitsIn(BaseModel):
         "null: one second's worth.",
     )
     weight: Annotated[
-        float | None, Strict(), Field(gt=0, le=WEIGHT_CEILING, allow_inf_nan=False)
+        float | None, Strict(), Field(ge=WEIGHT_FLOOR, le=WEIGHT_CEILING, allow_inf_nan=False)
     ] = Field(None, description="The tenant's share when tenants compete; null: 1.")
 
     def changes(self, *, replace: bool) -> dict[str, Any]:
