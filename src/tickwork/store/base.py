@@ -299,11 +299,22 @@ class Store(abc.ABC):
         limit: int,
         lease: timedelta = RUN_LEASE,
         queues: Sequence[str] | None = None,
+        tasks: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> list[Run]:
         """Take up to ``limit`` claimable runs, exclusively.
 
-        Eligible: state queued or failed, ``run_at <= now``, queue in ``queues`` (None: any).
+        Eligible: state queued or failed, ``run_at <= now``, queue in ``queues`` (None: any),
+        task in ``tasks`` (None: any; empty: none). A worker passes the tasks it runs, so it
+        is never handed a run it would have to refuse: a run of any other task is not
+        eligible for it (it stays queued, spends no attempt, keeps its fencing token) and
+        waits for a claimer that has its task. Every rule below applies among the
+        eligible runs only: the batch fills from them, however many runs of other tasks
+        come first in claim order; limits count every running run of a tenant or task,
+        whoever claimed it; fair share walks only the tenants with eligible runs. A claim
+        locks (and spends the tokens of) no limited task outside ``tasks``. The cost of a
+        claim does not grow with the number of runs of other tasks: they are stepped over
+        through the index on (task, tenant, claim order) (docs/tenant-limits.md).
         Order: priority descending, then run_at, then id, while one tenant's runs are
         eligible. Fair share, when several tenants' are: the tenants are walked round-robin
         from where this store object's last claim stopped (a batch's worth at most), each
@@ -334,20 +345,26 @@ class Store(abc.ABC):
         limit: int,
         lease: timedelta = RUN_LEASE,
         queues: Sequence[str] | None = None,
+        tasks: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> tuple[list[int], list[ClaimedRun]]:
         """:meth:`complete_many` then :meth:`claim`, as one transaction where the store can
         (one round trip and one commit per batch for a busy worker). Returns the run ids
         whose completion was rejected (fenced out) and the runs claimed, in claim order and
         lean (:class:`~tickwork.job.ClaimedRun`: what a worker needs, no more); ``limit`` 0
-        only completes. Each half keeps its own contract, fencing included."""
+        (or an empty ``queues`` or ``tasks``) only completes. Each half keeps its own
+        contract, fencing and the tasks filter included."""
         rejected = self.complete_many(completions, now=now) if completions else []
-        claimed = self.claim(worker, limit=limit, lease=lease, queues=queues, now=now)
+        claimed = self.claim(worker, limit=limit, lease=lease, queues=queues, tasks=tasks, now=now)
         return rejected, [ClaimedRun.of(run) for run in claimed]
 
     @abc.abstractmethod
-    def next_claimable_at(self, *, queues: Sequence[str] | None = None) -> datetime | None:
-        """The earliest ``run_at`` of a queued or failed run (a worker sleeps until it)."""
+    def next_claimable_at(
+        self, *, queues: Sequence[str] | None = None, tasks: Sequence[str] | None = None
+    ) -> datetime | None:
+        """The earliest ``run_at`` of a queued or failed run in ``queues`` of one of
+        ``tasks`` (None: any), or None: when a worker with those queues and tasks may next
+        claim (it sleeps until then). A run it cannot take never wakes it."""
 
     @abc.abstractmethod
     def heartbeat(

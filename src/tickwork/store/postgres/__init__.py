@@ -86,7 +86,7 @@ from tickwork.store.postgres.driver import (
 from tickwork.store.postgres.due import due_job, new_run
 from tickwork.store.postgres.listener import PgListener
 from tickwork.store.postgres.pool import POOL_MAX_SIZE, Conn
-from tickwork.store.queries import for_queues, migration_files
+from tickwork.store.queries import for_claimer, migration_files
 from tickwork.store.sql import SqlStore
 from tickwork.store.sql.calendars import bind_calendar
 
@@ -382,22 +382,29 @@ class PostgresStore(SqlStore):
         limit: int,
         lease: timedelta = RUN_LEASE,
         queues: Sequence[str] | None = None,
+        tasks: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> list[Run]:
-        if limit < 1 or (queues is not None and not queues):
+        if limit < 1 or (queues is not None and not queues) or (tasks is not None and not tasks):
             return []
         # As complete_and_claim: one statement unless a limit exists (the statement's
         # flag row says so even when it claimed nothing).
         rows: list[DictRow] = []
         if not self._limited:
-            params = _claim_params(worker, limit, lease, queues, now)
-            rows = self._all(for_queues(Q["claim"], queues), params)
+            params = _claim_params(worker, limit, lease, queues=queues, tasks=tasks, now=now)
+            rows = self._all(for_claimer(Q["claim"], queues, tasks), params)
             self._limited = rows[0]["limited"]
             rows = [r for r in rows if r["id"] is not None]
             if len(rows) == limit or not self._limited:
                 return _claimed(rows)
         _, more = self._claim_limited(
-            [], worker, limit=limit - len(rows), lease=lease, queues=queues, now=now
+            [],
+            worker,
+            limit=limit - len(rows),
+            lease=lease,
+            queues=queues,
+            tasks=tasks,
+            now=now,
         )
         if more:  # the limited path comes back lean: the whole rows for Run
             rows += self._all(Q["runs_by_ids"], {"ids": [run.id for run in more]})
@@ -411,25 +418,33 @@ class PostgresStore(SqlStore):
         limit: int,
         lease: timedelta = RUN_LEASE,
         queues: Sequence[str] | None = None,
+        tasks: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> tuple[list[int], list[ClaimedRun]]:
-        # Two paths. With no tenant or task limited, one statement completes and claims;
-        # once any is, that statement claims nothing and says so, and calls take the
-        # limited path (a transaction that holds the limited tenants' and tasks' rows and
-        # counts their running runs) until it finds none it could hold.
-        if queues is not None and not queues:
+        # Two paths. With no tenant or task limited (and no run of a task the claimer
+        # lacks waiting), one statement completes and claims; once any is, that statement
+        # claims nothing and says so, and calls take the limited path (a transaction that
+        # holds the limited tenants' and tasks' rows and counts their running runs) until
+        # it finds none it could hold.
+        if (queues is not None and not queues) or (tasks is not None and not tasks):
             limit = 0
         if not completions and limit < 1:
             return [], []
         if self._limited and limit >= 1:
             return self._complete_and_claim_limited(
-                completions, worker, limit=limit, lease=lease, queues=queues, now=now
+                completions,
+                worker,
+                limit=limit,
+                lease=lease,
+                queues=queues,
+                tasks=tasks,
+                now=now,
             )
         params = {
             **_completion_params(completions),
-            **_claim_params(worker, max(limit, 0), lease, queues, now),
+            **_claim_params(worker, max(limit, 0), lease, queues=queues, tasks=tasks, now=now),
         }
-        query = for_queues(Q["complete_then_claim"], queues)
+        query = for_claimer(Q["complete_then_claim"], queues, tasks)
         with self._conn() as conn:
             cur = conn.cursor(row_factory=tuple_row)
             # Prepared from the first call, not the fifth: planning it costs more than
@@ -443,7 +458,13 @@ class PostgresStore(SqlStore):
         self._limited = rows[0][1]
         if self._limited and len(claimed) < limit:
             claimed += self._complete_and_claim_limited(
-                [], worker, limit=limit - len(claimed), lease=lease, queues=queues, now=now
+                [],
+                worker,
+                limit=limit - len(claimed),
+                lease=lease,
+                queues=queues,
+                tasks=tasks,
+                now=now,
             )[1]
         return rejected, claimed
 
@@ -455,10 +476,11 @@ class PostgresStore(SqlStore):
         limit: int,
         lease: timedelta,
         queues: Sequence[str] | None,
+        tasks: Sequence[str] | None,
         now: datetime | None,
     ) -> tuple[list[int], list[ClaimedRun]]:
         done, claimed = self._claim_limited(
-            completions, worker, limit=limit, lease=lease, queues=queues, now=now
+            completions, worker, limit=limit, lease=lease, queues=queues, tasks=tasks, now=now
         )
         rejected = [c.run_id for c in completions if c.run_id not in done]
         return rejected, claimed
@@ -471,6 +493,7 @@ class PostgresStore(SqlStore):
         limit: int,
         lease: timedelta,
         queues: Sequence[str] | None,
+        tasks: Sequence[str] | None,
         now: datetime | None,
     ) -> tuple[set[int], list[ClaimedRun]]:
         """Complete, then claim within tenants' and tasks' limits and fairly across
@@ -480,7 +503,8 @@ class PostgresStore(SqlStore):
         a later statement whose snapshot sees what every earlier holder committed, counts
         their running runs, refills their token buckets, picks, claims and spends the
         tokens: so no two claimers ever count one tenant or task at once, and every limit
-        holds exactly. Returns the ids completed and the runs claimed, in claim order."""
+        holds exactly. Only runs of ``tasks`` (None: any) are walked to and claimed.
+        Returns the ids completed and the runs claimed, in claim order."""
         with self._conn() as conn, conn.pipeline():
             with conn.transaction():
                 completed = None
@@ -490,11 +514,12 @@ class PostgresStore(SqlStore):
                 claimed = None
                 if limit >= 1:
                     params = {
-                        **_claim_params(worker, limit, lease, queues, now),
+                        **_claim_params(worker, limit, lease, queues=queues, tasks=tasks, now=now),
                         "after": self._after,
                     }
-                    conn.execute(for_queues(Q["hold_limits"], queues), params, prepare=True)
-                    query = for_queues(Q["claim_limited"], queues)
+                    hold = for_claimer(Q["hold_limits"], queues, tasks)
+                    conn.execute(hold, params, prepare=True)
+                    query = for_claimer(Q["claim_limited"], queues, tasks)
                     cur = conn.cursor(row_factory=tuple_row)
                     claimed = cur.execute(query, params, binary=True, prepare=True)
             done = {r["id"] for r in completed} if completed is not None else set()
@@ -504,7 +529,8 @@ class PostgresStore(SqlStore):
         # Each row: tenants walked, the last of them, whether a limit exists, the claimed
         # run's tenant's place in the walk, then the ClaimedRun (NULLs with none claimed).
         tenants, last_walked, limited = rows[0][:3]
-        # The limited path again while a limit exists or tenants share; else one statement.
+        # The limited path again while a limit exists, tenants share or runs of a task this
+        # claimer lacks wait; else one statement.
         self._limited = limited or tenants > 1
         make = ClaimedRun._make
         runs = [make(r[4:]) for r in rows if r[4] is not None]
@@ -627,10 +653,19 @@ def _claim_params(
     worker: str,
     limit: int,
     lease: timedelta,
+    *,
     queues: Sequence[str] | None,
+    tasks: Sequence[str] | None,
     now: datetime | None,
 ) -> dict[str, Any]:
-    return {"worker": worker, "now": now, "limit": limit, "lease": lease, "queues": _list(queues)}
+    return {
+        "worker": worker,
+        "now": now,
+        "limit": limit,
+        "lease": lease,
+        "queues": _list(queues),
+        "tasks": _list(tasks),
+    }
 
 
 def _completion_params(completions: Sequence[Completion]) -> dict[str, Any]:

@@ -208,18 +208,30 @@ SELECT (SELECT CASE WHEN schedule->>'kind' = 'once' THEN next_run_at - %(lead)s:
 -- columns of ClaimedRun, in claim order); at least one row comes back: with no run claimed,
 -- one row of NULLs carrying the count of completions applied. A line ending
 -- "-- only-queues" is dropped for a worker that takes every queue (see for_queues).
--- With any tenant or task limited, or runs of more than one tenant claimable (fair share),
--- it claims nothing (the limited path claims, in a transaction: claim_candidates) and
--- "limited" says so. Both read one materialized check (two empty tables and the two ends
--- of tickwork_runs_fair, once per statement); the gate is pseudo-constant, a one-time
+-- With any tenant or task limited, runs of more than one tenant claimable (fair share), or
+-- runs waiting of a task not in tasks (NULL: the claimer has every task), it claims
+-- nothing (the limited path claims, in a transaction: hold_limits, claim_limited) and
+-- "limited" says so. Both read one materialized check (two empty tables, the two ends of
+-- tickwork_runs_fair, and the waiting runs' tasks in name order, one probe of
+-- tickwork_runs_task each, up to the first not in tasks: while every waiting run is
+-- of one task, two probes; once per statement); the gate is pseudo-constant, a one-time
 -- filter that leaves the planner's estimate, and so its plan (the claim index read in
--- order, stopping at the limit), as it was without it.
-WITH limits AS MATERIALIZED (
+-- order, stopping at the limit), as it was without it. "-- only-tasks" lines are dropped
+-- for a claimer of every task, as "-- only-queues" ones are.
+WITH RECURSIVE seen (task) AS (
+    SELECT min(task) FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
+    UNION ALL
+    SELECT (SELECT min(r.task) FROM tickwork_runs r
+            WHERE r.state IN ('queued', 'failed') AND r.task > s.task)
+    FROM seen s WHERE s.task = ANY(%(tasks)s::text[])
+), limits AS MATERIALIZED (
     SELECT EXISTS (SELECT 1 FROM tickwork_tenants
                    WHERE max_running IS NOT NULL OR rate IS NOT NULL
                    UNION ALL SELECT 1 FROM tickwork_task_limits)
         OR (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
            <> (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+        OR EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[]))
         AS set
 ), done AS (
     UPDATE tickwork_runs r
@@ -233,6 +245,7 @@ WITH limits AS MATERIALIZED (
     SELECT id FROM tickwork_runs
     WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
       AND queue = ANY(%(queues)s::text[])  -- only-queues
+      AND task = ANY(%(tasks)s::text[])  -- only-tasks
       AND NOT (SELECT set FROM limits)
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
@@ -256,22 +269,33 @@ LEFT JOIN claimed c ON true
 ORDER BY c.priority DESC, c.run_at, c.id;
 
 -- name: claim
--- The one-statement claim, only while no tenant or task is limited and one tenant's runs
--- are claimable (the gate of complete_then_claim); "limited" on each row says whether the
--- limited path must claim instead. At least one row comes back: with no run claimed, one
--- row of NULLs carrying "limited" (so an idle worker's poll is one statement, not two).
--- A line ending "-- only-queues" is dropped for a worker that takes every queue.
-WITH limits AS MATERIALIZED (
+-- The one-statement claim, only while no tenant or task is limited, one tenant's runs are
+-- claimable and every waiting run is of a task in tasks (the gate of
+-- complete_then_claim); "limited" on each row says whether the limited path must claim
+-- instead. At least one row comes back: with no run claimed, one row of NULLs carrying
+-- "limited" (so an idle worker's poll is one statement, not two). A line ending
+-- "-- only-queues" is dropped for a worker that takes every queue, "-- only-tasks" for
+-- one that has every task.
+WITH RECURSIVE seen (task) AS (
+    SELECT min(task) FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
+    UNION ALL
+    SELECT (SELECT min(r.task) FROM tickwork_runs r
+            WHERE r.state IN ('queued', 'failed') AND r.task > s.task)
+    FROM seen s WHERE s.task = ANY(%(tasks)s::text[])
+), limits AS MATERIALIZED (
     SELECT EXISTS (SELECT 1 FROM tickwork_tenants
                    WHERE max_running IS NOT NULL OR rate IS NOT NULL
                    UNION ALL SELECT 1 FROM tickwork_task_limits)
         OR (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
            <> (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+        OR EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[]))
         AS set
 ), picked AS (
     SELECT id FROM tickwork_runs
     WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
       AND queue = ANY(%(queues)s::text[])  -- only-queues
+      AND task = ANY(%(tasks)s::text[])  -- only-tasks
       AND NOT (SELECT set FROM limits)
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
@@ -289,8 +313,11 @@ FROM (SELECT 1) one
 LEFT JOIN claimed c ON true;
 
 -- name: next_claimable_at
+-- With tasks, through tickwork_runs_task: this claimer's own waiting runs, not a backlog of
+-- another task's (whose runs, due long ago, would wake it for nothing).
 SELECT min(run_at) AS at FROM tickwork_runs
 WHERE state IN ('queued', 'failed')
+  AND task = ANY(%(tasks)s::text[])  -- only-tasks
   AND queue = ANY(%(queues)s::text[]);  -- only-queues
 
 -- name: heartbeat
@@ -656,39 +683,111 @@ ORDER BY 1;
 -- name: hold_limits
 -- The limited claim's first statement (then claim_limited, in one transaction, sent in one
 -- round trip). Fair share's walk (store/limits.py): the tenants with claimable runs (a
--- tenant's runs not yet due or in other queues are stepped over in the index), in name order from %(after)s round to it again, one probe of tickwork_runs_fair
--- each (past a tenant's whole backlog at once), %(limit)s of them at most. Then lock those
--- of them with a limit, and every task with one, that no other claimer holds (SKIP LOCKED:
+-- tenant's runs not yet due or in other queues are stepped over in the index), in name
+-- order from %(after)s round to it again, one probe of tickwork_runs_fair each (past a
+-- tenant's whole backlog at once), %(limit)s of them at most. Then lock those of them with
+-- a limit, and every task of tasks with one, that no other claimer holds (SKIP LOCKED:
 -- one that is held is left out of this claim), and name the walk and the held in the
 -- transaction's settings. A held row stays locked until commit, so no other claimer
 -- counts, refills or claims that tenant or task at once, and claim_limited, a later
 -- statement, sees what every earlier holder committed. Costs a probe and a lock per tenant
 -- walked, however many tenants have runs or limits. JIT off for the transaction:
 -- claim_limited's estimates can pass jit_above_cost, and compiling would cost 300 ms.
-WITH RECURSIVE onward (tenant, n) AS (
-    SELECT min(tenant), 1 FROM tickwork_runs
-    WHERE state IN ('queued', 'failed') AND tenant > %(after)s
-      AND run_at <= coalesce(%(now)s::timestamptz, now())
-      AND queue = ANY(%(queues)s::text[])  -- only-queues
+-- Tasks: while runs of a task not in tasks wait ("others": the gate of
+-- complete_then_claim), a probe of tickwork_runs_fair could read through that task's whole
+-- backlog in a tenant; the walk then probes tickwork_runs_task once per task of tasks
+-- with waiting runs ("active", found once), and claim_limited reads those tasks apart.
+-- Those probes bound (task, tenant) with row comparisons and order by (task, tenant): only
+-- tickwork_runs_task serves them, so the planner (which cannot know, for a task from a
+-- list, how few of its runs there are) never reads tickwork_runs_fair with a filter on the
+-- task instead, through the other task's backlog.
+WITH RECURSIVE seen (task) AS (
+    SELECT min(task) FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
     UNION ALL
-    SELECT (SELECT min(r.tenant) FROM tickwork_runs r
-            WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant
+    SELECT (SELECT min(r.task) FROM tickwork_runs r
+            WHERE r.state IN ('queued', 'failed') AND r.task > s.task)
+    FROM seen s WHERE s.task = ANY(%(tasks)s::text[])
+), gate AS MATERIALIZED (
+    SELECT EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[])) AS others
+), active AS MATERIALIZED (
+    -- One probe per task, as min(task) from it (an EXISTS ... task = k.task could be
+    -- planned as a scan that reads the other tasks' runs on the way).
+    SELECT k.task FROM unnest(%(tasks)s::text[]) AS k (task)
+    WHERE (SELECT others FROM gate)
+      AND (SELECT min(r.task) FROM tickwork_runs r
+           WHERE r.state IN ('queued', 'failed') AND r.task >= k.task) = k.task
+), onward (tenant, n) AS (
+    SELECT CASE WHEN (SELECT others FROM gate) THEN
+        (SELECT min(x.tenant) FROM active a CROSS JOIN LATERAL (
+            SELECT r.tenant FROM tickwork_runs r
+            WHERE (r.task, r.tenant) > (a.task, %(after)s) AND r.task <= a.task
+              AND r.state IN ('queued', 'failed')
               AND r.run_at <= coalesce(%(now)s::timestamptz, now())
               AND r.queue = ANY(%(queues)s::text[])  -- only-queues
-           ), w.n + 1
+            ORDER BY r.task, r.tenant LIMIT 1
+        ) x)
+    ELSE
+        (SELECT min(tenant) FROM tickwork_runs
+         WHERE state IN ('queued', 'failed') AND tenant > %(after)s
+           AND run_at <= coalesce(%(now)s::timestamptz, now())
+           AND queue = ANY(%(queues)s::text[])  -- only-queues
+        )
+    END, 1
+    UNION ALL
+    SELECT CASE WHEN (SELECT others FROM gate) THEN
+        (SELECT min(x.tenant) FROM active a CROSS JOIN LATERAL (
+            SELECT r.tenant FROM tickwork_runs r
+            WHERE (r.task, r.tenant) > (a.task, w.tenant) AND r.task <= a.task
+              AND r.state IN ('queued', 'failed')
+              AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+              AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+            ORDER BY r.task, r.tenant LIMIT 1
+        ) x)
+    ELSE
+        (SELECT min(r.tenant) FROM tickwork_runs r
+         WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant
+           AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+           AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+        )
+    END, w.n + 1
     FROM onward w WHERE w.tenant IS NOT NULL AND w.n < %(limit)s
 ), around (tenant, n) AS (
-    SELECT min(tenant), (SELECT count(tenant) FROM onward) + 1 FROM tickwork_runs
-    WHERE state IN ('queued', 'failed') AND tenant <= %(after)s
-      AND run_at <= coalesce(%(now)s::timestamptz, now())
-      AND queue = ANY(%(queues)s::text[])  -- only-queues
-    UNION ALL
-    SELECT (SELECT min(r.tenant) FROM tickwork_runs r
-            WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant
-              AND r.tenant <= %(after)s
+    SELECT CASE WHEN (SELECT others FROM gate) THEN
+        (SELECT min(x.tenant) FROM active a CROSS JOIN LATERAL (
+            SELECT r.tenant FROM tickwork_runs r
+            WHERE r.task >= a.task AND (r.task, r.tenant) <= (a.task, %(after)s)
+              AND r.state IN ('queued', 'failed')
               AND r.run_at <= coalesce(%(now)s::timestamptz, now())
               AND r.queue = ANY(%(queues)s::text[])  -- only-queues
-           ), w.n + 1
+            ORDER BY r.task, r.tenant LIMIT 1
+        ) x)
+    ELSE
+        (SELECT min(tenant) FROM tickwork_runs
+         WHERE state IN ('queued', 'failed') AND tenant <= %(after)s
+           AND run_at <= coalesce(%(now)s::timestamptz, now())
+           AND queue = ANY(%(queues)s::text[])  -- only-queues
+        )
+    END, (SELECT count(tenant) FROM onward) + 1
+    UNION ALL
+    SELECT CASE WHEN (SELECT others FROM gate) THEN
+        (SELECT min(x.tenant) FROM active a CROSS JOIN LATERAL (
+            SELECT r.tenant FROM tickwork_runs r
+            WHERE (r.task, r.tenant) > (a.task, w.tenant)
+              AND (r.task, r.tenant) <= (a.task, %(after)s)
+              AND r.state IN ('queued', 'failed')
+              AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+              AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+            ORDER BY r.task, r.tenant LIMIT 1
+        ) x)
+    ELSE
+        (SELECT min(r.tenant) FROM tickwork_runs r
+         WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant
+           AND r.tenant <= %(after)s
+           AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+           AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+        )
+    END, w.n + 1
     FROM around w WHERE w.tenant IS NOT NULL AND w.n < %(limit)s
 ), walk AS MATERIALIZED (
     SELECT tenant, n FROM (SELECT * FROM onward UNION ALL SELECT * FROM around) w
@@ -699,7 +798,9 @@ WITH RECURSIVE onward (tenant, n) AS (
     ORDER BY tenant
     FOR UPDATE SKIP LOCKED
 ), held_tasks AS MATERIALIZED (
-    SELECT task FROM tickwork_task_limits ORDER BY task FOR UPDATE SKIP LOCKED
+    SELECT task FROM tickwork_task_limits
+    WHERE task = ANY(%(tasks)s::text[])  -- only-tasks
+    ORDER BY task FOR UPDATE SKIP LOCKED
 )
 SELECT set_config('jit', 'off', true),
     set_config('tickwork.walk',
@@ -707,7 +808,10 @@ SELECT set_config('jit', 'off', true),
     set_config('tickwork.held_tenants',
                (SELECT coalesce(array_agg(tenant), '{}')::text FROM held), true),
     set_config('tickwork.held_tasks',
-               (SELECT coalesce(array_agg(task), '{}')::text FROM held_tasks), true);
+               (SELECT coalesce(array_agg(task), '{}')::text FROM held_tasks), true),
+    set_config('tickwork.others', (SELECT others::text FROM gate), true),
+    set_config('tickwork.active',
+               (SELECT coalesce(array_agg(task), '{}')::text FROM active), true);
 
 -- name: claim_limited
 -- The claim while a limit exists or several tenants' runs are claimable, after
@@ -722,11 +826,20 @@ SELECT set_config('jit', 'off', true),
 --    its room: limits.share); keep those within their task's room, in order of rank /
 --    weight, then walk position; claim %(limit)s of them.
 -- 3. Spend a token of each claimed run's rate-limited tenant, and of its rate-limited task.
+-- Tasks: only runs of tasks (NULL: every task). While runs of another task wait
+-- (tickwork.others, from hold_limits), each tenant's runs of each task of tasks with
+-- waiting runs (tickwork.active) are read apart through tickwork_runs_task, each up to the
+-- tenant's share, so that no other task's backlog is read; then merged as one tenant's.
 -- Comes back: one row per claimed run in claim order, lean (with its tenant's position in
 -- the walk, then the columns of ClaimedRun), or one row of NULLs; each carries how many
--- tenants the walk saw, the last of them, and whether any limit exists.
+-- tenants the walk saw, the last of them, and whether any limit exists (or runs of another
+-- task wait: the limited path again).
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
+), others AS MATERIALIZED (
+    SELECT coalesce(current_setting('tickwork.others', true)::boolean, false) AS waiting
+), active AS MATERIALIZED (
+    SELECT unnest(current_setting('tickwork.active', true)::text[]) AS task
 ), walk AS MATERIALIZED (
     SELECT w.tenant, w.n FROM unnest(current_setting('tickwork.walk', true)::text[])
         WITH ORDINALITY AS w (tenant, n)
@@ -742,8 +855,10 @@ WITH clock AS (
     LEFT JOIN held h ON h.tenant = t.tenant
     WHERE t.max_running IS NOT NULL OR t.rate IS NOT NULL
 ), running AS (
+    -- Through tickwork_runs_lease (a running run, and only one, has a lease): without the
+    -- lease's condition no index has the running runs, and the count read the whole table.
     SELECT tenant, count(*) AS n FROM tickwork_runs
-    WHERE state = 'running'
+    WHERE state = 'running' AND lease_expires_at IS NOT NULL
       AND tenant IN (SELECT tenant FROM limited WHERE held AND max_running IS NOT NULL)
     GROUP BY tenant
 ), buckets AS MATERIALIZED (
@@ -762,7 +877,8 @@ WITH clock AS (
     FROM limited l LEFT JOIN running r USING (tenant) LEFT JOIN buckets b USING (tenant)
 ), task_running AS (
     SELECT task, count(*) AS n FROM tickwork_runs
-    WHERE state = 'running' AND task IN (SELECT task FROM held_tasks)
+    WHERE state = 'running' AND lease_expires_at IS NOT NULL
+      AND task IN (SELECT task FROM held_tasks)
     GROUP BY task
 ), task_buckets AS MATERIALIZED (
     SELECT t.task, greatest(c.now, coalesce(t.refilled_at, c.now)) AS at,
@@ -796,6 +912,13 @@ WITH clock AS (
     -- its first runs up to that room; so a task held by its limit (a rate refills all the
     -- time: its room is rarely 0) never fills a tenant's share with runs it cannot take,
     -- and its backlog does not hold back the tenant's other tasks (as SQLite's refetch).
+    -- With runs of another task waiting, each of this claimer's unlimited tasks is read
+    -- apart (o), up to the share each: a tenant with several such tasks locks more rows
+    -- than it claims (those it does not claim are free again at commit). A task's runs of
+    -- one tenant (o, l) are bounded by row comparisons on (task, tenant), equal to both,
+    -- and ordered by the whole of tickwork_runs_task: only that index serves it, in claim
+    -- order, stopping at the limit (with "task = ... AND tenant = ..." the planner may
+    -- read tickwork_runs_fair, filtering a backlog of other tasks row by row).
     SELECT c.id, c.tenant, c.task, s.n,
         (row_number() OVER (PARTITION BY c.tenant ORDER BY c.priority DESC, c.run_at, c.id)
          - 1) / s.weight AS vtime
@@ -805,23 +928,42 @@ WITH clock AS (
             WHERE r.tenant = s.tenant AND r.state IN ('queued', 'failed')
               AND r.run_at <= (SELECT now FROM clock)
               AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+              AND r.task = ANY(%(tasks)s::text[])  -- only-tasks
               AND r.task NOT IN (SELECT task FROM task_room)
+              AND NOT (SELECT waiting FROM others)
             ORDER BY r.priority DESC, r.run_at, r.id
             LIMIT s.k
             FOR UPDATE SKIP LOCKED
         ) u
         UNION ALL
+        SELECT o.id, o.tenant, o.task, o.priority, o.run_at
+        FROM active a CROSS JOIN LATERAL (
+            SELECT id, tenant, task, priority, run_at FROM tickwork_runs r
+            WHERE (r.task, r.tenant) >= (a.task, s.tenant)
+              AND (r.task, r.tenant) <= (a.task, s.tenant)
+              AND r.state IN ('queued', 'failed')
+              AND r.run_at <= (SELECT now FROM clock)
+              AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+            ORDER BY r.task, r.tenant, r.priority DESC, r.run_at, r.id
+            LIMIT s.k
+            FOR UPDATE SKIP LOCKED
+        ) o
+        WHERE (SELECT waiting FROM others) AND a.task NOT IN (SELECT task FROM task_room)
+        UNION ALL
         SELECT l.id, l.tenant, l.task, l.priority, l.run_at
         FROM task_room t CROSS JOIN LATERAL (
             SELECT id, tenant, task, priority, run_at FROM tickwork_runs r
-            WHERE r.tenant = s.tenant AND r.task = t.task AND r.state IN ('queued', 'failed')
+            WHERE (r.task, r.tenant) >= (t.task, s.tenant)
+              AND (r.task, r.tenant) <= (t.task, s.tenant)
+              AND r.state IN ('queued', 'failed')
               AND r.run_at <= (SELECT now FROM clock)
               AND r.queue = ANY(%(queues)s::text[])  -- only-queues
-            ORDER BY r.priority DESC, r.run_at, r.id
+            ORDER BY r.task, r.tenant, r.priority DESC, r.run_at, r.id
             LIMIT least(s.k, t.room)
             FOR UPDATE SKIP LOCKED
         ) l
         WHERE t.room > 0
+          AND t.task = ANY(%(tasks)s::text[])  -- only-tasks
     ) c
 ), chosen AS (
     SELECT p.id, p.n FROM (
@@ -860,7 +1002,8 @@ FROM (SELECT (SELECT count(*) FROM walk) AS tenants,
              (SELECT tenant FROM walk ORDER BY n DESC LIMIT 1) AS last_walked,
              EXISTS (SELECT 1 FROM tickwork_tenants
                      WHERE max_running IS NOT NULL OR rate IS NOT NULL
-                     UNION ALL SELECT 1 FROM tickwork_task_limits) AS limited) f
+                     UNION ALL SELECT 1 FROM tickwork_task_limits)
+                 OR (SELECT waiting FROM others) AS limited) f
 LEFT JOIN claimed c ON true
 LEFT JOIN walk w ON w.tenant = c.tenant
 ORDER BY c.priority DESC, c.run_at, c.id;

@@ -30,7 +30,7 @@ from tickwork.store.base import (
     bulk_limit,
     page_limit,
 )
-from tickwork.store.queries import for_queues
+from tickwork.store.queries import for_claimer
 from tickwork.store.sql.core import SqlCore
 from tickwork.store.sql.minutes import floor_minute
 from tickwork.store.sql.totals import Tally
@@ -101,12 +101,15 @@ class RunTransitions(SqlCore):
             requeued=requeued, dead=sorted(r["id"] for r in found if r["state"] == RunState.DEAD)
         )
 
-    def next_claimable_at(self, *, queues: Sequence[str] | None = None) -> datetime | None:
-        if queues is not None and not queues:
+    def next_claimable_at(
+        self, *, queues: Sequence[str] | None = None, tasks: Sequence[str] | None = None
+    ) -> datetime | None:
+        if (queues is not None and not queues) or (tasks is not None and not tasks):
             return None
-        query = for_queues(self.q["next_claimable_at"], queues)
+        query = for_claimer(self.q["next_claimable_at"], queues, tasks)
+        params = {"queues": self.codec.array(queues), "tasks": self.codec.array(tasks)}
         with self.driver.read() as tx:
-            row = tx.one(query, {"queues": self.codec.array(queues)})
+            row = tx.one(query, params)
         return self.codec.from_time(row["at"]) if row is not None else None
 
     def get_run(self, run_id: int, *, tenant: str | None = None) -> Run:
