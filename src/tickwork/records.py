@@ -319,6 +319,30 @@ class RunMinute:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskBacklog:
+    """A queue's due runs of one task (queued or failed, their ``run_at`` come)."""
+
+    queue: str
+    task: str
+    due: int
+    oldest_due_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Unserved:
+    """Due runs that no live worker can run now, of one task in one queue: none that
+    takes the queue has the task (or, for ``shell``, runs shell commands). They wait,
+    queued, spending no attempt, until such a worker starts; ``reason`` says which it
+    lacks, e.g. "no live worker has task send_mail"."""
+
+    queue: str
+    task: str
+    due: int
+    oldest_due_at: datetime | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class QueueStatus:
     """A queue now: what is due in it and who consumes it."""
 
@@ -327,6 +351,8 @@ class QueueStatus:
     running: int
     oldest_due_at: datetime | None
     workers: list[str] = field(default_factory=list)  # live workers that claim from it
+    unserved: list[Unserved] = field(default_factory=list)
+    """Of the due runs, those of tasks no live worker of the queue has, by task."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -650,6 +676,7 @@ JsonValue = (
     | CalendarRecord
     | InjectedRun
     | QueueStatus
+    | Unserved
 )
 
 
@@ -695,6 +722,8 @@ def to_json(value: JsonValue) -> dict[str, Any]:
             "held": value.held,
             "at_limit": value.at_limit,
         }
+    elif isinstance(value, QueueStatus):
+        raw = {**_fields(value), "unserved": [to_json(u) for u in value.unserved]}
     elif is_dataclass(value):
         raw = _fields(value)
     else:

@@ -76,6 +76,7 @@ from tickwork.records import (
     SlotFate,
     SlotSkip,
     Submitted,
+    TaskBacklog,
     TaskLimits,
     TaskStatus,
     TenantLimits,
@@ -96,8 +97,8 @@ __all__ = [
     "SKIP_LOCKED", "ApiKey", "CalendarChange", "CalendarRecord", "Completion", "FaultMark",
     "Heartbeat", "InjectedRun", "Keep", "Lease", "LeaseStatus", "Listener", "Node", "Page",
     "QueueStatus", "RescueResult", "RunFilter", "RunMinute", "RunStats", "RunTotals", "Session",
-    "SlotFate", "SlotSkip", "Store", "Submitted", "TaskLimits", "TaskStatus", "TenantLimits",
-    "TenantStatus", "TriggerResult", "bulk_limit", "page_limit",
+    "SlotFate", "SlotSkip", "Store", "Submitted", "TaskBacklog", "TaskLimits", "TaskStatus",
+    "TenantLimits", "TenantStatus", "TriggerResult", "bulk_limit", "page_limit",
 ]
 # fmt: on
 
@@ -653,6 +654,16 @@ class Store(abc.ABC):
     ) -> list[QueueStatus]:
         """Every queue that has runs queued, failed or running, by name: its due backlog,
         running count and oldest due run (``workers`` is left empty: nodes are not runs)."""
+
+    @abc.abstractmethod
+    def due_tasks(
+        self, *, tenant: str | None = None, now: datetime | None = None
+    ) -> list[TaskBacklog]:
+        """Every queue and task with due runs (queued or failed, ``run_at <= now``), by
+        queue then task: how many, and the oldest ``run_at``; only ``tenant``'s if given.
+        The queues view sets them against the live workers' tasks (runs no live worker
+        can run: :class:`~tickwork.records.Unserved`). A read of the due runs, as
+        :meth:`queue_stats`."""
 
     # -- the per-minute rollup (the dashboard's time axis) --------------------------------
 

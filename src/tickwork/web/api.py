@@ -752,6 +752,16 @@ def run_stats(principal: PrincipalDep, client: ClientDep) -> dict[str, Any]:
     return to_json(client.run_stats(tenant=principal.tenant))
 
 
+class UnservedOut(BaseModel):
+    task: str
+    due: int = Field(description="Due runs of the task in the queue that no live worker claims.")
+    oldest_due_at: str | None
+    reason: str = Field(
+        description='Why, e.g. "no live worker has task send_mail": they wait, queued, '
+        "spending no attempt, until a worker with the task starts."
+    )
+
+
 class QueueOut(BaseModel):
     queue: str
     due: int = Field(description="Runs queued (or awaiting retry) whose time has come.")
@@ -760,6 +770,9 @@ class QueueOut(BaseModel):
     consumers: int = Field(description="Live workers that claim from the queue.")
     workers: list[str] = Field(
         description="Their node ids (admin keys only: a tenant key gets an empty list)."
+    )
+    unserved: list[UnservedOut] = Field(
+        description="Of the due runs, by task, those no live worker of the queue has the task of."
     )
 
 

@@ -1114,6 +1114,13 @@ WHERE r.injected IS NOT NULL
     WHERE (m.mark ->> 'attempt')::integer < r.attempt
       AND (m.mark ->> 'at')::bigint < (extract(epoch FROM r.started_at) * 1000000)::bigint)
 ORDER BY r.id DESC LIMIT %(limit)s;
+-- name: due_tasks
+-- Each queue's due runs by task (the queues view says which no live worker can run).
+SELECT queue, task, count(*) AS due, min(run_at) AS oldest FROM tickwork_runs
+WHERE state IN ('queued', 'failed') AND run_at <= %(now)s
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+GROUP BY queue, task ORDER BY queue, task;
+
 -- name: queue_stats
 SELECT queue,
     count(*) FILTER (WHERE state IN ('queued', 'failed') AND run_at <= %(now)s) AS due,

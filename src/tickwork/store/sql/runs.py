@@ -27,6 +27,7 @@ from tickwork.store.base import (
     RescueResult,
     RunFilter,
     RunStats,
+    TaskBacklog,
     bulk_limit,
     page_limit,
 )
@@ -219,6 +220,17 @@ class RunTransitions(SqlCore):
             QueueStatus(
                 r["queue"], int(r["due"]), int(r["running"]), self.codec.from_time(r["oldest"])
             )
+            for r in found
+        ]
+
+    def due_tasks(
+        self, *, tenant: str | None = None, now: datetime | None = None
+    ) -> list[TaskBacklog]:
+        with self.driver.snapshot() as tx:
+            t = self.codec.time(tx.now(now))
+            found = tx.all(self.q["due_tasks"], {"tenant": tenant, "now": t})
+        return [
+            TaskBacklog(r["queue"], r["task"], int(r["due"]), self.codec.from_time(r["oldest"]))
             for r in found
         ]
 

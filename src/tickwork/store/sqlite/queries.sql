@@ -698,6 +698,13 @@ WHERE r.injected IS NOT NULL
     SELECT 1 FROM json_each(r.injected) AS m
     WHERE m.value ->> '$.attempt' < r.attempt AND m.value ->> '$.at' < r.started_at)
 ORDER BY r.id DESC LIMIT :limit;
+-- name: due_tasks
+-- Each queue's due runs by task (the queues view says which no live worker can run).
+SELECT queue, task, count(*) AS due, min(run_at) AS oldest FROM tickwork_runs
+WHERE state IN ('queued', 'failed') AND run_at <= :now
+  AND (:tenant IS NULL OR tenant = :tenant)
+GROUP BY queue, task ORDER BY queue, task;
+
 -- name: queue_stats
 SELECT queue,
     sum(state IN ('queued', 'failed') AND run_at <= :now) AS due,
