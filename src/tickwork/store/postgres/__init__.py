@@ -421,11 +421,11 @@ class PostgresStore(SqlStore):
         tasks: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> tuple[list[int], list[ClaimedRun]]:
-        # Two paths. With no tenant or task limited (and no run of a task the claimer
-        # lacks waiting), one statement completes and claims; once any is, that statement
-        # claims nothing and says so, and calls take the limited path (a transaction that
-        # holds the limited tenants' and tasks' rows and counts their running runs) until
-        # it finds none it could hold.
+        # Two paths. With no tenant or task limited, one statement completes and claims
+        # (of the tasks given: through their index apart while runs of others wait); once
+        # any is, that statement claims nothing and says so, and calls take the limited
+        # path (a transaction that holds the limited tenants' and tasks' rows and counts
+        # their running runs) until it finds none it could hold.
         if (queues is not None and not queues) or (tasks is not None and not tasks):
             limit = 0
         if not completions and limit < 1:
@@ -529,8 +529,7 @@ class PostgresStore(SqlStore):
         # Each row: tenants walked, the last of them, whether a limit exists, the claimed
         # run's tenant's place in the walk, then the ClaimedRun (NULLs with none claimed).
         tenants, last_walked, limited = rows[0][:3]
-        # The limited path again while a limit exists, tenants share or runs of a task this
-        # claimer lacks wait; else one statement.
+        # The limited path again while a limit exists or tenants share; else one statement.
         self._limited = limited or tenants > 1
         make = ClaimedRun._make
         runs = [make(r[4:]) for r in rows if r[4] is not None]

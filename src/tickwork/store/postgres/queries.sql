@@ -208,16 +208,23 @@ SELECT (SELECT CASE WHEN schedule->>'kind' = 'once' THEN next_run_at - %(lead)s:
 -- columns of ClaimedRun, in claim order); at least one row comes back: with no run claimed,
 -- one row of NULLs carrying the count of completions applied. A line ending
 -- "-- only-queues" is dropped for a worker that takes every queue (see for_queues).
--- With any tenant or task limited, runs of more than one tenant claimable (fair share), or
--- runs waiting of a task not in tasks (NULL: the claimer has every task), it claims
--- nothing (the limited path claims, in a transaction: hold_limits, claim_limited) and
--- "limited" says so. Both read one materialized check (two empty tables, the two ends of
--- tickwork_runs_fair, and the waiting runs' tasks in name order, one probe of
--- tickwork_runs_task each, up to the first not in tasks: while every waiting run is
--- of one task, two probes; once per statement); the gate is pseudo-constant, a one-time
--- filter that leaves the planner's estimate, and so its plan (the claim index read in
--- order, stopping at the limit), as it was without it. "-- only-tasks" lines are dropped
--- for a claimer of every task, as "-- only-queues" ones are.
+-- With any tenant or task limited, or runs of more than one tenant claimable (fair share),
+-- it claims nothing (the limited path claims, in a transaction: hold_limits, claim_limited)
+-- and "limited" says so. Both read one materialized check (two empty tables and the two
+-- ends of tickwork_runs_fair); the gate is pseudo-constant, a one-time filter that leaves
+-- the planner's estimate, and so its plan (the claim index read in order, stopping at the
+-- limit), as it was without it.
+-- Tasks: only runs of tasks (NULL: the claimer has every task; "-- only-tasks" lines
+-- are dropped then, as "-- only-queues" ones for every queue). The check also walks the
+-- waiting runs' tasks in name order, one probe of tickwork_runs_task each, up to the
+-- first not in tasks ("others": while every waiting run is of one task, two probes).
+-- While none waits, the claim index is read as above ("every"). While some do, a backlog
+-- of theirs could lie ahead in that index: each task of tasks with waiting runs
+-- ("active", a probe each) is read apart through tickwork_runs_task instead ("own"), in
+-- claim order, its first %(limit)s, locked; the batch is the first %(limit)s of those
+-- (the rest, locked by this statement, are free at its commit). Its (task, tenant) is
+-- bounded by row comparisons, and ordered by the whole index, so that only that index
+-- can serve it (with "task = ..." the planner may filter the claim index row by row).
 WITH RECURSIVE seen (task) AS (
     SELECT min(task) FROM tickwork_runs
     WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
@@ -229,10 +236,18 @@ WITH RECURSIVE seen (task) AS (
     SELECT EXISTS (SELECT 1 FROM tickwork_tenants
                    WHERE max_running IS NOT NULL OR rate IS NOT NULL
                    UNION ALL SELECT 1 FROM tickwork_task_limits)
-        OR (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-           <> (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-        OR EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[]))
-        AS set
+        OR ends.first <> ends.last AS set,
+        ends.first AS tenant,
+        EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[])) AS others
+    FROM (SELECT (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+                 AS first,
+             (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+                 AS last) ends
+), active AS MATERIALIZED (
+    SELECT k.task FROM unnest(%(tasks)s::text[]) AS k (task)
+    WHERE (SELECT others AND NOT set FROM limits)
+      AND (SELECT min(r.task) FROM tickwork_runs r
+           WHERE r.state IN ('queued', 'failed') AND r.task >= k.task) = k.task
 ), done AS (
     UPDATE tickwork_runs r
     SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()), lease_expires_at = NULL,
@@ -242,14 +257,31 @@ WITH RECURSIVE seen (task) AS (
     WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
     RETURNING r.id
 ), picked AS (
-    SELECT id FROM tickwork_runs
-    WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
-      AND queue = ANY(%(queues)s::text[])  -- only-queues
-      AND task = ANY(%(tasks)s::text[])  -- only-tasks
-      AND NOT (SELECT set FROM limits)
-    ORDER BY priority DESC, run_at, id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    SELECT id FROM (
+        SELECT id FROM tickwork_runs
+        WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
+          AND queue = ANY(%(queues)s::text[])  -- only-queues
+          AND task = ANY(%(tasks)s::text[])  -- only-tasks
+          AND NOT (SELECT set OR others FROM limits)
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) every
+    UNION ALL
+    SELECT id FROM (
+        SELECT o.id FROM active a CROSS JOIN LATERAL (
+            SELECT id, priority, run_at FROM tickwork_runs r
+            WHERE r.task = a.task AND r.tenant = (SELECT tenant FROM limits)
+              AND r.state IN ('queued', 'failed')
+              AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+              AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+            ORDER BY r.priority DESC, r.run_at, r.id
+            LIMIT %(limit)s
+            FOR UPDATE SKIP LOCKED
+        ) o
+        ORDER BY o.priority DESC, o.run_at, o.id
+        LIMIT %(limit)s
+    ) own
 ), claimed AS (
     UPDATE tickwork_runs r
     SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
@@ -269,13 +301,12 @@ LEFT JOIN claimed c ON true
 ORDER BY c.priority DESC, c.run_at, c.id;
 
 -- name: claim
--- The one-statement claim, only while no tenant or task is limited, one tenant's runs are
--- claimable and every waiting run is of a task in tasks (the gate of
--- complete_then_claim); "limited" on each row says whether the limited path must claim
--- instead. At least one row comes back: with no run claimed, one row of NULLs carrying
--- "limited" (so an idle worker's poll is one statement, not two). A line ending
--- "-- only-queues" is dropped for a worker that takes every queue, "-- only-tasks" for
--- one that has every task.
+-- The one-statement claim, only while no tenant or task is limited and one tenant's runs
+-- are claimable (the gate of complete_then_claim, and its reading of the tasks given);
+-- "limited" on each row says whether the limited path must claim instead. At least one
+-- row comes back: with no run claimed, one row of NULLs carrying "limited" (so an idle
+-- worker's poll is one statement, not two). A line ending "-- only-queues" is dropped for
+-- a worker that takes every queue, "-- only-tasks" for one that has every task.
 WITH RECURSIVE seen (task) AS (
     SELECT min(task) FROM tickwork_runs
     WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
@@ -287,19 +318,44 @@ WITH RECURSIVE seen (task) AS (
     SELECT EXISTS (SELECT 1 FROM tickwork_tenants
                    WHERE max_running IS NOT NULL OR rate IS NOT NULL
                    UNION ALL SELECT 1 FROM tickwork_task_limits)
-        OR (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-           <> (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-        OR EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[]))
-        AS set
+        OR ends.first <> ends.last AS set,
+        ends.first AS tenant,
+        EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[])) AS others
+    FROM (SELECT (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+                 AS first,
+             (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+                 AS last) ends
+), active AS MATERIALIZED (
+    SELECT k.task FROM unnest(%(tasks)s::text[]) AS k (task)
+    WHERE (SELECT others AND NOT set FROM limits)
+      AND (SELECT min(r.task) FROM tickwork_runs r
+           WHERE r.state IN ('queued', 'failed') AND r.task >= k.task) = k.task
 ), picked AS (
-    SELECT id FROM tickwork_runs
-    WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
-      AND queue = ANY(%(queues)s::text[])  -- only-queues
-      AND task = ANY(%(tasks)s::text[])  -- only-tasks
-      AND NOT (SELECT set FROM limits)
-    ORDER BY priority DESC, run_at, id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    SELECT id FROM (
+        SELECT id FROM tickwork_runs
+        WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
+          AND queue = ANY(%(queues)s::text[])  -- only-queues
+          AND task = ANY(%(tasks)s::text[])  -- only-tasks
+          AND NOT (SELECT set OR others FROM limits)
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) every
+    UNION ALL
+    SELECT id FROM (
+        SELECT o.id FROM active a CROSS JOIN LATERAL (
+            SELECT id, priority, run_at FROM tickwork_runs r
+            WHERE r.task = a.task AND r.tenant = (SELECT tenant FROM limits)
+              AND r.state IN ('queued', 'failed')
+              AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+              AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+            ORDER BY r.priority DESC, r.run_at, r.id
+            LIMIT %(limit)s
+            FOR UPDATE SKIP LOCKED
+        ) o
+        ORDER BY o.priority DESC, o.run_at, o.id
+        LIMIT %(limit)s
+    ) own
 ), claimed AS (
     UPDATE tickwork_runs r
     SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
@@ -832,8 +888,7 @@ SELECT set_config('jit', 'off', true),
 -- tenant's share, so that no other task's backlog is read; then merged as one tenant's.
 -- Comes back: one row per claimed run in claim order, lean (with its tenant's position in
 -- the walk, then the columns of ClaimedRun), or one row of NULLs; each carries how many
--- tenants the walk saw, the last of them, and whether any limit exists (or runs of another
--- task wait: the limited path again).
+-- tenants the walk saw, the last of them, and whether any limit exists.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
 ), others AS MATERIALIZED (
@@ -939,12 +994,10 @@ WITH clock AS (
         SELECT o.id, o.tenant, o.task, o.priority, o.run_at
         FROM active a CROSS JOIN LATERAL (
             SELECT id, tenant, task, priority, run_at FROM tickwork_runs r
-            WHERE (r.task, r.tenant) >= (a.task, s.tenant)
-              AND (r.task, r.tenant) <= (a.task, s.tenant)
-              AND r.state IN ('queued', 'failed')
+            WHERE r.task = a.task AND r.tenant = s.tenant AND r.state IN ('queued', 'failed')
               AND r.run_at <= (SELECT now FROM clock)
               AND r.queue = ANY(%(queues)s::text[])  -- only-queues
-            ORDER BY r.task, r.tenant, r.priority DESC, r.run_at, r.id
+            ORDER BY r.priority DESC, r.run_at, r.id
             LIMIT s.k
             FOR UPDATE SKIP LOCKED
         ) o
@@ -953,12 +1006,10 @@ WITH clock AS (
         SELECT l.id, l.tenant, l.task, l.priority, l.run_at
         FROM task_room t CROSS JOIN LATERAL (
             SELECT id, tenant, task, priority, run_at FROM tickwork_runs r
-            WHERE (r.task, r.tenant) >= (t.task, s.tenant)
-              AND (r.task, r.tenant) <= (t.task, s.tenant)
-              AND r.state IN ('queued', 'failed')
+            WHERE r.task = t.task AND r.tenant = s.tenant AND r.state IN ('queued', 'failed')
               AND r.run_at <= (SELECT now FROM clock)
               AND r.queue = ANY(%(queues)s::text[])  -- only-queues
-            ORDER BY r.task, r.tenant, r.priority DESC, r.run_at, r.id
+            ORDER BY r.priority DESC, r.run_at, r.id
             LIMIT least(s.k, t.room)
             FOR UPDATE SKIP LOCKED
         ) l
@@ -1002,8 +1053,7 @@ FROM (SELECT (SELECT count(*) FROM walk) AS tenants,
              (SELECT tenant FROM walk ORDER BY n DESC LIMIT 1) AS last_walked,
              EXISTS (SELECT 1 FROM tickwork_tenants
                      WHERE max_running IS NOT NULL OR rate IS NOT NULL
-                     UNION ALL SELECT 1 FROM tickwork_task_limits)
-                 OR (SELECT waiting FROM others) AS limited) f
+                     UNION ALL SELECT 1 FROM tickwork_task_limits) AS limited) f
 LEFT JOIN claimed c ON true
 LEFT JOIN walk w ON w.tenant = c.tenant
 ORDER BY c.priority DESC, c.run_at, c.id;

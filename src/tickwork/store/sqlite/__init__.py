@@ -390,7 +390,8 @@ class SqliteStore(SqlStore):
         lock holds every other claimer off, so the counts stay true). Only runs of
         ``claimable`` (None: every task) are walked to and taken; while runs of another
         task wait, each of the claimer's tasks is read apart (claim_candidates_of_task), so
-        that no other task's backlog is read."""
+        that no other task's backlog is read (with no limit and one tenant: those reads,
+        merged in claim order, and one update)."""
         limited = conn.execute(Q["limited_tenants"]).fetchall()
         tenants = {r["tenant"]: r["max_running"] for r in limited if r["max_running"]}
         limited_tasks = conn.execute(Q["limited_tasks"]).fetchall()
@@ -398,15 +399,33 @@ class SqliteStore(SqlStore):
         others = claimable is not None and bool(
             conn.execute(Q["others_waiting"], {"tasks": params["tasks"]}).fetchone()["waiting"]
         )
-        if not limited and not limited_tasks and not others:
-            span = conn.execute(Q["claimable_tenants"]).fetchone()
-            if span["first"] == span["last"]:
-                query = for_claimer(Q["claim"], queues, claimable)
-                return conn.execute(query, params).fetchall()
         active: list[str] = []
         if others:
             found_tasks = conn.execute(Q["active_tasks"], {"tasks": params["tasks"]})
             active = [r["task"] for r in found_tasks]
+        of_task = for_queues(Q["claim_candidates_of_task"], queues)
+        claim = {k: params[k] for k in ("worker", "now", "lease")}
+        if not limited and not limited_tasks:
+            span = conn.execute(Q["claimable_tenants"]).fetchone()
+            if span["first"] == span["last"] and not others:
+                query = for_claimer(Q["claim"], queues, claimable)
+                return conn.execute(query, params).fetchall()
+            if span["first"] == span["last"]:
+                # Runs of a task the claimer lacks wait: its own tasks' runs, each read
+                # apart through their index, the first of them in claim order.
+                where = {
+                    "tenant": span["first"],
+                    "now": params["now"],
+                    "queues": params["queues"],
+                    "taken": "[]",
+                    "limit": params["limit"],
+                }
+                rows = [
+                    r for task in active for r in conn.execute(of_task, {**where, "task": task})
+                ]
+                rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
+                ids = C.array([r["id"] for r in rows[: params["limit"]]])
+                return conn.execute(Q["claim_ids"], {**claim, "ids": ids}).fetchall()
         room: dict[Key, int] = {}
         if tenants:
             found = conn.execute(Q["running_of_tenants"], {"tenants": C.array(list(tenants))})
@@ -435,7 +454,6 @@ class SqliteStore(SqlStore):
         buckets = bucket_room(TENANT, limited)
         task_buckets = bucket_room(TASK, limited_tasks)
         query = for_claimer(Q["claim_candidates"], queues, claimable)
-        of_task = for_queues(Q["claim_candidates_of_task"], queues)
         walked: dict[str, int] = {}
 
         def tenants_runs(tenant: str, taken: list[int], full: list[Key], k: int) -> list[Any]:
@@ -493,7 +511,6 @@ class SqliteStore(SqlStore):
             if walked:  # the next claim walks on past the tenants this one found full
                 self._after = max(walked, key=walked.__getitem__)
             return []
-        claim = {k: params[k] for k in ("worker", "now", "lease")}
         claimed = conn.execute(Q["claim_ids"], {**claim, "ids": C.array(ids)}).fetchall()
         # Round-robin: the next claim walks on from the last tenant this one reached.
         self._after = max({r["tenant"] for r in claimed}, key=walked.__getitem__)
