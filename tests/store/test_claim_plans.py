@@ -114,7 +114,8 @@ def test_the_one_statement_claim_reads_past_no_backlog_of_another_task(
 ) -> None:
     # And reads its own tasks' runs in claim order, stopping at the batch, however many.
     fill(pg_store, 1, others=others, own=own)
-    read = explained(pg_database, ["claim", "complete_then_claim"], PARAMS)
+    statements = ["claim", "complete_then_claim", "complete_then_claim_own"]
+    read = explained(pg_database, statements, PARAMS)
     assert max(read.values()) < 50, read  # a batch of 10, and a probe or two each
 
 

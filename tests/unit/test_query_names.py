@@ -16,6 +16,7 @@ HOT_PATH_ONLY = {
     # PostgreSQL's worker batch: complete and claim in one statement (SQLite's two
     # statements share one transaction instead), and which completions took when not all.
     "complete_then_claim": "postgres",
+    "complete_then_claim_own": "postgres",
     "completed_with_tokens": "postgres",
     # PostgreSQL's bulk submit: the batch in one unnest statement, then the jobs whose
     # idempotency key matched and the names taken, each in one statement (SQLite's bulk

@@ -123,6 +123,9 @@ class PostgresStore(SqlStore):
         self._limited = False
         """Whether the last claim found a limit or several tenants' runs: claims take the
         limited path."""
+        self._others = False
+        """Whether runs of a task the last claimer lacked were waiting: the next claim
+        reads its own tasks apart (complete_then_claim_own) until that says none are."""
         self._after = ""
         """Fair share's cursor: the tenant this store's last limited claim reached."""
         with self._conn():  # fail now, not at the first call, if it cannot connect at all
@@ -388,26 +391,40 @@ class PostgresStore(SqlStore):
         if limit < 1 or (queues is not None and not queues) or (tasks is not None and not tasks):
             return []
         # As complete_and_claim: one statement unless a limit exists (the statement's
-        # flag row says so even when it claimed nothing).
+        # flag row says so even when it claimed nothing), or the claimer's own tasks' runs
+        # read apart while runs of a task it lacks wait.
         rows: list[DictRow] = []
-        if not self._limited:
+        lean: list[ClaimedRun] = []
+        if not self._limited and not self._others:
             params = _claim_params(worker, limit, lease, queues=queues, tasks=tasks, now=now)
             rows = self._all(for_claimer(Q["claim"], queues, tasks), params)
-            self._limited = rows[0]["limited"]
+            self._limited, self._others = rows[0]["limited"], bool(rows[0]["others"])
             rows = [r for r in rows if r["id"] is not None]
-            if len(rows) == limit or not self._limited:
+            if len(rows) == limit or not (self._limited or self._others):
                 return _claimed(rows)
-        _, more = self._claim_limited(
-            [],
-            worker,
-            limit=limit - len(rows),
-            lease=lease,
-            queues=queues,
-            tasks=tasks,
-            now=now,
-        )
-        if more:  # the limited path comes back lean: the whole rows for Run
-            rows += self._all(Q["runs_by_ids"], {"ids": [run.id for run in more]})
+        if not self._limited:
+            _, lean = self._complete_then_claim(
+                [],
+                worker,
+                limit=limit - len(rows),
+                lease=lease,
+                queues=queues,
+                tasks=tasks,
+                now=now,
+                own=True,
+            )
+        if self._limited and len(rows) + len(lean) < limit:
+            lean += self._claim_limited(
+                [],
+                worker,
+                limit=limit - len(rows) - len(lean),
+                lease=lease,
+                queues=queues,
+                tasks=tasks,
+                now=now,
+            )[1]
+        if lean:  # the other paths come back lean: the whole rows for Run
+            rows += self._all(Q["runs_by_ids"], {"ids": [run.id for run in lean]})
         return _claimed(rows)
 
     def complete_and_claim(
@@ -421,11 +438,13 @@ class PostgresStore(SqlStore):
         tasks: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> tuple[list[int], list[ClaimedRun]]:
-        # Two paths. With no tenant or task limited, one statement completes and claims
-        # (of the tasks given: through their index apart while runs of others wait); once
-        # any is, that statement claims nothing and says so, and calls take the limited
+        # Three paths. With no tenant or task limited, one statement completes and claims
+        # (complete_then_claim); while runs of a task the claimer lacks wait, another
+        # statement does, reading each of its own tasks apart (complete_then_claim_own);
+        # once a limit exists, those claim nothing and say so, and calls take the limited
         # path (a transaction that holds the limited tenants' and tasks' rows and counts
-        # their running runs) until it finds none it could hold.
+        # their running runs) until it finds none it could hold. Each statement says which
+        # path the next call should take.
         if (queues is not None and not queues) or (tasks is not None and not tasks):
             limit = 0
         if not completions and limit < 1:
@@ -440,22 +459,30 @@ class PostgresStore(SqlStore):
                 tasks=tasks,
                 now=now,
             )
-        params = {
-            **_completion_params(completions),
-            **_claim_params(worker, max(limit, 0), lease, queues=queues, tasks=tasks, now=now),
-        }
-        query = for_claimer(Q["complete_then_claim"], queues, tasks)
-        with self._conn() as conn:
-            cur = conn.cursor(row_factory=tuple_row)
-            # Prepared from the first call, not the fifth: planning it costs more than
-            # running it, and a worker makes this call hundreds of times a second.
-            rows = cur.execute(query, params, binary=True, prepare=True).fetchall()
-        rejected: list[int] = []
-        if rows[0][0] < len(completions):
-            rejected = self._rejected(completions)
-        make = ClaimedRun._make
-        claimed = [make(r[2:]) for r in rows if r[2] is not None]
-        self._limited = rows[0][1]
+        own = self._others
+        rejected, claimed = self._complete_then_claim(
+            completions,
+            worker,
+            limit=limit,
+            lease=lease,
+            queues=queues,
+            tasks=tasks,
+            now=now,
+            own=own,
+        )
+        if limit < 1 or len(claimed) == limit:
+            return rejected, claimed
+        if self._others and not own and not self._limited:
+            claimed += self._complete_then_claim(
+                [],
+                worker,
+                limit=limit - len(claimed),
+                lease=lease,
+                queues=queues,
+                tasks=tasks,
+                now=now,
+                own=True,
+            )[1]
         if self._limited and len(claimed) < limit:
             claimed += self._complete_and_claim_limited(
                 [],
@@ -466,6 +493,39 @@ class PostgresStore(SqlStore):
                 tasks=tasks,
                 now=now,
             )[1]
+        return rejected, claimed
+
+    def _complete_then_claim(
+        self,
+        completions: Sequence[Completion],
+        worker: str,
+        *,
+        limit: int,
+        lease: timedelta,
+        queues: Sequence[str] | None,
+        tasks: Sequence[str] | None,
+        now: datetime | None,
+        own: bool,
+    ) -> tuple[list[int], list[ClaimedRun]]:
+        """Complete, then claim in one statement: through the claim index, or (``own``)
+        each of the claimer's tasks apart. Notes which path the next call should take."""
+        params = {
+            **_completion_params(completions),
+            **_claim_params(worker, max(limit, 0), lease, queues=queues, tasks=tasks, now=now),
+        }
+        name = "complete_then_claim_own" if own else "complete_then_claim"
+        query = for_claimer(Q[name], queues, tasks)
+        with self._conn() as conn:
+            cur = conn.cursor(row_factory=tuple_row)
+            # Prepared from the first call, not the fifth: planning it costs more than
+            # running it, and a worker makes this call hundreds of times a second.
+            rows = cur.execute(query, params, binary=True, prepare=True).fetchall()
+        rejected: list[int] = []
+        if rows[0][0] < len(completions):
+            rejected = self._rejected(completions)
+        make = ClaimedRun._make
+        claimed = [make(r[3:]) for r in rows if r[3] is not None]
+        self._limited, self._others = rows[0][1], bool(rows[0][2])
         return rejected, claimed
 
     def _complete_and_claim_limited(

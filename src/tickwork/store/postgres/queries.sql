@@ -218,13 +218,74 @@ SELECT (SELECT CASE WHEN schedule->>'kind' = 'once' THEN next_run_at - %(lead)s:
 -- are dropped then, as "-- only-queues" ones for every queue). The check also walks the
 -- waiting runs' tasks in name order, one probe of tickwork_runs_task each, up to the
 -- first not in tasks ("others": while every waiting run is of one task, two probes).
--- While none waits, the claim index is read as above ("every"). While some do, a backlog
--- of theirs could lie ahead in that index: each task of tasks with waiting runs
--- ("active", a probe each) is read apart through tickwork_runs_task instead ("own"), in
--- claim order, its first %(limit)s, locked; the batch is the first %(limit)s of those
--- (the rest, locked by this statement, are free at its commit). Its (task, tenant) is
--- bounded by row comparisons, and ordered by the whole index, so that only that index
--- can serve it (with "task = ..." the planner may filter the claim index row by row).
+-- While none waits, the claim index is read as above. While some do, a backlog of theirs
+-- could lie ahead in that index: it claims nothing and "others" says so, and
+-- complete_then_claim_own claims instead (reading each of the claimer's tasks apart).
+WITH RECURSIVE seen (task) AS (
+    SELECT min(task) FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
+    UNION ALL
+    SELECT (SELECT min(r.task) FROM tickwork_runs r
+            WHERE r.state IN ('queued', 'failed') AND r.task > s.task)
+    FROM seen s WHERE s.task = ANY(%(tasks)s::text[])
+), limits AS MATERIALIZED (
+    SELECT EXISTS (SELECT 1 FROM tickwork_tenants
+                   WHERE max_running IS NOT NULL OR rate IS NOT NULL
+                   UNION ALL SELECT 1 FROM tickwork_task_limits)
+        OR ends.first <> ends.last AS set,
+        ends.first AS tenant,
+        EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[])) AS others
+    FROM (SELECT (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+                 AS first,
+             (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+                 AS last) ends
+), done AS (
+    UPDATE tickwork_runs r
+    SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()), lease_expires_at = NULL,
+        result = c.result, error = NULL
+    FROM unnest(%(ids)b::bigint[], %(tokens)b::bigint[], %(results)b::jsonb[])
+        AS c (id, token, result)
+    WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
+    RETURNING r.id
+), picked AS (
+    SELECT id FROM (
+        SELECT id FROM tickwork_runs
+        WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
+          AND queue = ANY(%(queues)s::text[])  -- only-queues
+          AND task = ANY(%(tasks)s::text[])  -- only-tasks
+          AND NOT (SELECT set OR others FROM limits)
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) every
+), claimed AS (
+    UPDATE tickwork_runs r
+    SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
+        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+        started_at = coalesce(%(now)s::timestamptz, now())
+    FROM picked WHERE r.id = picked.id
+    RETURNING r.id, r.fencing_token, r.job_id, r.tenant, r.task, r.args, r.scheduled_for,
+        r.attempt, r.max_attempts, make_interval(secs => r.timeout) AS timeout,
+        r.queue, r.priority, r.run_at
+)
+SELECT d.completed,
+    (SELECT set FROM limits) AS limited, (SELECT others FROM limits) AS others,
+    c.id, c.fencing_token, c.job_id, c.tenant, c.task, c.args,
+    c.scheduled_for, c.attempt, c.max_attempts, c.timeout, c.queue
+FROM (SELECT count(*) AS completed FROM done) d
+LEFT JOIN claimed c ON true
+ORDER BY c.priority DESC, c.run_at, c.id;
+
+-- name: complete_then_claim_own
+-- complete_then_claim while runs of a task not in tasks wait ("others"): the same
+-- completions and gate, and the claim reads each task of tasks with waiting runs
+-- ("active", a probe each) apart through tickwork_runs_task, in claim order, its first
+-- %(limit)s locked; the batch is the first %(limit)s of those (the rest, locked by this
+-- statement, are free again at its commit). So a backlog of the other task's runs, however
+-- far ahead in the claim index, is never read. A statement of its own, not a branch of
+-- complete_then_claim: that one is planned on every call, and this branch doubled its
+-- planning time. Comes back as complete_then_claim, with "others" (false: the next call
+-- may take complete_then_claim again).
 WITH RECURSIVE seen (task) AS (
     SELECT min(task) FROM tickwork_runs
     WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
@@ -245,7 +306,7 @@ WITH RECURSIVE seen (task) AS (
                  AS last) ends
 ), active AS MATERIALIZED (
     SELECT k.task FROM unnest(%(tasks)s::text[]) AS k (task)
-    WHERE (SELECT others AND NOT set FROM limits)
+    WHERE NOT (SELECT set FROM limits)
       AND (SELECT min(r.task) FROM tickwork_runs r
            WHERE r.state IN ('queued', 'failed') AND r.task >= k.task) = k.task
 ), done AS (
@@ -257,31 +318,18 @@ WITH RECURSIVE seen (task) AS (
     WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
     RETURNING r.id
 ), picked AS (
-    SELECT id FROM (
-        SELECT id FROM tickwork_runs
-        WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
-          AND queue = ANY(%(queues)s::text[])  -- only-queues
-          AND task = ANY(%(tasks)s::text[])  -- only-tasks
-          AND NOT (SELECT set OR others FROM limits)
-        ORDER BY priority DESC, run_at, id
+    SELECT o.id FROM active a CROSS JOIN LATERAL (
+        SELECT id, priority, run_at FROM tickwork_runs r
+        WHERE r.task = a.task AND r.tenant = (SELECT tenant FROM limits)
+          AND r.state IN ('queued', 'failed')
+          AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+          AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+        ORDER BY r.priority DESC, r.run_at, r.id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
-    ) every
-    UNION ALL
-    SELECT id FROM (
-        SELECT o.id FROM active a CROSS JOIN LATERAL (
-            SELECT id, priority, run_at FROM tickwork_runs r
-            WHERE r.task = a.task AND r.tenant = (SELECT tenant FROM limits)
-              AND r.state IN ('queued', 'failed')
-              AND r.run_at <= coalesce(%(now)s::timestamptz, now())
-              AND r.queue = ANY(%(queues)s::text[])  -- only-queues
-            ORDER BY r.priority DESC, r.run_at, r.id
-            LIMIT %(limit)s
-            FOR UPDATE SKIP LOCKED
-        ) o
-        ORDER BY o.priority DESC, o.run_at, o.id
-        LIMIT %(limit)s
-    ) own
+    ) o
+    ORDER BY o.priority DESC, o.run_at, o.id
+    LIMIT %(limit)s
 ), claimed AS (
     UPDATE tickwork_runs r
     SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
@@ -293,12 +341,13 @@ WITH RECURSIVE seen (task) AS (
         r.queue, r.priority, r.run_at
 )
 SELECT d.completed,
-    (SELECT set FROM limits) AS limited,
+    (SELECT set FROM limits) AS limited, (SELECT others FROM limits) AS others,
     c.id, c.fencing_token, c.job_id, c.tenant, c.task, c.args,
     c.scheduled_for, c.attempt, c.max_attempts, c.timeout, c.queue
 FROM (SELECT count(*) AS completed FROM done) d
 LEFT JOIN claimed c ON true
 ORDER BY c.priority DESC, c.run_at, c.id;
+
 
 -- name: claim
 -- The one-statement claim, only while no tenant or task is limited and one tenant's runs
@@ -325,11 +374,6 @@ WITH RECURSIVE seen (task) AS (
                  AS first,
              (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
                  AS last) ends
-), active AS MATERIALIZED (
-    SELECT k.task FROM unnest(%(tasks)s::text[]) AS k (task)
-    WHERE (SELECT others AND NOT set FROM limits)
-      AND (SELECT min(r.task) FROM tickwork_runs r
-           WHERE r.state IN ('queued', 'failed') AND r.task >= k.task) = k.task
 ), picked AS (
     SELECT id FROM (
         SELECT id FROM tickwork_runs
@@ -341,21 +385,6 @@ WITH RECURSIVE seen (task) AS (
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
     ) every
-    UNION ALL
-    SELECT id FROM (
-        SELECT o.id FROM active a CROSS JOIN LATERAL (
-            SELECT id, priority, run_at FROM tickwork_runs r
-            WHERE r.task = a.task AND r.tenant = (SELECT tenant FROM limits)
-              AND r.state IN ('queued', 'failed')
-              AND r.run_at <= coalesce(%(now)s::timestamptz, now())
-              AND r.queue = ANY(%(queues)s::text[])  -- only-queues
-            ORDER BY r.priority DESC, r.run_at, r.id
-            LIMIT %(limit)s
-            FOR UPDATE SKIP LOCKED
-        ) o
-        ORDER BY o.priority DESC, o.run_at, o.id
-        LIMIT %(limit)s
-    ) own
 ), claimed AS (
     UPDATE tickwork_runs r
     SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
@@ -364,7 +393,7 @@ WITH RECURSIVE seen (task) AS (
     FROM picked WHERE r.id = picked.id
     RETURNING r.*
 )
-SELECT c.*, (SELECT set FROM limits) AS limited
+SELECT c.*, (SELECT set FROM limits) AS limited, (SELECT others FROM limits) AS others
 FROM (SELECT 1) one
 LEFT JOIN claimed c ON true;
 
