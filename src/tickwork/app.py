@@ -32,6 +32,7 @@ This module is a thin facade: validation and the JobSpec are built by
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 import threading
@@ -55,6 +56,7 @@ from tickwork.inputs import (
     retry_policy,
 )
 from tickwork.job import Job, MisfirePolicy, OverlapPolicy
+from tickwork.presence import WorkerWatch
 from tickwork.records import TaskLimits, check_task_limits
 from tickwork.retry import RetryPolicy
 from tickwork.schedule import DstWarning
@@ -62,6 +64,8 @@ from tickwork.store import Store, open_store
 from tickwork.worker import Worker
 from tickwork.worker.registry import Registry
 from tickwork.worker.task import Context, Discard, Retry, Task, TaskDefaults
+
+log = logging.getLogger("tickwork")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -89,6 +93,7 @@ class App:
         self.registry = Registry()
         self.clock = clock
         self._store: Store | None = None
+        self._workers: WorkerWatch | None = None
         self._lock = threading.Lock()
 
     @property
@@ -100,7 +105,19 @@ class App:
 
     @property
     def client(self) -> Client:
-        return Client(self.store, self.registry, clock=self.clock)
+        return Client(self.store, self.registry, clock=self.clock, workers=self._worker_watch())
+
+    def _worker_watch(self) -> WorkerWatch | None:
+        """The view of the live workers this app's submits warn from, shared by the clients
+        it makes; None on a test's clock (the test kit runs runs itself: no worker of its
+        is ever live)."""
+        if self.clock is not SYSTEM_CLOCK:
+            return None
+        store = self.store
+        with self._lock:
+            if self._workers is None or self._workers.store is not store:
+                self._workers = WorkerWatch(store)
+            return self._workers
 
     def close(self) -> None:
         with self._lock:
@@ -228,7 +245,8 @@ class App:
         """
         if at is not None and delay is not None:
             raise ValidationError("give at most one of at= and delay=", field="schedule")
-        return self.client.submit(
+        client = self.client
+        submitted = client.submit(
             task,
             args=args,
             at=at,
@@ -242,7 +260,13 @@ class App:
             timeout=timeout,
             idempotency_key=idempotency_key,
             conn=conn,
-        ).job
+        )
+        # A one-off job's only warning: no live worker would claim its run (logged once a
+        # minute at most: an app may submit such jobs many times a second).
+        for message in submitted.warnings:
+            if client.workers is None or client.workers.first_in_a_while(message):
+                log.warning("submitted job %d: %s", submitted.job.id, message)
+        return submitted.job
 
     def submit_many(
         self, jobs: Iterable[Mapping[str, Any]], *, conn: object | None = None

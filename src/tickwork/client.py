@@ -53,7 +53,7 @@ from tickwork.job import (
     RunState,
     check_label,
 )
-from tickwork.presence import Presence
+from tickwork.presence import LiveWorkers, Presence, WorkerWatch
 from tickwork.records import (
     DEFAULT_BULK,
     DEFAULT_PAGE,
@@ -79,6 +79,7 @@ from tickwork.records import (
     SlotSkip,
     Submitted,
     TenantStatus,
+    Unserved,
     bulk_limit,
 )
 from tickwork.schedule import (
@@ -93,14 +94,38 @@ from tickwork.worker.task import Task
 MAX_FIRE_TIMES = 1000
 
 
-def with_warnings(submitted: Submitted) -> Submitted:
+def with_warnings(submitted: Submitted, workers: WorkerWatch | None = None) -> Submitted:
     """``submitted`` with what its schedule should warn about: each DST change of the next
-    year that touches its slots (judged from the store's time of the write)."""
+    year that touches its slots (judged from the store's time of the write); with
+    ``workers``, also that no live worker would claim its runs (:func:`unserved_warning`)."""
+    found: list[str] = []
     schedule = submitted.job.schedule
-    if not isinstance(schedule, Cron):
-        return submitted
-    found = schedule.dst_warnings(submitted.job.updated_at)
-    return replace(submitted, warnings=tuple(found)) if found else submitted
+    if isinstance(schedule, Cron):
+        found += schedule.dst_warnings(submitted.job.updated_at)
+    if workers is not None and (warning := unserved_warning(submitted, workers)) is not None:
+        found.append(warning)
+    return replace(submitted, warnings=(*submitted.warnings, *found)) if found else submitted
+
+
+WARN_WITHIN = timedelta(hours=24)
+"""A submit warns that no live worker has the job's task only when its first run is due
+within this long: a job for next month may well meet the worker a deployment brings first
+(and then waits visibly: ``tickwork queues``, ``explain``, ``tickwork_unserved_runs``)."""
+
+
+def unserved_warning(submitted: Submitted, workers: WorkerWatch) -> str | None:
+    """A warning when no live worker would claim the job's runs (its task, its queue) and
+    its first run is due within WARN_WITHIN; None otherwise, or when the workers cannot be
+    read (a warning is never worth failing a submit for)."""
+    job = submitted.job
+    first = submitted.run.run_at if submitted.run is not None else job.next_run_at
+    if first is None or first - job.updated_at > WARN_WITHIN:
+        return None
+    live = workers.live()
+    reason = live.unserved(job.task, job.queue) if live is not None else None
+    if reason is None:
+        return None
+    return f"{reason}: the job's runs wait, queued, until one does"
 
 
 def upcoming(schedule: Cron | Any, after: datetime, n: int) -> list[Fire]:
@@ -138,14 +163,22 @@ class Client:
     """Submit and inspect jobs and runs on one store, checking tasks against ``registry``."""
 
     def __init__(
-        self, store: Store, registry: Registry | None = None, *, clock: Clock = SYSTEM_CLOCK
+        self,
+        store: Store,
+        registry: Registry | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        workers: WorkerWatch | Keep | None = KEEP,
     ) -> None:
         """``clock``: what "now" is for submits and commands. The system clock (the default)
         leaves it to the store's clock; a :class:`~tickwork.testing.FakeClock` makes a
-        submit ``delay=`` count from the time a test set."""
+        submit ``delay=`` count from the time a test set. ``workers``: the view of the
+        live workers that :meth:`submit` warns from (by default one of this client's own;
+        an App shares one across the clients it makes; None: no such warning)."""
         self.store = store
         self.registry = registry if registry is not None else Registry()
         self.clock = clock
+        self.workers = WorkerWatch(store) if isinstance(workers, Keep) else workers
 
     @classmethod
     def open(
@@ -183,8 +216,15 @@ class Client:
 
         ``conn``: write it in the caller's open transaction on the store's PostgreSQL (a
         psycopg 3 connection, a SQLAlchemy Connection or Session), so the job exists only
-        if that transaction commits (see :meth:`tickwork.store.base.Store.submit`)."""
-        return with_warnings(self.store.submit(traced(spec), now=self.clock.store_now(), conn=conn))
+        if that transaction commits (see :meth:`tickwork.store.base.Store.submit`).
+
+        Its ``warnings`` say, besides what its schedule meets (DST changes), when no live
+        worker would claim its runs (none has its task, or none takes its queue) and the
+        first is due within a day (:data:`WARN_WITHIN`): "no live worker has task
+        send_mail: the job's runs wait, queued, until one does". The job is written all
+        the same; its runs wait, spending no attempt."""
+        submitted = self.store.submit(traced(spec), now=self.clock.store_now(), conn=conn)
+        return with_warnings(submitted, self.workers)
 
     def submit_many(self, jobs: Iterable[Any], *, conn: object | None = None) -> list[Submitted]:
         """Validate and submit many jobs in one transaction: all are written, or none.
@@ -398,8 +438,20 @@ class Client:
         waiting = runs and runs[0].state in (RunState.QUEUED, RunState.FAILED)
         status = self.store.list_tenants(tenant=job.tenant)[0] if waiting else None
         task = self.store.task_status(runs[0].task) if waiting else None
+        unserved = None
+        if waiting and runs[0].run_at <= now:
+            live = LiveWorkers.of(self.store.list_nodes(now=now), now)
+            unserved = live.unserved(runs[0].task, runs[0].queue)
         return explain(
-            job, slot, runs, skips, now=now, leader=self.store.leader(), tenant=status, task=task
+            job,
+            slot,
+            runs,
+            skips,
+            now=now,
+            leader=self.store.leader(),
+            tenant=status,
+            task=task,
+            unserved=unserved,
         )
 
     @staticmethod
@@ -588,25 +640,57 @@ class Client:
 
     def queues(self, *, tenant: str | None = None) -> list[QueueStatus]:
         """Every queue with runs waiting or running, or a live worker consuming it: its due
-        backlog, running count, oldest due run and the live workers that claim from it (a
-        worker started without ``--queue`` claims from every queue)."""
+        backlog, running count, oldest due run, the live workers that claim from it (a
+        worker started without ``--queue`` claims from every queue) and, by task, its due
+        runs that no live worker would claim (``unserved``: none of its workers has the
+        task; they wait, queued, until one does)."""
         now = self.store.now()
         stats = {q.queue: q for q in self.store.queue_stats(tenant=tenant, now=now)}
+        nodes = self.store.list_nodes(now=now)
         live = [
             n
-            for n in self.store.list_nodes(now=now)
+            for n in nodes
             if isinstance(n.info, dict) and "queues" in n.info and not n.silent(now)
         ]
         named = {q for n in live for q in (n.info.get("queues") or ())}
         for queue in named - stats.keys():
             stats[queue] = QueueStatus(queue, 0, 0, None)
+        unserved: dict[str, list[Unserved]] = {}
+        for u in self._unserved(LiveWorkers.of(nodes, now), tenant, now):
+            unserved.setdefault(u.queue, []).append(u)
         return [
             replace(
                 status,
                 workers=sorted(n.id for n in live if _consumes(n, status.queue)),
+                unserved=unserved.get(status.queue, []),
             )
             for _, status in sorted(stats.items())
         ]
+
+    def unserved(
+        self, *, tenant: str | None = None, cluster: Cluster | None = None
+    ) -> list[Unserved]:
+        """Due runs that no live worker would claim now, by queue and task, with why (none
+        of the queue's live workers has the task, or runs shell commands): they wait,
+        queued, spending no attempt, until such a worker starts. ``tickwork_unserved_runs``
+        on ``/metrics``. ``cluster``: the nodes as :meth:`cluster` just read them (not read
+        again)."""
+        if cluster is None:
+            cluster = self.cluster()
+        live = LiveWorkers.of(cluster.nodes, cluster.now)
+        return self._unserved(live, tenant, cluster.now)
+
+    def _unserved(self, live: LiveWorkers, tenant: str | None, now: datetime) -> list[Unserved]:
+        found = []
+        for backlog in self.store.due_tasks(tenant=tenant, now=now):
+            reason = live.unserved(backlog.task, backlog.queue)
+            if reason is not None:
+                found.append(
+                    Unserved(
+                        backlog.queue, backlog.task, backlog.due, backlog.oldest_due_at, reason
+                    )
+                )
+        return found
 
     # -- tenants -----------------------------------------------------------------------------
 

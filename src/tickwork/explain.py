@@ -123,9 +123,12 @@ def explain(
     retention: timedelta | None = None,
     tenant: TenantStatus | None = None,
     task: TaskStatus | None = None,
+    unserved: str | None = None,
 ) -> Explanation:
     """The fate of ``job`` at ``slot`` as a record; its text is :func:`explain_slot`'s.
-    ``tenant`` and ``task``: the run's tenant and task now, to say why a due run waits."""
+    ``tenant`` and ``task``: the run's tenant and task now, to say why a due run waits;
+    ``unserved``: why no live worker would claim it, if none would
+    (:meth:`tickwork.presence.LiveWorkers.unserved`)."""
     text = explain_slot(
         job,
         slot,
@@ -136,6 +139,7 @@ def explain(
         retention=retention,
         tenant=tenant,
         task=task,
+        unserved=unserved,
     )
     run = runs[0] if runs else None
     skip = skips[0] if skips and run is None and is_slot(job, slot)[0] else None
@@ -153,13 +157,15 @@ def explain_slot(
     retention: timedelta | None = None,
     tenant: TenantStatus | None = None,
     task: TaskStatus | None = None,
+    unserved: str | None = None,
 ) -> str:
     """One paragraph on the fate of ``job`` at ``slot`` (an aware instant)."""
     when = _fmt(slot, job)
     head = f"Job {job.id} ({job.name or job.task}, {job.schedule.describe()})"
     note = job.schedule.note_at(slot) if isinstance(job.schedule, Cron) else None
     if runs:
-        text = f"{head} was triggered for {when}: {_describe_run(runs[0], now, tenant, task)}"
+        run = _describe_run(runs[0], now, tenant, task, unserved)
+        text = f"{head} was triggered for {when}: {run}"
         return f"{text} Note: {note}." if note else text
     matches, before, after = is_slot(job, slot)
     if matches and skips:
@@ -234,10 +240,18 @@ def explain_slot(
 
 
 def _describe_run(
-    run: Run, now: datetime, tenant: TenantStatus | None, task: TaskStatus | None
+    run: Run,
+    now: datetime,
+    tenant: TenantStatus | None,
+    task: TaskStatus | None,
+    unserved: str | None,
 ) -> str:
     text = f"run {run.id} is {run.state} (attempt {run.attempt} of {run.max_attempts})"
     waits = run.state in (RunState.QUEUED, RunState.FAILED) and run.run_at <= now
+    if waits and unserved is not None:
+        # First: while no live worker would claim it, that is what holds it (a limit too,
+        # said after it, holds it once one does).
+        text += f"; waiting: {unserved} (it stays queued, spending no attempt, until one does)"
     if waits and tenant is not None and tenant.at_limit:
         text += (
             f"; waiting: tenant {tenant.tenant} is at max_running "

@@ -37,8 +37,10 @@ from tickwork.job import (
 from tickwork.records import (
     MAX_PAGE,
     RATE_CEILING,
+    RATE_FLOOR,
     RATE_UNITS,
     check_rate,
+    plain,
 )
 from tickwork.retry import (
     DEFAULT_BACKOFF_BASE,
@@ -387,8 +389,8 @@ _RATE = re.compile(r"(?P<count>-?[0-9]+(?:\.[0-9]+)?|-?\.[0-9]+)\s*(?:/\s*(?P<un
 def parse_rate(value: float | int | str, field: str = "rate") -> float:
     """Runs per second from a number (per second) or text: ``"20/s"``, ``"30/m"`` (0.5 a
     second), ``"1.5/s"``, ``"100/h"``; a bare ``"20"`` is per second, as a number is.
-    Above 0 and at most :data:`~tickwork.records.RATE_CEILING`; ValidationError naming
-    ``field`` otherwise."""
+    From :data:`~tickwork.records.RATE_FLOOR` (about one a day) to
+    :data:`~tickwork.records.RATE_CEILING`; ValidationError naming ``field`` otherwise."""
     if isinstance(value, str):
         match = _RATE.fullmatch(value.strip())
         if match is None:
@@ -404,7 +406,8 @@ def parse_rate(value: float | int | str, field: str = "rate") -> float:
         checked = check_rate(per_second)
     except ValidationError as exc:
         raise ValidationError(
-            f"{field} must be above 0 and at most {RATE_CEILING:.0f}/s, not {value!r}",
+            f"{field} must be from {plain(RATE_FLOOR)}/s (about one a day) to "
+            f"{plain(RATE_CEILING)}/s, not {value!r}",
             field=field,
         ) from exc
     assert checked is not None

@@ -424,6 +424,30 @@ class RunMinute:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskBacklog:
+    """A queue's due runs of one task (queued or failed, their ``run_at`` come)."""
+
+    queue: str
+    task: str
+    due: int
+    oldest_due_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Unserved:
+    """Due runs that no live worker can run now, of one task in one queue: none that
+    takes the queue has the task (or, for ``shell``, runs shell commands). They wait,
+    queued, spending no attempt, until such a worker starts; ``reason`` says which it
+    lacks, e.g. "no live worker has task send_mail"."""
+
+    queue: str
+    task: str
+    due: int
+    oldest_due_at: datetime | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class QueueStatus:
     """A queue now: what is due in it and who consumes it."""
 
@@ -432,6 +456,8 @@ class QueueStatus:
     running: int
     oldest_due_at: datetime | None
     workers: list[str] = field(default_factory=list)  # live workers that claim from it
+    unserved: list[Unserved] = field(default_factory=list)
+    """Of the due runs, those of tasks no live worker of the queue has, by task."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -648,24 +674,31 @@ def check_max_running(value: int | None) -> int | None:
     return _check_count("max_running", value)
 
 
+RATE_FLOOR = 0.00001
 RATE_CEILING = 1_000_000.0
-"""The largest ``rate`` accepted, in runs per second."""
+"""The range of ``rate``, in runs per second: from about one run a day to a million a
+second. The claim refills a bucket by ``rate * elapsed`` with elapsed down to a
+microsecond: from RATE_FLOOR that is 1e-11 at least, far from a double's underflow (which
+PostgreSQL raises as an error), and at RATE_CEILING a year's refill is still exact."""
+WEIGHT_FLOOR = 0.001
 WEIGHT_CEILING = 1_000.0
-"""The largest ``weight`` accepted; weights are relative, so this bounds the ratio of two
-tenants' shares."""
+"""The range of ``weight``. Weights are relative, so the range bounds the ratio of two
+tenants' shares (a million); the claim divides by it (``rank / weight``, a batch's worth
+of ranks at most), which from WEIGHT_FLOOR stays far inside a double (a weight of 1e-310
+overflowed it, and PostgreSQL's claim failed)."""
 DEFAULT_WEIGHT = 1.0
 
 
 def check_rate(value: float | None) -> float | None:
-    """``value`` if it is a valid ``rate`` (runs per second above 0, up to RATE_CEILING, or
-    None for no limit); ValidationError otherwise."""
-    return _check_positive("rate", value, RATE_CEILING)
+    """``value`` if it is a valid ``rate`` (runs per second from RATE_FLOOR to RATE_CEILING,
+    or None for no limit); ValidationError otherwise."""
+    return _check_range("rate", value, RATE_FLOOR, RATE_CEILING)
 
 
 def check_weight(value: float | None) -> float:
-    """``value`` if it is a valid ``weight`` (above 0, up to WEIGHT_CEILING); None is the
-    default weight. ValidationError otherwise."""
-    checked = _check_positive("weight", value, WEIGHT_CEILING)
+    """``value`` if it is a valid ``weight`` (from WEIGHT_FLOOR to WEIGHT_CEILING); None is
+    the default weight. ValidationError otherwise."""
+    checked = _check_range("weight", value, WEIGHT_FLOOR, WEIGHT_CEILING)
     return DEFAULT_WEIGHT if checked is None else checked
 
 
@@ -713,17 +746,22 @@ def _check_count(field: str, value: int | None) -> int | None:
     return value
 
 
-def _check_positive(field: str, value: float | None, ceiling: float) -> float | None:
+def plain(number: float) -> str:
+    """A range's end as people write it: 0.00001, 1000000 (not 1e-05, 1e+06)."""
+    return format(number, "f").rstrip("0").rstrip(".")
+
+
+def _check_range(field: str, value: float | None, floor: float, ceiling: float) -> float | None:
     if value is None:
         return None
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
         or not math.isfinite(value)
-        or not 0 < value <= ceiling
+        or not floor <= value <= ceiling
     ):
         raise ValidationError(
-            f"{field} must be a number above 0 and at most {ceiling:g}, not {value!r}",
+            f"{field} must be a number from {plain(floor)} to {plain(ceiling)}, not {value!r}",
             field=field,
         )
     return float(value)
@@ -745,6 +783,7 @@ JsonValue = (
     | QueueStatus
     | AttemptRecord
     | RunAttempts
+    | Unserved
 )
 
 
@@ -796,6 +835,8 @@ def to_json(value: JsonValue) -> dict[str, Any]:
             "held": value.held,
             "at_limit": value.at_limit,
         }
+    elif isinstance(value, QueueStatus):
+        raw = {**_fields(value), "unserved": [to_json(u) for u in value.unserved]}
     elif is_dataclass(value):
         raw = _fields(value)
     else:

@@ -72,9 +72,10 @@ class Cluster:
             "TICKWORK_TEST_DB": url,  # for handlers that write to the store's database
         }
 
-    def worker(self, name: str, *flags: str) -> Child:
+    def worker(self, name: str, *flags: str, app: str | None = "worker_fault_app") -> Child:
+        """A worker of ``app``'s tasks (None: started without ``--app``, the built-ins only)."""
         argv = [
-            "worker", "--db", self.url, "--app", "worker_fault_app", "--node-id", name,
+            "worker", "--db", self.url, *(["--app", app] if app else []), "--node-id", name,
             "--run-lease", LEASE, "--run-heartbeat", HEARTBEAT, "--poll-interval", "0.05s",
             "--log-level", "DEBUG", *flags,
         ]  # fmt: skip

@@ -984,10 +984,10 @@ def test_a_tenant_whose_name_holds_a_slash_has_its_own_page(
     [({"max_running": "0"}, "max_running must be a whole number"),
      ({"max_running": "two"}, "max_running must be a whole number"),
      ({"rate": "fast"}, "rate must be a number per second"),
-     ({"rate": "0/s"}, "rate must be above 0"),
+     ({"rate": "0/s"}, "rate must be from 0.00001/s"),
      ({"burst": "5"}, "burst needs a rate"),
-     ({"weight": "-1"}, "weight must be a number above 0"),
-     ({"weight": "nan"}, "weight must be a number above 0"),
+     ({"weight": "-1"}, "weight must be a number from 0.001 to 1000"),
+     ({"weight": "nan"}, "weight must be a number from 0.001 to 1000"),
      ({"tenant": ""}, "tenant must be a non-empty string")],
 )  # fmt: skip
 def test_a_bad_limit_in_the_form_is_a_400_page_and_changes_nothing(

@@ -7,16 +7,17 @@ import asyncio
 import logging
 import threading
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from worker_support import DEADLINE, finished, in_state, only_run, running
+from worker_support import DEADLINE, WrappedStore, finished, in_state, only_run, running
 
 from tickwork.app import App, Context, Discard, Retry
 from tickwork.job import JobSpec, RunState
 from tickwork.schedule import Once
 from tickwork.store import Store
 from tickwork.testing import wait_until
+from tickwork.worker import Worker
 
 
 def test_a_sync_handler_gets_its_args_and_its_return_value_is_the_result(
@@ -276,30 +277,72 @@ def test_a_retry_or_failure_result_no_store_can_hold_is_dropped_not_written(
     assert "result dropped" in run.error
 
 
-def test_a_task_this_worker_does_not_know_fails_its_attempt_for_another_worker(
+def claims(worker: Worker, n: int) -> None:
+    """Wait until ``worker`` has claimed ``n`` more times (woken for each, so that an idle
+    worker's long wait between claims is not waited out)."""
+    for _ in range(n):
+        passes = worker.passes
+        worker.wake()
+        worker.wait_passes(passes + 1)
+
+
+def test_a_run_of_a_task_this_worker_does_not_have_waits_for_one_that_has_it(
     app: App, store: Store
 ) -> None:
     spec = JobSpec(task="elsewhere", schedule=Once(delay=timedelta(0)))
     job = store.submit(spec).job
-    with running(app.worker()):
-        run = in_state(store, job, RunState.FAILED, RunState.DEAD)
+    lacking = app.worker()
+    with running(lacking):
+        claims(lacking, 3)
+        waiting = only_run(store, job)
+        assert (waiting.state, waiting.attempt, waiting.fencing_token) == (RunState.QUEUED, 1, 0)
 
-    assert run.error is not None
-    assert "task 'elsewhere' is not registered on worker test-worker" in run.error
+    @app.task(name="elsewhere")
+    def elsewhere(ctx: Context) -> None:
+        pass
+
+    with running(app.worker(node_id="has-it")):
+        run = finished(store, job)
+    assert (run.state, run.attempt, run.worker) == (RunState.SUCCEEDED, 1, "has-it")
 
 
-def test_a_worker_without_allow_shell_ends_a_shell_run_dead_saying_why(
+def test_a_worker_without_allow_shell_leaves_a_shell_run_to_one_with_it(
     app: App, store: Store
 ) -> None:
     job = app.submit("shell", {"argv": ["true"]})
-    with running(app.worker(allow_shell=False)):
+    lacking = app.worker(allow_shell=False)
+    assert "shell" not in lacking.tasks
+    with running(lacking):
+        claims(lacking, 3)
+        assert only_run(store, job).state is RunState.QUEUED
+    with running(app.worker(allow_shell=True, node_id="shell-worker")):
         run = finished(store, job)
+    assert (run.state, run.attempt, run.worker) == (RunState.SUCCEEDED, 1, "shell-worker")
 
-    assert run.state is RunState.DEAD
-    assert run.attempt == 1
-    assert run.error is not None
-    assert "does not run shell tasks" in run.error
-    assert "--allow-shell" in run.error
+
+class ClaimsEveryTask(WrappedStore):
+    """A store whose claim ignores the tasks filter (as one of another implementation
+    might): the worker's refusal is the last resort then."""
+
+    def complete_and_claim(self, *args: Any, tasks: Any = None, **kwargs: Any) -> Any:
+        return self._inner.complete_and_claim(*args, **kwargs)
+
+
+def test_a_run_handed_over_without_the_filter_is_still_refused_saying_why(
+    app: App, store: Store
+) -> None:
+    unknown = store.submit(JobSpec(task="elsewhere", schedule=Once(delay=timedelta(0)))).job
+    shell = app.submit("shell", {"argv": ["true"]})
+    worker = Worker(cast(Store, ClaimsEveryTask(store)), app.registry, app.config)
+    with running(worker):
+        failed = in_state(store, unknown, RunState.FAILED, RunState.DEAD)
+        dead = finished(store, shell)
+    assert failed.error is not None
+    assert "task 'elsewhere' is not registered on worker test-worker" in failed.error
+    assert (dead.state, dead.attempt) == (RunState.DEAD, 1)
+    assert dead.error is not None
+    assert "does not run shell tasks" in dead.error
+    assert "--allow-shell" in dead.error
 
 
 def test_a_retry_is_claimed_once_it_falls_due_not_before(app: App, store: Store) -> None:

@@ -40,6 +40,7 @@ def claim_all(store: Store, cmd: dict[str, Any]) -> dict[str, Any]:
             cmd["worker"],
             limit=cmd["limit"],
             lease=timedelta(seconds=cmd.get("lease", 600)),
+            tasks=cmd.get("tasks"),
             now=_now(cmd),
         )
         if not runs:

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import tickwork.store
-from tickwork.store.queries import ONLY_QUEUES, for_queues, load_queries
+from tickwork.store.queries import ONLY_QUEUES, ONLY_TASKS, for_claimer, for_queues, load_queries
 
 STORE = Path(tickwork.store.__file__).parent
 POSTGRES = load_queries(STORE / "postgres" / "queries.sql")
@@ -16,6 +16,7 @@ HOT_PATH_ONLY = {
     # PostgreSQL's worker batch: complete and claim in one statement (SQLite's two
     # statements share one transaction instead), and which completions took when not all.
     "complete_then_claim": "postgres",
+    "complete_then_claim_own": "postgres",
     "completed_with_tokens": "postgres",
     # PostgreSQL's bulk submit: the batch in one unnest statement, then the jobs whose
     # idempotency key matched and the names taken, each in one statement (SQLite's bulk
@@ -41,6 +42,12 @@ HOT_PATH_ONLY = {
     "claim_ids": "sqlite",
     "take_tokens": "sqlite",
     "take_task_tokens": "sqlite",
+    # The claim's tasks filter: PostgreSQL's gate (do runs of a task the claimer lacks
+    # wait?) and its tasks with waiting runs are CTEs of the claim statements; SQLite asks
+    # them apart under its write lock, and then reads each task's candidates apart.
+    "others_waiting": "sqlite",
+    "active_tasks": "sqlite",
+    "claim_candidates_of_task": "sqlite",
     # PostgreSQL's limited claim comes back lean (ClaimedRun's columns); Store.claim, which
     # returns whole runs, reads them after it (SQLite's claim reads whole rows itself).
     "runs_by_ids": "postgres",
@@ -108,8 +115,50 @@ def test_both_dialects_filter_queues_in_the_same_queries() -> None:
     def filtered(queries: dict[str, str]) -> set[str]:
         return {n for n, q in queries.items() if ONLY_QUEUES in q}
 
-    assert filtered(SQLITE) == {"claim", "claim_candidates", "walk_tenants", "next_claimable_at"}
+    assert filtered(SQLITE) == {
+        "claim",
+        "claim_candidates",
+        "claim_candidates_of_task",
+        "walk_tenants",
+        "next_claimable_at",
+    }
     assert filtered(POSTGRES) - set(HOT_PATH_ONLY) == filtered(SQLITE) - set(HOT_PATH_ONLY)
+
+
+def test_both_dialects_filter_tasks_in_the_same_queries() -> None:
+    def filtered(queries: dict[str, str]) -> set[str]:
+        return {n for n, q in queries.items() if ONLY_TASKS in q}
+
+    assert filtered(SQLITE) == {"claim", "claim_candidates", "next_claimable_at"}
+    assert filtered(POSTGRES) == {
+        "claim",
+        "complete_then_claim",
+        "hold_limits",
+        "claim_limited",
+        "next_claimable_at",
+    }
+
+
+def test_for_claimer_drops_each_filters_lines_only_for_every_queue_or_task() -> None:
+    query = "SELECT 1\nWHERE queue = ANY(%(queues)s)  -- only-queues\n  AND t  -- only-tasks"
+    assert for_claimer(query, ["a"], ["t"]) == query
+    assert for_claimer(query, None, ["t"]) == "SELECT 1\n  AND t  -- only-tasks"
+    queues_only = "SELECT 1\nWHERE queue = ANY(%(queues)s)  -- only-queues"
+    assert for_claimer(query, ["a"], None) == queues_only
+    assert for_claimer(query, None, None) == "SELECT 1"
+
+
+def test_no_parameter_is_named_only_in_a_comment() -> None:
+    """psycopg numbers %(name)s in comments too: one named nowhere else (once the filter
+    lines are dropped) would be a parameter of no type, which PostgreSQL refuses."""
+    named = re.compile(r"%\((\w+)\)[sb]")
+    for name, query in POSTGRES.items():
+        for queues, tasks in ((None, None), (None, ["t"]), (["q"], None), (["q"], ["t"])):
+            lines = for_claimer(query, queues, tasks).splitlines()
+            code = {p for line in lines if not line.lstrip().startswith("--")
+                    for p in named.findall(line.split("--")[0])}  # fmt: skip
+            comments = {p for line in lines for p in named.findall(line.partition("--")[2])}
+            assert comments <= code, (name, queues, tasks)
 
 
 def test_for_queues_drops_the_filter_lines_only_for_every_queue() -> None:

@@ -94,7 +94,8 @@ _bulk_command(
 
 @app.command("queues")
 def queues(*, db: DbOption = "", tenant: TenantOption = None, as_json: JsonOption = False) -> None:
-    """Queues with runs due or running, or a worker: backlog, running, oldest, consumers."""
+    """Queues with runs due or running, or a worker: backlog, running, oldest, consumers,
+    and the due runs no live worker would claim (none has their task), with why."""
     with Client.open(db) as client:
         found = client.queues(tenant=tenant)
     if as_json:
@@ -111,6 +112,13 @@ def queues(*, db: DbOption = "", tenant: TenantOption = None, as_json: JsonOptio
         for q in found
     ]
     print_table(("QUEUE", "DUE", "RUNNING", "OLDEST DUE", "WORKERS"), rows)
+    unserved = [u for q in found for u in q.unserved]
+    if unserved:
+        echo("")
+        print_table(
+            ("QUEUE", "TASK", "DUE", "OLDEST DUE", "WHY THEY WAIT"),
+            [(u.queue, u.task, str(u.due), when(u.oldest_due_at), u.reason) for u in unserved],
+        )
 
 
 def _filters(  # noqa: PLR0917 (the command's options, in order)

@@ -95,6 +95,7 @@ from tickwork.records import (
     SlotFate,
     SlotSkip,
     Submitted,
+    TaskBacklog,
     TaskLimits,
     TaskStatus,
     TenantLimits,
@@ -112,12 +113,12 @@ __all__ = [
     "DEFAULT_RESCUE_BATCH", "KEEP", "LISTEN_NOTIFY", "MAX_BULK", "MAX_PAGE", "MULTI_HOST",
     "NODE_DEFAULT_BEAT", "NODE_FORGET_AFTER", "NODE_SILENT_BEATS", "NODE_SILENT_FLOOR",
     "ROLLUP_KEEP", "ROLLUP_SETTLE", "SESSION_FORGET_AFTER", "SESSION_SEEN_EVERY",
-    "SKIP_LOCKED", "ApiKey", "AttemptEnd", "AttemptRecord", "CalendarChange",
-    "CalendarRecord", "Completion", "FaultMark", "Heartbeat", "InjectedRun", "Keep",
-    "Lease", "LeaseStatus", "Listener", "Node", "Page", "QueueStatus", "RescueResult",
-    "RunAttempts", "RunFilter", "RunMinute", "RunStats", "RunTotals", "Session", "SlotFate",
-    "SlotSkip", "Store", "Submitted", "TaskLimits", "TaskStatus", "TenantLimits",
-    "TenantStatus", "TriggerResult", "bulk_limit", "page_limit",
+    "SKIP_LOCKED", "ApiKey", "AttemptEnd", "AttemptRecord", "CalendarChange", "CalendarRecord",
+    "Completion", "FaultMark", "Heartbeat", "InjectedRun", "Keep", "Lease", "LeaseStatus",
+    "Listener", "Node", "Page", "QueueStatus", "RescueResult", "RunAttempts", "RunFilter",
+    "RunMinute", "RunStats", "RunTotals", "Session", "SlotFate", "SlotSkip", "Store", "Submitted",
+    "TaskBacklog", "TaskLimits", "TaskStatus", "TenantLimits", "TenantStatus", "TriggerResult",
+    "bulk_limit", "page_limit",
 ]
 # fmt: on
 
@@ -320,11 +321,22 @@ class Store(abc.ABC):
         limit: int,
         lease: timedelta = RUN_LEASE,
         queues: Sequence[str] | None = None,
+        tasks: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> list[Run]:
         """Take up to ``limit`` claimable runs, exclusively.
 
-        Eligible: state queued or failed, ``run_at <= now``, queue in ``queues`` (None: any).
+        Eligible: state queued or failed, ``run_at <= now``, queue in ``queues`` (None: any),
+        task in ``tasks`` (None: any; empty: none). A worker passes the tasks it runs, so it
+        is never handed a run it would have to refuse: a run of any other task is not
+        eligible for it (it stays queued, spends no attempt, keeps its fencing token) and
+        waits for a claimer that has its task. Every rule below applies among the
+        eligible runs only: the batch fills from them, however many runs of other tasks
+        come first in claim order; limits count every running run of a tenant or task,
+        whoever claimed it; fair share walks only the tenants with eligible runs. A claim
+        locks (and spends the tokens of) no limited task outside ``tasks``. The cost of a
+        claim does not grow with the number of runs of other tasks: they are stepped over
+        through the index on (task, tenant, claim order) (docs/tenant-limits.md).
         Order: priority descending, then run_at, then id, while one tenant's runs are
         eligible. Fair share, when several tenants' are: the tenants are walked round-robin
         from where this store object's last claim stopped (a batch's worth at most), each
@@ -355,20 +367,26 @@ class Store(abc.ABC):
         limit: int,
         lease: timedelta = RUN_LEASE,
         queues: Sequence[str] | None = None,
+        tasks: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> tuple[list[int], list[ClaimedRun]]:
         """:meth:`complete_many` then :meth:`claim`, as one transaction where the store can
         (one round trip and one commit per batch for a busy worker). Returns the run ids
         whose completion was rejected (fenced out) and the runs claimed, in claim order and
         lean (:class:`~tickwork.job.ClaimedRun`: what a worker needs, no more); ``limit`` 0
-        only completes. Each half keeps its own contract, fencing included."""
+        (or an empty ``queues`` or ``tasks``) only completes. Each half keeps its own
+        contract, fencing and the tasks filter included."""
         rejected = self.complete_many(completions, now=now) if completions else []
-        claimed = self.claim(worker, limit=limit, lease=lease, queues=queues, now=now)
+        claimed = self.claim(worker, limit=limit, lease=lease, queues=queues, tasks=tasks, now=now)
         return rejected, [ClaimedRun.of(run) for run in claimed]
 
     @abc.abstractmethod
-    def next_claimable_at(self, *, queues: Sequence[str] | None = None) -> datetime | None:
-        """The earliest ``run_at`` of a queued or failed run (a worker sleeps until it)."""
+    def next_claimable_at(
+        self, *, queues: Sequence[str] | None = None, tasks: Sequence[str] | None = None
+    ) -> datetime | None:
+        """The earliest ``run_at`` of a queued or failed run in ``queues`` of one of
+        ``tasks`` (None: any), or None: when a worker with those queues and tasks may next
+        claim (it sleeps until then). A run it cannot take never wakes it."""
 
     @abc.abstractmethod
     def heartbeat(
@@ -679,6 +697,16 @@ class Store(abc.ABC):
     ) -> list[QueueStatus]:
         """Every queue that has runs queued, failed or running, by name: its due backlog,
         running count and oldest due run (``workers`` is left empty: nodes are not runs)."""
+
+    @abc.abstractmethod
+    def due_tasks(
+        self, *, tenant: str | None = None, now: datetime | None = None
+    ) -> list[TaskBacklog]:
+        """Every queue and task with due runs (queued or failed, ``run_at <= now``), by
+        queue then task: how many, and the oldest ``run_at``; only ``tenant``'s if given.
+        The queues view sets them against the live workers' tasks (runs no live worker
+        can run: :class:`~tickwork.records.Unserved`). A read of the due runs, as
+        :meth:`queue_stats`."""
 
     # -- the per-minute rollup (the dashboard's time axis) --------------------------------
 

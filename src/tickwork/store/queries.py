@@ -7,6 +7,7 @@ dialect, and are the transition words of the glossary (``claim``, ``complete``, 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from pathlib import Path
 
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
@@ -38,12 +39,29 @@ def migration_files(directory: Path) -> list[tuple[int, Path]]:
 
 
 ONLY_QUEUES = "-- only-queues"
+ONLY_TASKS = "-- only-tasks"
 
 
 def for_queues(query: str, queues: object | None) -> str:
     """``query`` for a worker that takes ``queues``; None (every queue): without its lines
     that end ``-- only-queues``, so the planner sees no queue filter at all. The one
     templating rule of every dialect's queries: the text of a query is never formatted."""
-    if queues is not None:
+    return for_claimer(query, queues, ())
+
+
+def for_claimer(query: str, queues: object | None, tasks: object | None) -> str:
+    """``query`` for a claimer of ``queues`` and ``tasks``: as :func:`for_queues`, and for
+    every task (None) without its lines that end ``-- only-tasks`` too (the same rule)."""
+    return _dropping(query, queues is None, tasks is None)
+
+
+@lru_cache(maxsize=256)
+def _dropping(query: str, every_queue: bool, every_task: bool) -> str:
+    if not every_queue and not every_task:
         return query
-    return "\n".join(line for line in query.splitlines() if not line.endswith(ONLY_QUEUES))
+    return "\n".join(
+        line
+        for line in query.splitlines()
+        if not (every_queue and line.endswith(ONLY_QUEUES))
+        and not (every_task and line.endswith(ONLY_TASKS))
+    )

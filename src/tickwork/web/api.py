@@ -50,8 +50,10 @@ from tickwork.records import (
     MAX_PAGE,
     MAX_RUNNING_CEILING,
     RATE_CEILING,
+    RATE_FLOOR,
     ROLLUP_KEEP,
     WEIGHT_CEILING,
+    WEIGHT_FLOOR,
     AttemptEnd,
     Page,
     SlotFate,
@@ -821,6 +823,16 @@ def run_stats(principal: PrincipalDep, client: ClientDep) -> dict[str, Any]:
     return to_json(client.run_stats(tenant=principal.tenant))
 
 
+class UnservedOut(BaseModel):
+    task: str
+    due: int = Field(description="Due runs of the task in the queue that no live worker claims.")
+    oldest_due_at: str | None
+    reason: str = Field(
+        description='Why, e.g. "no live worker has task send_mail": they wait, queued, '
+        "spending no attempt, until a worker with the task starts."
+    )
+
+
 class QueueOut(BaseModel):
     queue: str
     due: int = Field(description="Runs queued (or awaiting retry) whose time has come.")
@@ -829,6 +841,9 @@ class QueueOut(BaseModel):
     consumers: int = Field(description="Live workers that claim from the queue.")
     workers: list[str] = Field(
         description="Their node ids (admin keys only: a tenant key gets an empty list)."
+    )
+    unserved: list[UnservedOut] = Field(
+        description="Of the due runs, by task, those no live worker of the queue has the task of."
     )
 
 
@@ -941,7 +956,7 @@ RateIn = Annotated[
     WithJsonSchema(
         {
             "anyOf": [
-                {"type": "number", "exclusiveMinimum": 0, "maximum": RATE_CEILING},
+                {"type": "number", "minimum": RATE_FLOOR, "maximum": RATE_CEILING},
                 {"type": "string", "pattern": r"^\s*[0-9.]+\s*(/\s*[smh])?\s*$"},
                 {"type": "null"},
             ]
@@ -976,7 +991,7 @@ class TenantLimitsIn(BaseModel):
         "null: one second's worth.",
     )
     weight: Annotated[
-        float | None, Strict(), Field(gt=0, le=WEIGHT_CEILING, allow_inf_nan=False)
+        float | None, Strict(), Field(ge=WEIGHT_FLOOR, le=WEIGHT_CEILING, allow_inf_nan=False)
     ] = Field(None, description="The tenant's share when tenants compete; null: 1.")
 
     def changes(self, *, replace: bool) -> dict[str, Any]:

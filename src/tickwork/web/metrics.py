@@ -56,6 +56,15 @@ API is open):
     gone, go away, and it goes entirely once the store forgets it (a day unseen).
 ``tickwork_dead_letter_size`` (gauge)
     Runs in the dead-letter list (state dead).
+``tickwork_unserved_runs{task, queue}`` (gauge), ``tickwork_unserved_runs_other`` (gauge)
+    Due runs that no live worker would claim now: none of the workers that take the
+    queue has the task (or, for ``shell``, runs shell commands), so they wait, queued,
+    spending no attempt (``tickwork queues`` says why). A series only for a task and queue
+    with such runs, at most :data:`UNSERVED_SERIES` (1,000) of them, the most waiting
+    first; the rest are summed into ``tickwork_unserved_runs_other`` (0 while every pair
+    has its own). Alert on ``tickwork_unserved_runs > 0`` for a few minutes: a worker was
+    started without ``--app`` (or without ``--allow-shell``), or a deploy added a task
+    before any worker had it.
 ``tickwork_store_up`` (gauge), ``tickwork_store_outages_total``,
 ``tickwork_store_reconnects_total`` (counters)
     *This process's* view of the database: 1 while its last call was answered; how many
@@ -134,6 +143,7 @@ from tickwork.records import (
     Histogram,
     RunTotals,
     TenantStatus,
+    Unserved,
 )
 from tickwork.stats import DURATION_BOUNDS, LAG_BOUNDS
 
@@ -143,6 +153,9 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 FINAL_STATES = tuple(s for s in RunState if s in FINISHED_RUN_STATES)
 TENANT_SERIES = 1000
 """Tenants with their own series at most; the rest are summed (see the module docstring)."""
+UNSERVED_SERIES = 1000
+"""Pairs of task and queue with their own ``tickwork_unserved_runs`` at most; the rest are
+summed into ``tickwork_unserved_runs_other``."""
 
 
 class StoreCollector(Collector):
@@ -165,6 +178,7 @@ class StoreCollector(Collector):
             totals = self.client.run_totals()
             cluster = self.client.cluster()
             tenants = self.client.list_tenants()
+            unserved = self.client.unserved(cluster=cluster)
         except TickworkError as exc:
             log.warning("metrics: cannot read the store: %s", exc)
             yield _gauge("tickwork_scrape_error", "1 when the store could not be read.", 1)
@@ -285,6 +299,26 @@ class StoreCollector(Collector):
                 reconnects.add_metric(labels, _number(health.get("reconnects")))
         yield from (seen, running, silent, node_up, outages, reconnects, offset, bound)
         yield from _tenant_metrics(tenants, self.tenant_series)
+        yield from _unserved_metrics(unserved, UNSERVED_SERIES)
+
+
+def _unserved_metrics(unserved: list[Unserved], cap: int) -> Iterator[Metric]:
+    """The due runs no live worker would claim, by task and queue; past ``cap`` pairs, the
+    most waiting keep their series and the rest are summed (see the module docstring)."""
+    ranked = sorted(unserved, key=lambda u: (-u.due, u.task, u.queue))
+    family = GaugeMetricFamily(
+        "tickwork_unserved_runs",
+        "Due runs no live worker would claim (none that takes the queue has the task).",
+        labels=["task", "queue"],
+    )
+    for u in ranked[:cap]:
+        family.add_metric([u.task, u.queue], u.due)
+    yield family
+    yield _gauge(
+        "tickwork_unserved_runs_other",
+        "Unserved due runs of the task and queue pairs past the series cap.",
+        sum(u.due for u in ranked[cap:]),
+    )
 
 
 def _tenant_metrics(tenants: list[TenantStatus], cap: int) -> Iterator[Metric]:

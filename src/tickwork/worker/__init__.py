@@ -66,12 +66,19 @@ Where ``http`` runs may connect (:mod:`.egress`)
     address and the flag; as with ``shell``, give every worker of a queue the same policy.
 
 Runs this worker cannot execute
-    A run whose task is not registered here fails the attempt (retried with backoff, so a
-    worker that knows it, say after a rolling deploy, can take it; in the end it is dead).
-    A ``shell`` run on a worker started without ``--allow-shell`` ends ``dead`` at once
-    with an error saying so: the store cannot hand a run to a capable worker (a claim does
-    not filter by task), and releasing it would bounce it between incapable workers
-    forever. Route shell jobs to a queue that only shell-enabled workers consume.
+    are never claimed: the claim takes only runs of the tasks this worker has (``tasks``:
+    its app's, ``http``, and ``shell`` with ``--allow-shell``; the store's ``tasks=``
+    filter, in the statement that takes runs). A run of any other task stays queued,
+    spending no attempt, until a worker that has its task claims it; ``tickwork queues``,
+    ``explain`` and ``tickwork_unserved_runs`` say when no live worker has it, and a
+    submit warns. Nor does such a run wake an idle worker (``next_claimable_at`` is asked
+    for this worker's tasks). The refusal below is a last resort, for a claim that did not
+    filter (a :class:`~tickwork.store.base.Store` of another implementation that ignores
+    ``tasks``; the test kit, which claims every run and so reports a task its app lacks as
+    a failed attempt): the store's own two never hand a worker one. Such a run fails its
+    attempt (retried with backoff, so that a worker that has it can take it; in the end
+    dead); a ``shell`` run on a worker without ``--allow-shell`` ends ``dead`` at once,
+    as releasing it would bounce it between incapable workers.
 
 Stopping (:meth:`Worker.stop_gracefully`)
     Stop claiming; let running handlers finish for up to ``grace`` (default 30 s) while
@@ -185,6 +192,9 @@ class Worker(Service):
             registry, allow_shell=self.config.allow_shell
         )
         self.egress = egress or EgressPolicy.from_entries(self.config.http_allow)
+        self.tasks = claimable_tasks(self.registry, allow_shell=self.config.allow_shell)
+        """The tasks this worker claims runs of (the claim's filter): ``http`` always,
+        ``shell`` only with ``allow_shell``, and its app's tasks."""
         self.skew = SkewWatch.on(self.node_id, clock, store.now)
         self._http = http_task(self.egress)
         self._hears_triggers = hears_triggers or _never
@@ -448,6 +458,7 @@ class Worker(Service):
                 limit=want,
                 lease=self.config.run_lease,
                 queues=self.config.queues,
+                tasks=self.tasks,
                 now=self.clock.store_now(),
             )
         except StoreUnavailable as exc:
@@ -493,7 +504,7 @@ class Worker(Service):
             # The store's time by this node's clock and skew, not a round trip: this only
             # sets a timer, and a claim loop busy asking the time is late for the next run.
             now = self.clock.store_now() or self.skew.earliest_store_now() or self.store.now()
-            next_run = self.store.next_claimable_at(queues=self.config.queues)
+            next_run = self.store.next_claimable_at(queues=self.config.queues, tasks=self.tasks)
             # Without notifications, a job's next trigger is the best hint of when a run
             # will appear: be awake then rather than up to a poll interval later.
             next_job = None if notified or self._hears_triggers() else self.store.next_due_at()
@@ -572,7 +583,8 @@ class Worker(Service):
 
     def task_for(self, run: ClaimedRun) -> tuple[Task[..., Any], Outcome | None]:
         """The task this worker runs ``run`` with, and the outcome it reports instead of
-        running it when it refuses (an unknown task, shell without ``--allow-shell``)."""
+        running it when it refuses (an unknown task, shell without ``--allow-shell``: a
+        last resort, since its claim takes only runs of :attr:`tasks`)."""
         # http is a built-in (no app can replace it): this worker's own, under its egress
         # policy.
         task = self._http if run.task == HTTP else self.registry.find(run.task)
@@ -715,6 +727,12 @@ class Worker(Service):
             return [a for a in self._held.values() if a.state is AttemptState.RUNNING]
 
 
+def claimable_tasks(registry: Registry, *, allow_shell: bool = False) -> list[str]:
+    """The tasks a worker of ``registry`` runs, so claims runs of, by name: its app's, the
+    built-in ``http``, and ``shell`` only when it runs shell commands (``allow_shell``)."""
+    return [name for name in registry.names() if name != SHELL or allow_shell]
+
+
 def default_concurrency(registry: Registry, *, allow_shell: bool = False) -> int:
     """A worker's concurrency when none is configured: ASYNC_CONCURRENCY (200) when every
     task of its app is ``async def``, else SYNC_CONCURRENCY (10).
@@ -744,4 +762,13 @@ def _unknown(ctx: Context, **args: Any) -> None:
     raise AssertionError("never called: the run is refused before execution")
 
 
-__all__ = ["Context", "Discard", "Registry", "Retry", "Task", "Worker", "default_concurrency"]
+__all__ = [
+    "Context",
+    "Discard",
+    "Registry",
+    "Retry",
+    "Task",
+    "Worker",
+    "claimable_tasks",
+    "default_concurrency",
+]

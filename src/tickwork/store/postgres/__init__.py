@@ -86,7 +86,7 @@ from tickwork.store.postgres.driver import (
 from tickwork.store.postgres.due import due_job, new_run
 from tickwork.store.postgres.listener import PgListener
 from tickwork.store.postgres.pool import POOL_MAX_SIZE, Conn
-from tickwork.store.queries import for_queues, migration_files
+from tickwork.store.queries import for_claimer, migration_files
 from tickwork.store.sql import SqlStore
 from tickwork.store.sql.calendars import bind_calendar
 from tickwork.store.sql.runs import REPLACED, past_kept
@@ -124,6 +124,9 @@ class PostgresStore(SqlStore):
         self._limited = False
         """Whether the last claim found a limit or several tenants' runs: claims take the
         limited path."""
+        self._others = False
+        """Whether runs of a task the last claimer lacked were waiting: the next claim
+        reads its own tasks apart (complete_then_claim_own) until that says none are."""
         self._after = ""
         """Fair share's cursor: the tenant this store's last limited claim reached."""
         with self._conn():  # fail now, not at the first call, if it cannot connect at all
@@ -385,25 +388,46 @@ class PostgresStore(SqlStore):
         limit: int,
         lease: timedelta = RUN_LEASE,
         queues: Sequence[str] | None = None,
+        tasks: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> list[Run]:
-        if limit < 1 or (queues is not None and not queues):
+        if limit < 1 or (queues is not None and not queues) or (tasks is not None and not tasks):
             return []
         # As complete_and_claim: one statement unless a limit exists (the statement's
-        # flag row says so even when it claimed nothing).
+        # flag row says so even when it claimed nothing), or the claimer's own tasks' runs
+        # read apart while runs of a task it lacks wait.
         rows: list[DictRow] = []
-        if not self._limited:
-            params = _claim_params(worker, limit, lease, queues, now)
-            rows = self._all(for_queues(Q["claim"], queues), params)
-            self._limited = rows[0]["limited"]
+        lean: list[ClaimedRun] = []
+        if not self._limited and not self._others:
+            params = _claim_params(worker, limit, lease, queues=queues, tasks=tasks, now=now)
+            rows = self._all(for_claimer(Q["claim"], queues, tasks), params)
+            self._limited, self._others = rows[0]["limited"], bool(rows[0]["others"])
             rows = [r for r in rows if r["id"] is not None]
-            if len(rows) == limit or not self._limited:
+            if len(rows) == limit or not (self._limited or self._others):
                 return _claimed(rows)
-        _, more = self._claim_limited(
-            [], worker, limit=limit - len(rows), lease=lease, queues=queues, now=now
-        )
-        if more:  # the limited path comes back lean: the whole rows for Run
-            rows += self._all(Q["runs_by_ids"], {"ids": [run.id for run in more]})
+        if not self._limited:
+            _, lean = self._complete_then_claim(
+                [],
+                worker,
+                limit=limit - len(rows),
+                lease=lease,
+                queues=queues,
+                tasks=tasks,
+                now=now,
+                own=True,
+            )
+        if self._limited and len(rows) + len(lean) < limit:
+            lean += self._claim_limited(
+                [],
+                worker,
+                limit=limit - len(rows) - len(lean),
+                lease=lease,
+                queues=queues,
+                tasks=tasks,
+                now=now,
+            )[1]
+        if lean:  # the other paths come back lean: the whole rows for Run
+            rows += self._all(Q["runs_by_ids"], {"ids": [run.id for run in lean]})
         return _claimed(rows)
 
     def complete_and_claim(
@@ -414,25 +438,86 @@ class PostgresStore(SqlStore):
         limit: int,
         lease: timedelta = RUN_LEASE,
         queues: Sequence[str] | None = None,
+        tasks: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> tuple[list[int], list[ClaimedRun]]:
-        # Two paths. With no tenant or task limited, one statement completes and claims;
-        # once any is, that statement claims nothing and says so, and calls take the
-        # limited path (a transaction that holds the limited tenants' and tasks' rows and
-        # counts their running runs) until it finds none it could hold.
-        if queues is not None and not queues:
+        # Three paths. With no tenant or task limited, one statement completes and claims
+        # (complete_then_claim); while runs of a task the claimer lacks wait, another
+        # statement does, reading each of its own tasks apart (complete_then_claim_own);
+        # once a limit exists, those claim nothing and say so, and calls take the limited
+        # path (a transaction that holds the limited tenants' and tasks' rows and counts
+        # their running runs) until it finds none it could hold. Each statement says which
+        # path the next call should take.
+        if (queues is not None and not queues) or (tasks is not None and not tasks):
             limit = 0
         if not completions and limit < 1:
             return [], []
         if self._limited and limit >= 1:
             return self._complete_and_claim_limited(
-                completions, worker, limit=limit, lease=lease, queues=queues, now=now
+                completions,
+                worker,
+                limit=limit,
+                lease=lease,
+                queues=queues,
+                tasks=tasks,
+                now=now,
             )
+        own = self._others
+        rejected, claimed = self._complete_then_claim(
+            completions,
+            worker,
+            limit=limit,
+            lease=lease,
+            queues=queues,
+            tasks=tasks,
+            now=now,
+            own=own,
+        )
+        if limit < 1 or len(claimed) == limit:
+            return rejected, claimed
+        if self._others and not own and not self._limited:
+            claimed += self._complete_then_claim(
+                [],
+                worker,
+                limit=limit - len(claimed),
+                lease=lease,
+                queues=queues,
+                tasks=tasks,
+                now=now,
+                own=True,
+            )[1]
+        if self._limited and len(claimed) < limit:
+            claimed += self._complete_and_claim_limited(
+                [],
+                worker,
+                limit=limit - len(claimed),
+                lease=lease,
+                queues=queues,
+                tasks=tasks,
+                now=now,
+            )[1]
+        return rejected, claimed
+
+    def _complete_then_claim(
+        self,
+        completions: Sequence[Completion],
+        worker: str,
+        *,
+        limit: int,
+        lease: timedelta,
+        queues: Sequence[str] | None,
+        tasks: Sequence[str] | None,
+        now: datetime | None,
+        own: bool,
+    ) -> tuple[list[int], list[ClaimedRun]]:
+        """Complete, then claim in one statement: through the claim index, or (``own``)
+        each of the claimer's tasks apart. Notes which path the next call should take."""
         params = {
             **_completion_params(completions),
-            **_claim_params(worker, max(limit, 0), lease, queues, now),
+            **_claim_params(worker, max(limit, 0), lease, queues=queues, tasks=tasks, now=now),
         }
-        query = for_queues(Q["complete_then_claim"], queues)
+        name = "complete_then_claim_own" if own else "complete_then_claim"
+        query = for_claimer(Q[name], queues, tasks)
         with self._conn() as conn:
             cur = conn.cursor(row_factory=tuple_row)
             # Prepared from the first call, not the fifth: planning it costs more than
@@ -442,12 +527,8 @@ class PostgresStore(SqlStore):
         if rows[0][0] < len(completions):
             rejected = self._rejected(completions)
         make = ClaimedRun._make
-        claimed = [make(r[2:]) for r in rows if r[2] is not None]
-        self._limited = rows[0][1]
-        if self._limited and len(claimed) < limit:
-            claimed += self._complete_and_claim_limited(
-                [], worker, limit=limit - len(claimed), lease=lease, queues=queues, now=now
-            )[1]
+        claimed = [make(r[3:]) for r in rows if r[3] is not None]
+        self._limited, self._others = rows[0][1], bool(rows[0][2])
         return rejected, claimed
 
     def _complete_and_claim_limited(
@@ -458,10 +539,11 @@ class PostgresStore(SqlStore):
         limit: int,
         lease: timedelta,
         queues: Sequence[str] | None,
+        tasks: Sequence[str] | None,
         now: datetime | None,
     ) -> tuple[list[int], list[ClaimedRun]]:
         done, claimed = self._claim_limited(
-            completions, worker, limit=limit, lease=lease, queues=queues, now=now
+            completions, worker, limit=limit, lease=lease, queues=queues, tasks=tasks, now=now
         )
         rejected = [c.run_id for c in completions if c.run_id not in done]
         return rejected, claimed
@@ -474,6 +556,7 @@ class PostgresStore(SqlStore):
         limit: int,
         lease: timedelta,
         queues: Sequence[str] | None,
+        tasks: Sequence[str] | None,
         now: datetime | None,
     ) -> tuple[set[int], list[ClaimedRun]]:
         """Complete, then claim within tenants' and tasks' limits and fairly across
@@ -483,7 +566,8 @@ class PostgresStore(SqlStore):
         a later statement whose snapshot sees what every earlier holder committed, counts
         their running runs, refills their token buckets, picks, claims and spends the
         tokens: so no two claimers ever count one tenant or task at once, and every limit
-        holds exactly. Returns the ids completed and the runs claimed, in claim order."""
+        holds exactly. Only runs of ``tasks`` (None: any) are walked to and claimed.
+        Returns the ids completed and the runs claimed, in claim order."""
         with self._conn() as conn, conn.pipeline():
             with conn.transaction():
                 completed = None
@@ -493,11 +577,12 @@ class PostgresStore(SqlStore):
                 claimed = None
                 if limit >= 1:
                     params = {
-                        **_claim_params(worker, limit, lease, queues, now),
+                        **_claim_params(worker, limit, lease, queues=queues, tasks=tasks, now=now),
                         "after": self._after,
                     }
-                    conn.execute(for_queues(Q["hold_limits"], queues), params, prepare=True)
-                    query = for_queues(Q["claim_limited"], queues)
+                    hold = for_claimer(Q["hold_limits"], queues, tasks)
+                    conn.execute(hold, params, prepare=True)
+                    query = for_claimer(Q["claim_limited"], queues, tasks)
                     cur = conn.cursor(row_factory=tuple_row)
                     claimed = cur.execute(query, params, binary=True, prepare=True)
             done = {r["id"] for r in completed} if completed is not None else set()
@@ -630,10 +715,19 @@ def _claim_params(
     worker: str,
     limit: int,
     lease: timedelta,
+    *,
     queues: Sequence[str] | None,
+    tasks: Sequence[str] | None,
     now: datetime | None,
 ) -> dict[str, Any]:
-    return {"worker": worker, "now": now, "limit": limit, "lease": lease, "queues": _list(queues)}
+    return {
+        "worker": worker,
+        "now": now,
+        "limit": limit,
+        "lease": lease,
+        "queues": _list(queues),
+        "tasks": _list(tasks),
+    }
 
 
 def _completion_params(completions: Sequence[Completion]) -> dict[str, Any]:

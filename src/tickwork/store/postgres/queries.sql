@@ -209,18 +209,36 @@ SELECT (SELECT CASE WHEN schedule->>'kind' = 'once' THEN next_run_at - %(lead)s:
 -- one row of NULLs carrying the count of completions applied. A line ending
 -- "-- only-queues" is dropped for a worker that takes every queue (see for_queues).
 -- With any tenant or task limited, or runs of more than one tenant claimable (fair share),
--- it claims nothing (the limited path claims, in a transaction: claim_candidates) and
--- "limited" says so. Both read one materialized check (two empty tables and the two ends
--- of tickwork_runs_fair, once per statement); the gate is pseudo-constant, a one-time
--- filter that leaves the planner's estimate, and so its plan (the claim index read in
--- order, stopping at the limit), as it was without it.
-WITH limits AS MATERIALIZED (
+-- it claims nothing (the limited path claims, in a transaction: hold_limits, claim_limited)
+-- and "limited" says so. Both read one materialized check (two empty tables and the two
+-- ends of tickwork_runs_fair); the gate is pseudo-constant, a one-time filter that leaves
+-- the planner's estimate, and so its plan (the claim index read in order, stopping at the
+-- limit), as it was without it.
+-- Tasks: only runs of tasks (NULL: the claimer has every task; "-- only-tasks" lines
+-- are dropped then, as "-- only-queues" ones for every queue). The check also walks the
+-- waiting runs' tasks in name order, one probe of tickwork_runs_task each, up to the
+-- first not in tasks ("others": while every waiting run is of one task, two probes).
+-- While none waits, the claim index is read as above. While some do, a backlog of theirs
+-- could lie ahead in that index: it claims nothing and "others" says so, and
+-- complete_then_claim_own claims instead (reading each of the claimer's tasks apart).
+WITH RECURSIVE seen (task) AS (
+    SELECT min(task) FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
+    UNION ALL
+    SELECT (SELECT min(r.task) FROM tickwork_runs r
+            WHERE r.state IN ('queued', 'failed') AND r.task > s.task)
+    FROM seen s WHERE s.task = ANY(%(tasks)s::text[])
+), limits AS MATERIALIZED (
     SELECT EXISTS (SELECT 1 FROM tickwork_tenants
                    WHERE max_running IS NOT NULL OR rate IS NOT NULL
                    UNION ALL SELECT 1 FROM tickwork_task_limits)
-        OR (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-           <> (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-        AS set
+        OR ends.first <> ends.last AS set,
+        ends.first AS tenant,
+        EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[])) AS others
+    FROM (SELECT (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+                 AS first,
+             (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+                 AS last) ends
 ), done AS (
     UPDATE tickwork_runs r
     SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()), lease_expires_at = NULL,
@@ -230,13 +248,16 @@ WITH limits AS MATERIALIZED (
     WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
     RETURNING r.id
 ), picked AS (
-    SELECT id FROM tickwork_runs
-    WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
-      AND queue = ANY(%(queues)s::text[])  -- only-queues
-      AND NOT (SELECT set FROM limits)
-    ORDER BY priority DESC, run_at, id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    SELECT id FROM (
+        SELECT id FROM tickwork_runs
+        WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
+          AND queue = ANY(%(queues)s::text[])  -- only-queues
+          AND task = ANY(%(tasks)s::text[])  -- only-tasks
+          AND NOT (SELECT set OR others FROM limits)
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) every
 ), claimed AS (
     UPDATE tickwork_runs r
     SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
@@ -248,34 +269,122 @@ WITH limits AS MATERIALIZED (
         r.queue, r.priority, r.run_at
 )
 SELECT d.completed,
-    (SELECT set FROM limits) AS limited,
+    (SELECT set FROM limits) AS limited, (SELECT others FROM limits) AS others,
     c.id, c.fencing_token, c.job_id, c.tenant, c.task, c.args,
     c.scheduled_for, c.attempt, c.max_attempts, c.timeout, c.queue
 FROM (SELECT count(*) AS completed FROM done) d
 LEFT JOIN claimed c ON true
 ORDER BY c.priority DESC, c.run_at, c.id;
 
--- name: claim
--- The one-statement claim, only while no tenant or task is limited and one tenant's runs
--- are claimable (the gate of complete_then_claim); "limited" on each row says whether the
--- limited path must claim instead. At least one row comes back: with no run claimed, one
--- row of NULLs carrying "limited" (so an idle worker's poll is one statement, not two).
--- A line ending "-- only-queues" is dropped for a worker that takes every queue.
-WITH limits AS MATERIALIZED (
+-- name: complete_then_claim_own
+-- complete_then_claim while runs of a task not in tasks wait ("others"): the same
+-- completions and gate, and the claim reads each task of tasks with waiting runs
+-- ("active", a probe each) apart through tickwork_runs_task, in claim order, its first
+-- %(limit)s locked; the batch is the first %(limit)s of those (the rest, locked by this
+-- statement, are free again at its commit). So a backlog of the other task's runs, however
+-- far ahead in the claim index, is never read. A statement of its own, not a branch of
+-- complete_then_claim: that one is planned on every call, and this branch doubled its
+-- planning time. Comes back as complete_then_claim, with "others" (false: the next call
+-- may take complete_then_claim again).
+WITH RECURSIVE seen (task) AS (
+    SELECT min(task) FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
+    UNION ALL
+    SELECT (SELECT min(r.task) FROM tickwork_runs r
+            WHERE r.state IN ('queued', 'failed') AND r.task > s.task)
+    FROM seen s WHERE s.task = ANY(%(tasks)s::text[])
+), limits AS MATERIALIZED (
     SELECT EXISTS (SELECT 1 FROM tickwork_tenants
                    WHERE max_running IS NOT NULL OR rate IS NOT NULL
                    UNION ALL SELECT 1 FROM tickwork_task_limits)
-        OR (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-           <> (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-        AS set
+        OR ends.first <> ends.last AS set,
+        ends.first AS tenant,
+        EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[])) AS others
+    FROM (SELECT (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+                 AS first,
+             (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+                 AS last) ends
+), active AS MATERIALIZED (
+    SELECT k.task FROM unnest(%(tasks)s::text[]) AS k (task)
+    WHERE NOT (SELECT set FROM limits)
+      AND (SELECT min(r.task) FROM tickwork_runs r
+           WHERE r.state IN ('queued', 'failed') AND r.task >= k.task) = k.task
+), done AS (
+    UPDATE tickwork_runs r
+    SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()), lease_expires_at = NULL,
+        result = c.result, error = NULL
+    FROM unnest(%(ids)b::bigint[], %(tokens)b::bigint[], %(results)b::jsonb[])
+        AS c (id, token, result)
+    WHERE r.id = c.id AND r.fencing_token = c.token AND r.state = 'running'
+    RETURNING r.id
 ), picked AS (
-    SELECT id FROM tickwork_runs
-    WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
-      AND queue = ANY(%(queues)s::text[])  -- only-queues
-      AND NOT (SELECT set FROM limits)
-    ORDER BY priority DESC, run_at, id
+    SELECT o.id FROM active a CROSS JOIN LATERAL (
+        SELECT id, priority, run_at FROM tickwork_runs r
+        WHERE r.task = a.task AND r.tenant = (SELECT tenant FROM limits)
+          AND r.state IN ('queued', 'failed')
+          AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+          AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+        ORDER BY r.priority DESC, r.run_at, r.id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) o
+    ORDER BY o.priority DESC, o.run_at, o.id
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE tickwork_runs r
+    SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
+        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+        started_at = coalesce(%(now)s::timestamptz, now())
+    FROM picked WHERE r.id = picked.id
+    RETURNING r.id, r.fencing_token, r.job_id, r.tenant, r.task, r.args, r.scheduled_for,
+        r.attempt, r.max_attempts, make_interval(secs => r.timeout) AS timeout,
+        r.queue, r.priority, r.run_at
+)
+SELECT d.completed,
+    (SELECT set FROM limits) AS limited, (SELECT others FROM limits) AS others,
+    c.id, c.fencing_token, c.job_id, c.tenant, c.task, c.args,
+    c.scheduled_for, c.attempt, c.max_attempts, c.timeout, c.queue
+FROM (SELECT count(*) AS completed FROM done) d
+LEFT JOIN claimed c ON true
+ORDER BY c.priority DESC, c.run_at, c.id;
+
+
+-- name: claim
+-- The one-statement claim, only while no tenant or task is limited and one tenant's runs
+-- are claimable (the gate of complete_then_claim, and its reading of the tasks given);
+-- "limited" on each row says whether the limited path must claim instead. At least one
+-- row comes back: with no run claimed, one row of NULLs carrying "limited" (so an idle
+-- worker's poll is one statement, not two). A line ending "-- only-queues" is dropped for
+-- a worker that takes every queue, "-- only-tasks" for one that has every task.
+WITH RECURSIVE seen (task) AS (
+    SELECT min(task) FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
+    UNION ALL
+    SELECT (SELECT min(r.task) FROM tickwork_runs r
+            WHERE r.state IN ('queued', 'failed') AND r.task > s.task)
+    FROM seen s WHERE s.task = ANY(%(tasks)s::text[])
+), limits AS MATERIALIZED (
+    SELECT EXISTS (SELECT 1 FROM tickwork_tenants
+                   WHERE max_running IS NOT NULL OR rate IS NOT NULL
+                   UNION ALL SELECT 1 FROM tickwork_task_limits)
+        OR ends.first <> ends.last AS set,
+        ends.first AS tenant,
+        EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[])) AS others
+    FROM (SELECT (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+                 AS first,
+             (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
+                 AS last) ends
+), picked AS (
+    SELECT id FROM (
+        SELECT id FROM tickwork_runs
+        WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
+          AND queue = ANY(%(queues)s::text[])  -- only-queues
+          AND task = ANY(%(tasks)s::text[])  -- only-tasks
+          AND NOT (SELECT set OR others FROM limits)
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) every
 ), claimed AS (
     UPDATE tickwork_runs r
     SET state = 'running', worker = %(worker)s, fencing_token = r.fencing_token + 1,
@@ -284,13 +393,16 @@ WITH limits AS MATERIALIZED (
     FROM picked WHERE r.id = picked.id
     RETURNING r.*
 )
-SELECT c.*, (SELECT set FROM limits) AS limited
+SELECT c.*, (SELECT set FROM limits) AS limited, (SELECT others FROM limits) AS others
 FROM (SELECT 1) one
 LEFT JOIN claimed c ON true;
 
 -- name: next_claimable_at
+-- With tasks, through tickwork_runs_task: this claimer's own waiting runs, not a backlog of
+-- another task's (whose runs, due long ago, would wake it for nothing).
 SELECT min(run_at) AS at FROM tickwork_runs
 WHERE state IN ('queued', 'failed')
+  AND task = ANY(%(tasks)s::text[])  -- only-tasks
   AND queue = ANY(%(queues)s::text[]);  -- only-queues
 
 -- name: heartbeat
@@ -725,39 +837,111 @@ ORDER BY 1;
 -- name: hold_limits
 -- The limited claim's first statement (then claim_limited, in one transaction, sent in one
 -- round trip). Fair share's walk (store/limits.py): the tenants with claimable runs (a
--- tenant's runs not yet due or in other queues are stepped over in the index), in name order from %(after)s round to it again, one probe of tickwork_runs_fair
--- each (past a tenant's whole backlog at once), %(limit)s of them at most. Then lock those
--- of them with a limit, and every task with one, that no other claimer holds (SKIP LOCKED:
+-- tenant's runs not yet due or in other queues are stepped over in the index), in name
+-- order from %(after)s round to it again, one probe of tickwork_runs_fair each (past a
+-- tenant's whole backlog at once), %(limit)s of them at most. Then lock those of them with
+-- a limit, and every task of tasks with one, that no other claimer holds (SKIP LOCKED:
 -- one that is held is left out of this claim), and name the walk and the held in the
 -- transaction's settings. A held row stays locked until commit, so no other claimer
 -- counts, refills or claims that tenant or task at once, and claim_limited, a later
 -- statement, sees what every earlier holder committed. Costs a probe and a lock per tenant
 -- walked, however many tenants have runs or limits. JIT off for the transaction:
 -- claim_limited's estimates can pass jit_above_cost, and compiling would cost 300 ms.
-WITH RECURSIVE onward (tenant, n) AS (
-    SELECT min(tenant), 1 FROM tickwork_runs
-    WHERE state IN ('queued', 'failed') AND tenant > %(after)s
-      AND run_at <= coalesce(%(now)s::timestamptz, now())
-      AND queue = ANY(%(queues)s::text[])  -- only-queues
+-- Tasks: while runs of a task not in tasks wait ("others": the gate of
+-- complete_then_claim), a probe of tickwork_runs_fair could read through that task's whole
+-- backlog in a tenant; the walk then probes tickwork_runs_task once per task of tasks
+-- with waiting runs ("active", found once), and claim_limited reads those tasks apart.
+-- Those probes bound (task, tenant) with row comparisons and order by (task, tenant): only
+-- tickwork_runs_task serves them, so the planner (which cannot know, for a task from a
+-- list, how few of its runs there are) never reads tickwork_runs_fair with a filter on the
+-- task instead, through the other task's backlog.
+WITH RECURSIVE seen (task) AS (
+    SELECT min(task) FROM tickwork_runs
+    WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
     UNION ALL
-    SELECT (SELECT min(r.tenant) FROM tickwork_runs r
-            WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant
+    SELECT (SELECT min(r.task) FROM tickwork_runs r
+            WHERE r.state IN ('queued', 'failed') AND r.task > s.task)
+    FROM seen s WHERE s.task = ANY(%(tasks)s::text[])
+), gate AS MATERIALIZED (
+    SELECT EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[])) AS others
+), active AS MATERIALIZED (
+    -- One probe per task, as min(task) from it (an EXISTS ... task = k.task could be
+    -- planned as a scan that reads the other tasks' runs on the way).
+    SELECT k.task FROM unnest(%(tasks)s::text[]) AS k (task)
+    WHERE (SELECT others FROM gate)
+      AND (SELECT min(r.task) FROM tickwork_runs r
+           WHERE r.state IN ('queued', 'failed') AND r.task >= k.task) = k.task
+), onward (tenant, n) AS (
+    SELECT CASE WHEN (SELECT others FROM gate) THEN
+        (SELECT min(x.tenant) FROM active a CROSS JOIN LATERAL (
+            SELECT r.tenant FROM tickwork_runs r
+            WHERE (r.task, r.tenant) > (a.task, %(after)s) AND r.task <= a.task
+              AND r.state IN ('queued', 'failed')
               AND r.run_at <= coalesce(%(now)s::timestamptz, now())
               AND r.queue = ANY(%(queues)s::text[])  -- only-queues
-           ), w.n + 1
+            ORDER BY r.task, r.tenant LIMIT 1
+        ) x)
+    ELSE
+        (SELECT min(tenant) FROM tickwork_runs
+         WHERE state IN ('queued', 'failed') AND tenant > %(after)s
+           AND run_at <= coalesce(%(now)s::timestamptz, now())
+           AND queue = ANY(%(queues)s::text[])  -- only-queues
+        )
+    END, 1
+    UNION ALL
+    SELECT CASE WHEN (SELECT others FROM gate) THEN
+        (SELECT min(x.tenant) FROM active a CROSS JOIN LATERAL (
+            SELECT r.tenant FROM tickwork_runs r
+            WHERE (r.task, r.tenant) > (a.task, w.tenant) AND r.task <= a.task
+              AND r.state IN ('queued', 'failed')
+              AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+              AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+            ORDER BY r.task, r.tenant LIMIT 1
+        ) x)
+    ELSE
+        (SELECT min(r.tenant) FROM tickwork_runs r
+         WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant
+           AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+           AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+        )
+    END, w.n + 1
     FROM onward w WHERE w.tenant IS NOT NULL AND w.n < %(limit)s
 ), around (tenant, n) AS (
-    SELECT min(tenant), (SELECT count(tenant) FROM onward) + 1 FROM tickwork_runs
-    WHERE state IN ('queued', 'failed') AND tenant <= %(after)s
-      AND run_at <= coalesce(%(now)s::timestamptz, now())
-      AND queue = ANY(%(queues)s::text[])  -- only-queues
-    UNION ALL
-    SELECT (SELECT min(r.tenant) FROM tickwork_runs r
-            WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant
-              AND r.tenant <= %(after)s
+    SELECT CASE WHEN (SELECT others FROM gate) THEN
+        (SELECT min(x.tenant) FROM active a CROSS JOIN LATERAL (
+            SELECT r.tenant FROM tickwork_runs r
+            WHERE r.task >= a.task AND (r.task, r.tenant) <= (a.task, %(after)s)
+              AND r.state IN ('queued', 'failed')
               AND r.run_at <= coalesce(%(now)s::timestamptz, now())
               AND r.queue = ANY(%(queues)s::text[])  -- only-queues
-           ), w.n + 1
+            ORDER BY r.task, r.tenant LIMIT 1
+        ) x)
+    ELSE
+        (SELECT min(tenant) FROM tickwork_runs
+         WHERE state IN ('queued', 'failed') AND tenant <= %(after)s
+           AND run_at <= coalesce(%(now)s::timestamptz, now())
+           AND queue = ANY(%(queues)s::text[])  -- only-queues
+        )
+    END, (SELECT count(tenant) FROM onward) + 1
+    UNION ALL
+    SELECT CASE WHEN (SELECT others FROM gate) THEN
+        (SELECT min(x.tenant) FROM active a CROSS JOIN LATERAL (
+            SELECT r.tenant FROM tickwork_runs r
+            WHERE (r.task, r.tenant) > (a.task, w.tenant)
+              AND (r.task, r.tenant) <= (a.task, %(after)s)
+              AND r.state IN ('queued', 'failed')
+              AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+              AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+            ORDER BY r.task, r.tenant LIMIT 1
+        ) x)
+    ELSE
+        (SELECT min(r.tenant) FROM tickwork_runs r
+         WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant
+           AND r.tenant <= %(after)s
+           AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+           AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+        )
+    END, w.n + 1
     FROM around w WHERE w.tenant IS NOT NULL AND w.n < %(limit)s
 ), walk AS MATERIALIZED (
     SELECT tenant, n FROM (SELECT * FROM onward UNION ALL SELECT * FROM around) w
@@ -768,7 +952,9 @@ WITH RECURSIVE onward (tenant, n) AS (
     ORDER BY tenant
     FOR UPDATE SKIP LOCKED
 ), held_tasks AS MATERIALIZED (
-    SELECT task FROM tickwork_task_limits ORDER BY task FOR UPDATE SKIP LOCKED
+    SELECT task FROM tickwork_task_limits
+    WHERE task = ANY(%(tasks)s::text[])  -- only-tasks
+    ORDER BY task FOR UPDATE SKIP LOCKED
 )
 SELECT set_config('jit', 'off', true),
     set_config('tickwork.walk',
@@ -776,7 +962,10 @@ SELECT set_config('jit', 'off', true),
     set_config('tickwork.held_tenants',
                (SELECT coalesce(array_agg(tenant), '{}')::text FROM held), true),
     set_config('tickwork.held_tasks',
-               (SELECT coalesce(array_agg(task), '{}')::text FROM held_tasks), true);
+               (SELECT coalesce(array_agg(task), '{}')::text FROM held_tasks), true),
+    set_config('tickwork.others', (SELECT others::text FROM gate), true),
+    set_config('tickwork.active',
+               (SELECT coalesce(array_agg(task), '{}')::text FROM active), true);
 
 -- name: claim_limited
 -- The claim while a limit exists or several tenants' runs are claimable, after
@@ -791,11 +980,19 @@ SELECT set_config('jit', 'off', true),
 --    its room: limits.share); keep those within their task's room, in order of rank /
 --    weight, then walk position; claim %(limit)s of them.
 -- 3. Spend a token of each claimed run's rate-limited tenant, and of its rate-limited task.
+-- Tasks: only runs of tasks (NULL: every task). While runs of another task wait
+-- (tickwork.others, from hold_limits), each tenant's runs of each task of tasks with
+-- waiting runs (tickwork.active) are read apart through tickwork_runs_task, each up to the
+-- tenant's share, so that no other task's backlog is read; then merged as one tenant's.
 -- Comes back: one row per claimed run in claim order, lean (with its tenant's position in
 -- the walk, then the columns of ClaimedRun), or one row of NULLs; each carries how many
 -- tenants the walk saw, the last of them, and whether any limit exists.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
+), others AS MATERIALIZED (
+    SELECT coalesce(current_setting('tickwork.others', true)::boolean, false) AS waiting
+), active AS MATERIALIZED (
+    SELECT unnest(current_setting('tickwork.active', true)::text[]) AS task
 ), walk AS MATERIALIZED (
     SELECT w.tenant, w.n FROM unnest(current_setting('tickwork.walk', true)::text[])
         WITH ORDINALITY AS w (tenant, n)
@@ -811,8 +1008,10 @@ WITH clock AS (
     LEFT JOIN held h ON h.tenant = t.tenant
     WHERE t.max_running IS NOT NULL OR t.rate IS NOT NULL
 ), running AS (
+    -- Through tickwork_runs_lease (a running run, and only one, has a lease): without the
+    -- lease's condition no index has the running runs, and the count read the whole table.
     SELECT tenant, count(*) AS n FROM tickwork_runs
-    WHERE state = 'running'
+    WHERE state = 'running' AND lease_expires_at IS NOT NULL
       AND tenant IN (SELECT tenant FROM limited WHERE held AND max_running IS NOT NULL)
     GROUP BY tenant
 ), buckets AS MATERIALIZED (
@@ -831,7 +1030,8 @@ WITH clock AS (
     FROM limited l LEFT JOIN running r USING (tenant) LEFT JOIN buckets b USING (tenant)
 ), task_running AS (
     SELECT task, count(*) AS n FROM tickwork_runs
-    WHERE state = 'running' AND task IN (SELECT task FROM held_tasks)
+    WHERE state = 'running' AND lease_expires_at IS NOT NULL
+      AND task IN (SELECT task FROM held_tasks)
     GROUP BY task
 ), task_buckets AS MATERIALIZED (
     SELECT t.task, greatest(c.now, coalesce(t.refilled_at, c.now)) AS at,
@@ -865,6 +1065,13 @@ WITH clock AS (
     -- its first runs up to that room; so a task held by its limit (a rate refills all the
     -- time: its room is rarely 0) never fills a tenant's share with runs it cannot take,
     -- and its backlog does not hold back the tenant's other tasks (as SQLite's refetch).
+    -- With runs of another task waiting, each of this claimer's unlimited tasks is read
+    -- apart (o), up to the share each: a tenant with several such tasks locks more rows
+    -- than it claims (those it does not claim are free again at commit). A task's runs of
+    -- one tenant (o, l) are bounded by row comparisons on (task, tenant), equal to both,
+    -- and ordered by the whole of tickwork_runs_task: only that index serves it, in claim
+    -- order, stopping at the limit (with "task = ... AND tenant = ..." the planner may
+    -- read tickwork_runs_fair, filtering a backlog of other tasks row by row).
     SELECT c.id, c.tenant, c.task, s.n,
         (row_number() OVER (PARTITION BY c.tenant ORDER BY c.priority DESC, c.run_at, c.id)
          - 1) / s.weight AS vtime
@@ -874,16 +1081,30 @@ WITH clock AS (
             WHERE r.tenant = s.tenant AND r.state IN ('queued', 'failed')
               AND r.run_at <= (SELECT now FROM clock)
               AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+              AND r.task = ANY(%(tasks)s::text[])  -- only-tasks
               AND r.task NOT IN (SELECT task FROM task_room)
+              AND NOT (SELECT waiting FROM others)
             ORDER BY r.priority DESC, r.run_at, r.id
             LIMIT s.k
             FOR UPDATE SKIP LOCKED
         ) u
         UNION ALL
+        SELECT o.id, o.tenant, o.task, o.priority, o.run_at
+        FROM active a CROSS JOIN LATERAL (
+            SELECT id, tenant, task, priority, run_at FROM tickwork_runs r
+            WHERE r.task = a.task AND r.tenant = s.tenant AND r.state IN ('queued', 'failed')
+              AND r.run_at <= (SELECT now FROM clock)
+              AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+            ORDER BY r.priority DESC, r.run_at, r.id
+            LIMIT s.k
+            FOR UPDATE SKIP LOCKED
+        ) o
+        WHERE (SELECT waiting FROM others) AND a.task NOT IN (SELECT task FROM task_room)
+        UNION ALL
         SELECT l.id, l.tenant, l.task, l.priority, l.run_at
         FROM task_room t CROSS JOIN LATERAL (
             SELECT id, tenant, task, priority, run_at FROM tickwork_runs r
-            WHERE r.tenant = s.tenant AND r.task = t.task AND r.state IN ('queued', 'failed')
+            WHERE r.task = t.task AND r.tenant = s.tenant AND r.state IN ('queued', 'failed')
               AND r.run_at <= (SELECT now FROM clock)
               AND r.queue = ANY(%(queues)s::text[])  -- only-queues
             ORDER BY r.priority DESC, r.run_at, r.id
@@ -891,6 +1112,7 @@ WITH clock AS (
             FOR UPDATE SKIP LOCKED
         ) l
         WHERE t.room > 0
+          AND t.task = ANY(%(tasks)s::text[])  -- only-tasks
     ) c
 ), chosen AS (
     SELECT p.id, p.n FROM (
@@ -1040,6 +1262,13 @@ WHERE r.injected IS NOT NULL
     WHERE (m.mark ->> 'attempt')::integer < r.attempt
       AND (m.mark ->> 'at')::bigint < (extract(epoch FROM r.started_at) * 1000000)::bigint)
 ORDER BY r.id DESC LIMIT %(limit)s;
+-- name: due_tasks
+-- Each queue's due runs by task (the queues view says which no live worker can run).
+SELECT queue, task, count(*) AS due, min(run_at) AS oldest FROM tickwork_runs
+WHERE state IN ('queued', 'failed') AND run_at <= %(now)s
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+GROUP BY queue, task ORDER BY queue, task;
+
 -- name: queue_stats
 SELECT queue,
     count(*) FILTER (WHERE state IN ('queued', 'failed') AND run_at <= %(now)s) AS due,

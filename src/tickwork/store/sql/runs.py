@@ -44,11 +44,12 @@ from tickwork.store.base import (
     RescueResult,
     RunFilter,
     RunStats,
+    TaskBacklog,
     bulk_limit,
     page_limit,
 )
 from tickwork.store.driver import Row, Tx
-from tickwork.store.queries import for_queues
+from tickwork.store.queries import for_claimer
 from tickwork.store.sql.core import SqlCore
 from tickwork.store.sql.minutes import floor_minute
 from tickwork.store.sql.totals import Tally
@@ -196,12 +197,15 @@ class RunTransitions(SqlCore):
         dropped = found[0]["n"] - 1 if found else 0
         return RunAttempts(run, kept, dropped)
 
-    def next_claimable_at(self, *, queues: Sequence[str] | None = None) -> datetime | None:
-        if queues is not None and not queues:
+    def next_claimable_at(
+        self, *, queues: Sequence[str] | None = None, tasks: Sequence[str] | None = None
+    ) -> datetime | None:
+        if (queues is not None and not queues) or (tasks is not None and not tasks):
             return None
-        query = for_queues(self.q["next_claimable_at"], queues)
+        query = for_claimer(self.q["next_claimable_at"], queues, tasks)
+        params = {"queues": self.codec.array(queues), "tasks": self.codec.array(tasks)}
         with self.driver.read() as tx:
-            row = tx.one(query, {"queues": self.codec.array(queues)})
+            row = tx.one(query, params)
         return self.codec.from_time(row["at"]) if row is not None else None
 
     def get_run(self, run_id: int, *, tenant: str | None = None) -> Run:
@@ -311,6 +315,17 @@ class RunTransitions(SqlCore):
             QueueStatus(
                 r["queue"], int(r["due"]), int(r["running"]), self.codec.from_time(r["oldest"])
             )
+            for r in found
+        ]
+
+    def due_tasks(
+        self, *, tenant: str | None = None, now: datetime | None = None
+    ) -> list[TaskBacklog]:
+        with self.driver.snapshot() as tx:
+            t = self.codec.time(tx.now(now))
+            found = tx.all(self.q["due_tasks"], {"tenant": tenant, "now": t})
+        return [
+            TaskBacklog(r["queue"], r["task"], int(r["due"]), self.codec.from_time(r["oldest"]))
             for r in found
         ]
 

@@ -69,7 +69,7 @@ from tickwork.store.limits import (
     whole,
 )
 from tickwork.store.planning import plan_batch
-from tickwork.store.queries import for_queues, migration_files
+from tickwork.store.queries import for_claimer, for_queues, migration_files
 from tickwork.store.sql import SqlStore
 from tickwork.store.sql.calendars import bind_calendar
 from tickwork.store.sql.runs import REPLACED, past_kept
@@ -323,10 +323,11 @@ class SqliteStore(SqlStore):
         limit: int,
         lease: timedelta = RUN_LEASE,
         queues: Sequence[str] | None = None,
+        tasks: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> list[Run]:
         return self._complete_and_claim(
-            [], worker, limit=limit, lease=lease, queues=queues, now=now
+            [], worker, limit=limit, lease=lease, queues=queues, tasks=tasks, now=now
         )[1]
 
     def complete_and_claim(
@@ -337,10 +338,11 @@ class SqliteStore(SqlStore):
         limit: int,
         lease: timedelta = RUN_LEASE,
         queues: Sequence[str] | None = None,
+        tasks: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> tuple[list[int], list[ClaimedRun]]:
         rejected, runs = self._complete_and_claim(
-            completions, worker, limit=limit, lease=lease, queues=queues, now=now
+            completions, worker, limit=limit, lease=lease, queues=queues, tasks=tasks, now=now
         )
         return rejected, [ClaimedRun.of(run) for run in runs]
 
@@ -352,9 +354,10 @@ class SqliteStore(SqlStore):
         limit: int,
         lease: timedelta,
         queues: Sequence[str] | None,
+        tasks: Sequence[str] | None,
         now: datetime | None,
     ) -> tuple[list[int], list[Run]]:
-        if queues is not None and not queues:
+        if (queues is not None and not queues) or (tasks is not None and not tasks):
             limit = 0
         if not completions and limit < 1:
             return [], []
@@ -365,30 +368,65 @@ class SqliteStore(SqlStore):
             "limit": limit,
             "lease": _td_us(lease),
             "queues": C.array(queues),
+            "tasks": C.array(tasks),
         }
         with self._write() as conn:  # one transaction: one commit (one fsync) for both
             rejected = self._complete_in(conn, completions, t)
-            found = self._claim_in(conn, params, queues) if limit >= 1 else []
+            found = self._claim_in(conn, params, queues, tasks) if limit >= 1 else []
         runs = [rows.run(r, C) for r in found]
         runs.sort(key=lambda r: (-r.priority, r.run_at, r.id))
         return rejected, runs
 
     def _claim_in(
-        self, conn: sqlite3.Connection, params: dict[str, Any], queues: Sequence[str] | None
+        self,
+        conn: sqlite3.Connection,
+        params: dict[str, Any],
+        queues: Sequence[str] | None,
+        claimable: Sequence[str] | None,
     ) -> list[sqlite3.Row]:
-        """Claim under the write lock: one statement when no tenant or task has a limit and
-        one tenant's runs are claimable; else the limited tenants' and tasks' running runs
-        are counted, their token buckets refilled, and the candidates picked within them,
-        fairly across tenants (the write lock holds every other claimer off, so the counts
-        stay true)."""
+        """Claim under the write lock: one statement when no tenant or task has a limit, one
+        tenant's runs are claimable and no run of a task outside ``claimable`` waits; else
+        the limited tenants' and tasks' running runs are counted, their token buckets
+        refilled, and the candidates picked within them, fairly across tenants (the write
+        lock holds every other claimer off, so the counts stay true). Only runs of
+        ``claimable`` (None: every task) are walked to and taken; while runs of another
+        task wait, each of the claimer's tasks is read apart (claim_candidates_of_task), so
+        that no other task's backlog is read (with no limit and one tenant: those reads,
+        merged in claim order, and one update)."""
         limited = conn.execute(Q["limited_tenants"]).fetchall()
         tenants = {r["tenant"]: r["max_running"] for r in limited if r["max_running"]}
         limited_tasks = conn.execute(Q["limited_tasks"]).fetchall()
         tasks = {r["task"]: r["max_running"] for r in limited_tasks if r["max_running"]}
+        others = claimable is not None and bool(
+            conn.execute(Q["others_waiting"], {"tasks": params["tasks"]}).fetchone()["waiting"]
+        )
+        active: list[str] = []
+        if others:
+            found_tasks = conn.execute(Q["active_tasks"], {"tasks": params["tasks"]})
+            active = [r["task"] for r in found_tasks]
+        of_task = for_queues(Q["claim_candidates_of_task"], queues)
+        claim = {k: params[k] for k in ("worker", "now", "lease")}
         if not limited and not limited_tasks:
             span = conn.execute(Q["claimable_tenants"]).fetchone()
+            if span["first"] == span["last"] and not others:
+                query = for_claimer(Q["claim"], queues, claimable)
+                return conn.execute(query, params).fetchall()
             if span["first"] == span["last"]:
-                return conn.execute(for_queues(Q["claim"], queues), params).fetchall()
+                # Runs of a task the claimer lacks wait: its own tasks' runs, each read
+                # apart through their index, the first of them in claim order.
+                where = {
+                    "tenant": span["first"],
+                    "now": params["now"],
+                    "queues": params["queues"],
+                    "taken": "[]",
+                    "limit": params["limit"],
+                }
+                rows = [
+                    r for task in active for r in conn.execute(of_task, {**where, "task": task})
+                ]
+                rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
+                ids = C.array([r["id"] for r in rows[: params["limit"]]])
+                return conn.execute(Q["claim_ids"], {**claim, "ids": ids}).fetchall()
         room: dict[Key, int] = {}
         if tenants:
             found = conn.execute(Q["running_of_tenants"], {"tenants": C.array(list(tenants))})
@@ -416,8 +454,32 @@ class SqliteStore(SqlStore):
 
         buckets = bucket_room(TENANT, limited)
         task_buckets = bucket_room(TASK, limited_tasks)
-        query = for_queues(Q["claim_candidates"], queues)
+        query = for_claimer(Q["claim_candidates"], queues, claimable)
         walked: dict[str, int] = {}
+
+        def tenants_runs(tenant: str, taken: list[int], full: list[Key], k: int) -> list[Any]:
+            """``tenant``'s first ``k`` claimable runs in claim order, none of a full task."""
+            found = {
+                "tenant": tenant,
+                "now": params["now"],
+                "queues": params["queues"],
+                "taken": C.array(taken),
+                "limit": k,
+            }
+            if not others:
+                full_tasks = C.array(names(full, TASK))
+                return conn.execute(
+                    query, {**found, "tasks": params["tasks"], "full_tasks": full_tasks}
+                ).fetchall()
+            skip = set(names(full, TASK))
+            rows = [
+                r
+                for task in active
+                if task not in skip
+                for r in conn.execute(of_task, {**found, "task": task})
+            ]
+            rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
+            return rows[:k]
 
         def candidates(taken: list[int], full: list[Key], want: int) -> list[tuple[int, str, str]]:
             skip = set(names(full, TENANT))
@@ -428,6 +490,8 @@ class SqliteStore(SqlStore):
                     "tenants": want + len(skip),
                     "now": params["now"],
                     "queues": params["queues"],
+                    "others": others,
+                    "active": C.array(active),
                 },
             ).fetchall()
             walked.update((r["tenant"], r["n"]) for r in walk)
@@ -436,20 +500,10 @@ class SqliteStore(SqlStore):
             walk_full = len(walk) >= want
             rows: list[FairRow] = []
             for w in walk:
-                found = conn.execute(
-                    query,
-                    {
-                        "tenant": w["tenant"],
-                        "now": params["now"],
-                        "queues": params["queues"],
-                        "taken": C.array(taken),
-                        "full_tasks": C.array(names(full, TASK)),
-                        "limit": share(want, w["weight"], weights, walk_full=walk_full),
-                    },
-                )
+                k = share(want, w["weight"], weights, walk_full=walk_full)
                 rows += [
                     (r["id"], r["tenant"], r["task"], w["n"], rank, w["weight"])
-                    for rank, r in enumerate(found)
+                    for rank, r in enumerate(tenants_runs(w["tenant"], taken, full, k))
                 ]
             return fair_order(rows, want)
 
@@ -458,7 +512,6 @@ class SqliteStore(SqlStore):
             if walked:  # the next claim walks on past the tenants this one found full
                 self._after = max(walked, key=walked.__getitem__)
             return []
-        claim = {k: params[k] for k in ("worker", "now", "lease")}
         claimed = conn.execute(Q["claim_ids"], {**claim, "ids": C.array(ids)}).fetchall()
         # Round-robin: the next claim walks on from the last tenant this one reached.
         self._after = max({r["tenant"] for r in claimed}, key=walked.__getitem__)

@@ -104,8 +104,10 @@ SELECT (SELECT CASE WHEN json_extract(schedule, '$.kind') = 'once' THEN next_run
     :now AS now;
 
 -- name: claim
--- A line ending "-- only-queues" is dropped for a worker that takes every queue; :queues is
--- a JSON array.
+-- A line ending "-- only-queues" is dropped for a worker that takes every queue, one ending
+-- "-- only-tasks" for one that has every task; :queues and :tasks are JSON arrays. Only
+-- while no run of a task outside :tasks waits (others_waiting), so the filter drops no row
+-- the index hands it.
 UPDATE tickwork_runs
 SET state = 'running', worker = :worker, fencing_token = fencing_token + 1,
     lease_expires_at = :now + :lease, started_at = :now
@@ -113,12 +115,16 @@ WHERE id IN (
     SELECT id FROM tickwork_runs INDEXED BY tickwork_runs_claim
     WHERE state IN ('queued', 'failed') AND run_at <= :now
       AND queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+      AND task IN (SELECT value FROM json_each(:tasks))  -- only-tasks
     ORDER BY priority DESC, run_at, id LIMIT :limit)
 RETURNING *;
 
 -- name: next_claimable_at
+-- With tasks, through tickwork_runs_task: this claimer's own waiting runs, not a backlog of
+-- another task's (whose runs, due long ago, would wake it for nothing).
 SELECT min(run_at) AS at FROM tickwork_runs
 WHERE state IN ('queued', 'failed')
+  AND task IN (SELECT value FROM json_each(:tasks))  -- only-tasks
   AND queue IN (SELECT value FROM json_each(:queues));  -- only-queues
 
 -- name: heartbeat
@@ -501,29 +507,68 @@ SELECT (SELECT tenant FROM tickwork_runs INDEXED BY tickwork_runs_fair
 -- name: walk_tenants
 -- Fair share's walk: up to :tenants tenants with claimable runs, in name order from
 -- :after round to it again (one probe of tickwork_runs_fair each), with their weights.
+-- While runs of a task the claimer lacks wait (:others), a probe of tickwork_runs_fair
+-- could read through that task's backlog in a tenant: each probe is then one of
+-- tickwork_runs_task per task of :active (the claimer's tasks with waiting runs, a JSON
+-- array), the least tenant of them.
 WITH RECURSIVE onward (tenant, n) AS (
-    SELECT (SELECT tenant FROM tickwork_runs INDEXED BY tickwork_runs_fair
-            WHERE state IN ('queued', 'failed') AND tenant > :after AND run_at <= :now
-              AND queue IN (SELECT value FROM json_each(:queues))  -- only-queues
-            ORDER BY tenant LIMIT 1), 1
+    SELECT CASE WHEN :others THEN
+        (SELECT min((SELECT r.tenant FROM tickwork_runs r INDEXED BY tickwork_runs_task
+                     WHERE r.task = a.value AND r.state IN ('queued', 'failed')
+                       AND r.tenant > :after AND r.run_at <= :now
+                       AND r.queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+                     ORDER BY r.tenant LIMIT 1))
+         FROM json_each(:active) a)
+    ELSE
+        (SELECT tenant FROM tickwork_runs INDEXED BY tickwork_runs_fair
+         WHERE state IN ('queued', 'failed') AND tenant > :after AND run_at <= :now
+           AND queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+         ORDER BY tenant LIMIT 1)
+    END, 1
     UNION ALL
-    SELECT (SELECT r.tenant FROM tickwork_runs r INDEXED BY tickwork_runs_fair
-            WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant AND r.run_at <= :now
-              AND r.queue IN (SELECT value FROM json_each(:queues))  -- only-queues
-            ORDER BY r.tenant LIMIT 1), w.n + 1
+    SELECT CASE WHEN :others THEN
+        (SELECT min((SELECT r.tenant FROM tickwork_runs r INDEXED BY tickwork_runs_task
+                     WHERE r.task = a.value AND r.state IN ('queued', 'failed')
+                       AND r.tenant > w.tenant AND r.run_at <= :now
+                       AND r.queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+                     ORDER BY r.tenant LIMIT 1))
+         FROM json_each(:active) a)
+    ELSE
+        (SELECT r.tenant FROM tickwork_runs r INDEXED BY tickwork_runs_fair
+         WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant AND r.run_at <= :now
+           AND r.queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+         ORDER BY r.tenant LIMIT 1)
+    END, w.n + 1
     FROM onward w WHERE w.tenant IS NOT NULL AND w.n < :tenants
 ), around (tenant, n) AS (
-    SELECT (SELECT tenant FROM tickwork_runs INDEXED BY tickwork_runs_fair
-            WHERE state IN ('queued', 'failed') AND tenant <= :after AND run_at <= :now
-              AND queue IN (SELECT value FROM json_each(:queues))  -- only-queues
-            ORDER BY tenant LIMIT 1),
-        (SELECT count(tenant) FROM onward) + 1
+    SELECT CASE WHEN :others THEN
+        (SELECT min((SELECT r.tenant FROM tickwork_runs r INDEXED BY tickwork_runs_task
+                     WHERE r.task = a.value AND r.state IN ('queued', 'failed')
+                       AND r.tenant <= :after AND r.run_at <= :now
+                       AND r.queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+                     ORDER BY r.tenant LIMIT 1))
+         FROM json_each(:active) a)
+    ELSE
+        (SELECT tenant FROM tickwork_runs INDEXED BY tickwork_runs_fair
+         WHERE state IN ('queued', 'failed') AND tenant <= :after AND run_at <= :now
+           AND queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+         ORDER BY tenant LIMIT 1)
+    END, (SELECT count(tenant) FROM onward) + 1
     UNION ALL
-    SELECT (SELECT r.tenant FROM tickwork_runs r INDEXED BY tickwork_runs_fair
-            WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant
-              AND r.tenant <= :after AND r.run_at <= :now
-              AND r.queue IN (SELECT value FROM json_each(:queues))  -- only-queues
-            ORDER BY r.tenant LIMIT 1), w.n + 1
+    SELECT CASE WHEN :others THEN
+        (SELECT min((SELECT r.tenant FROM tickwork_runs r INDEXED BY tickwork_runs_task
+                     WHERE r.task = a.value AND r.state IN ('queued', 'failed')
+                       AND r.tenant > w.tenant AND r.tenant <= :after AND r.run_at <= :now
+                       AND r.queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+                     ORDER BY r.tenant LIMIT 1))
+         FROM json_each(:active) a)
+    ELSE
+        (SELECT r.tenant FROM tickwork_runs r INDEXED BY tickwork_runs_fair
+         WHERE r.state IN ('queued', 'failed') AND r.tenant > w.tenant
+           AND r.tenant <= :after AND r.run_at <= :now
+           AND r.queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+         ORDER BY r.tenant LIMIT 1)
+    END, w.n + 1
     FROM around w WHERE w.tenant IS NOT NULL AND w.n < :tenants
 )
 SELECT w.tenant, w.n, coalesce(t.weight, 1) AS weight
@@ -531,6 +576,29 @@ FROM (SELECT * FROM onward UNION ALL SELECT * FROM around) w
 LEFT JOIN tickwork_tenants t ON t.tenant = w.tenant
 WHERE w.tenant IS NOT NULL AND w.n <= :tenants
 ORDER BY w.n;
+
+-- name: others_waiting
+-- Whether a run of a task not in :tasks (a JSON array) waits: the waiting runs' tasks in
+-- name order, one probe of tickwork_runs_task each, up to the first not in :tasks (while
+-- every waiting run is of one task the claimer has, two probes).
+WITH RECURSIVE seen (task) AS (
+    SELECT (SELECT task FROM tickwork_runs INDEXED BY tickwork_runs_task
+            WHERE state IN ('queued', 'failed') ORDER BY task LIMIT 1)
+    UNION ALL
+    SELECT (SELECT r.task FROM tickwork_runs r INDEXED BY tickwork_runs_task
+            WHERE r.state IN ('queued', 'failed') AND r.task > s.task ORDER BY r.task LIMIT 1)
+    FROM seen s WHERE s.task IN (SELECT value FROM json_each(:tasks))
+)
+SELECT EXISTS (SELECT 1 FROM seen
+               WHERE task IS NOT NULL AND task NOT IN (SELECT value FROM json_each(:tasks)))
+    AS waiting;
+
+-- name: active_tasks
+-- Of :tasks (a JSON array), those with waiting runs (one probe each).
+SELECT k.value AS task FROM json_each(:tasks) k
+WHERE EXISTS (SELECT 1 FROM tickwork_runs r INDEXED BY tickwork_runs_task
+              WHERE r.task = k.value AND r.state IN ('queued', 'failed'))
+ORDER BY k.value;
 
 -- name: running_of_tenants
 -- :tenants is a JSON array.
@@ -551,13 +619,24 @@ GROUP BY task;
 
 -- name: claim_candidates
 -- The limited path's candidates of one tenant (walk_tenants gave it), in claim order: its
--- first :limit due runs of tasks with room (not in :full_tasks); :queues, :taken and
--- :full_tasks are JSON arrays.
-SELECT id, tenant, task FROM tickwork_runs INDEXED BY tickwork_runs_fair
+-- first :limit due runs of tasks with room (not in :full_tasks) of :tasks; :queues, :tasks,
+-- :taken and :full_tasks are JSON arrays. Only while no run of a task outside :tasks
+-- waits (else claim_candidates_of_task, for each task of the claimer's apart).
+SELECT id, tenant, task, priority, run_at FROM tickwork_runs INDEXED BY tickwork_runs_fair
 WHERE tenant = :tenant AND state IN ('queued', 'failed') AND run_at <= :now
   AND queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+  AND task IN (SELECT value FROM json_each(:tasks))  -- only-tasks
   AND id NOT IN (SELECT value FROM json_each(:taken))
   AND task NOT IN (SELECT value FROM json_each(:full_tasks))
+ORDER BY priority DESC, run_at, id LIMIT :limit;
+
+-- name: claim_candidates_of_task
+-- As claim_candidates, of one tenant's runs of one task (through tickwork_runs_task: no
+-- other task's backlog is read), while runs of a task the claimer lacks wait.
+SELECT id, tenant, task, priority, run_at FROM tickwork_runs INDEXED BY tickwork_runs_task
+WHERE task = :task AND tenant = :tenant AND state IN ('queued', 'failed') AND run_at <= :now
+  AND queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+  AND id NOT IN (SELECT value FROM json_each(:taken))
 ORDER BY priority DESC, run_at, id LIMIT :limit;
 
 -- name: take_tokens
@@ -683,6 +762,13 @@ WHERE r.injected IS NOT NULL
     SELECT 1 FROM json_each(r.injected) AS m
     WHERE m.value ->> '$.attempt' < r.attempt AND m.value ->> '$.at' < r.started_at)
 ORDER BY r.id DESC LIMIT :limit;
+-- name: due_tasks
+-- Each queue's due runs by task (the queues view says which no live worker can run).
+SELECT queue, task, count(*) AS due, min(run_at) AS oldest FROM tickwork_runs
+WHERE state IN ('queued', 'failed') AND run_at <= :now
+  AND (:tenant IS NULL OR tenant = :tenant)
+GROUP BY queue, task ORDER BY queue, task;
+
 -- name: queue_stats
 SELECT queue,
     sum(state IN ('queued', 'failed') AND run_at <= :now) AS due,
