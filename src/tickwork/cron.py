@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import copy
 import heapq
+from calendar import monthrange
 from collections.abc import Iterator
-from datetime import MAXYEAR, UTC, datetime, timedelta, timezone
+from datetime import MAXYEAR, UTC, date, datetime, timedelta, timezone
 from enum import StrEnum
 from functools import lru_cache
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -40,6 +41,9 @@ from cronsim.cronsim import Field
 
 from tickwork.clock import LATEST
 from tickwork.errors import InvalidCron, InvalidTimezone
+
+if TYPE_CHECKING:
+    from tickwork.search import Budget
 
 NICKNAMES = {
     "@yearly": "0 0 1 1 *",
@@ -258,10 +262,13 @@ def fires(
     after: datetime,
     gap: DstGap | None = None,
     repeat: DstRepeat | None = None,
+    *,
+    budget: Budget | None = None,
 ) -> Iterator[Fire]:
     """The slots strictly after ``after``, ascending, under a DST policy (None: Debian
     cron's, see the module docstring), each slot a DST change touches with its ``note``,
-    and the slots the policy skips as ``skipped`` entries.
+    and the slots the policy skips as ``skipped`` entries. Each fire time examined is a
+    step of ``budget``, which raises :class:`tickwork.search.Exhausted` when spent.
 
     Worked example, ``30 2 * * *`` in Europe/Berlin: on 2026-03-29 02:30 does not exist;
     ``run-after`` fires at 03:00 CEST (01:00 UTC), ``skip`` reports a skipped slot there.
@@ -298,6 +305,8 @@ def fires(
             yield fire
 
     for at in iterate(expr, tz, begin):
+        if budget is not None:
+            budget.spend()
         for change in transitions(tz, previous, at):
             if change.shift > timedelta(0) and not wall:
                 missing = _first_in_gap(expr, change)
@@ -498,6 +507,49 @@ _END_OF_SCAN = LATEST + timedelta(days=1)
 _EARLIEST_SCAN = datetime(1, 1, 2, tzinfo=UTC)
 """Where the search for offset changes ends: past LATEST, so a fire at LATEST itself is
 found, and a day short of datetime's end, so every zone's offset can be read there."""
+
+
+# -- the days an expression names ---------------------------------------------------------
+#
+# Which days of a month the day fields (day-of-month, month, day-of-week: ``L``, ``LW``,
+# ``5L``, ``MON#2`` included) name depends on the month, its length and the weekday it starts
+# on, and on nothing else: there are at most 12 x 2 x 7 arrangements, every one of which
+# the 400-year Gregorian cycle holds, and the 28 years 2001-2028 hold one of each.
+
+_ARRANGED_IN: dict[tuple[int, int, int], int] = {}
+for _year in range(2001, 2029):
+    for _month in range(1, 13):
+        _first, _length = monthrange(_year, _month)
+        _ARRANGED_IN.setdefault((_month, _length, _first), _year)
+"""A year in which a month has a given (month, length, first weekday) arrangement."""
+
+
+def arrangements(month: int) -> list[tuple[int, int]]:
+    """Every (length, first weekday) a month has in some year (Monday is weekday 0)."""
+    return [(length, first) for (m, length, first) in _ARRANGED_IN if m == month]
+
+
+def months_named(expr: str) -> tuple[int, ...]:
+    """The months (1-12) a normalized expression names, ascending."""
+    return tuple(sorted(_prototype(expr).months))
+
+
+def days_named(expr: str, year: int, month: int) -> tuple[int, ...]:
+    """The days of ``month`` of ``year`` the expression's day fields name, ascending."""
+    first, length = monthrange(year, month)
+    return days_named_in(expr, month, length, first)
+
+
+@lru_cache(maxsize=8192)
+def days_named_in(expr: str, month: int, length: int, first: int) -> tuple[int, ...]:
+    """The days the expression's day fields name in ``month`` when it has ``length`` days
+    and starts on weekday ``first`` (Monday 0); empty for a month the expression does not
+    name."""
+    sim = _prototype(expr)
+    if month not in sim.months:
+        return ()
+    year = _ARRANGED_IN[(month, length, first)]
+    return tuple(d for d in range(1, length + 1) if sim.match_day(date(year, month, d)))
 
 
 def explain(expr: str) -> str:
