@@ -215,8 +215,7 @@ class Cron:
         """The slots that run, strictly after ``after`` (and not after ``until``), ascending,
         for as long as the search's budget lasts."""
         if self.plain:
-            found = cron.iterate(self.expr, self.tz, after)
-            return found if until is None else (t for t in found if t <= until)
+            return cron.iterate(self.expr, self.tz, after, until=until)
         fires = self.fires(after, days_off=0, until=until, budget=budget)
         return (fire.at for fire in fires if not fire.skipped)
 
@@ -302,10 +301,9 @@ class Cron:
         self, after: datetime, budget: Budget, *, days_off: int | None, until: datetime | None
     ) -> Iterator[Fire]:
         if self.calendar is None:
-            found = cron.fires(
-                self.expr, self.tz, after, self.dst_gap, self.dst_repeat, budget=budget
+            return cron.fires(
+                self.expr, self.tz, after, self.dst_gap, self.dst_repeat, until=until, budget=budget
             )
-            return found if until is None else (f for f in found if f.at <= until)
         calendar = self.calendar_def
         if calendar is None:
             raise InvalidSchedule(

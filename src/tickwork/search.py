@@ -42,6 +42,7 @@ from calendar import monthrange
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
+from itertools import pairwise
 from typing import Protocol
 
 from tickwork import cron
@@ -49,11 +50,13 @@ from tickwork.calendar import SEARCH_DAYS, Calendar, HolidayPolicy
 from tickwork.clock import LATEST
 from tickwork.cron import MAX_SHIFT, DstGap, DstRepeat, Fire
 
-SEARCH_BUDGET = 20_000
+SEARCH_BUDGET = 10_000
 """Steps one search for slots may take: each candidate day, month, day stepped over to find
 a business day, or fire time examined is one. The 29th of February on a business day,
-twelve years ahead, takes about 30; a rule that cannot fire is told in a handful; the worst
-search, every step spent, takes about 0.1 s of CPU."""
+eight years ahead, takes 11; a rule the weekend rules out is told in none; a search that
+spends them all takes 10 ms (days) to 0.2 s (fire times of a DST policy) of CPU here
+(``benchmarks/slot_search.py``). What needs most is an every-second rule in a repeated
+hour: 3,600 for the hour's second pass."""
 
 _ONE_US = timedelta(microseconds=1)
 _LAST_DAY = LATEST.date() + timedelta(days=1)
@@ -275,8 +278,8 @@ class _Walk:
         self.report = report
         self.zone = cron.zone(rule.tz)
 
-    def day(self, day: date, after: datetime, *, expr: str | None = None) -> Iterator[Fire]:
-        return day_fires(self.rule, day, after, self.budget, expr=expr)
+    def day(self, day: date, after: datetime) -> Iterator[Fire]:
+        return day_fires(self.rule, day, after, self.budget)
 
     # -- skip --------------------------------------------------------------------------------
 
@@ -315,9 +318,6 @@ class _Walk:
 
     def nth(self, n: int) -> Iterator[Fire]:
         calendar, budget = self.calendar, self.budget
-        parts = self.rule.expr.split()
-        parts[-3], parts[-1] = "*", "*"
-        daily = " ".join(parts)
         months = cron.months_named(self.rule.expr)
         if most_weekdays(months, calendar.weekend) >= abs(n):
             spans = self._months(months)
@@ -334,7 +334,7 @@ class _Walk:
             budget.spend(length)
             day = calendar.nth_business_day(year, month, n)
             if day is not None and day >= self.first:
-                yield from self.day(day, self.start, expr=daily)
+                yield from self.day(day, self.start)
 
     def _months(self, months: tuple[int, ...]) -> Iterator[tuple[int, int]]:
         year, month = self.first.year, self.first.month
@@ -424,48 +424,77 @@ class _Walk:
 
     def _moved(self, day: date, target: date, order: int) -> Iterator[_Keyed]:
         """The slots of the day off ``day`` that run, moved to ``target`` at the same wall
-        time, in order. Hazard: on a day with a DST change (this one or the target) wall
-        times do not map onto the target in order, by up to the change's size; so near one,
-        slots wait in a heap until no slot still to come can land before them."""
-        zone = self.zone
+        time, in order, lazily.
+
+        Hazard: a DST change breaks the order. On ``day``, wall times run back (a repeated
+        hour) or jump; on ``target``, a wall time in a gap lands after later ones. So the
+        day is cut into runs, at its own changes and at the wall times of the target's,
+        within each of which the moved times rise; the runs are merged."""
+        tz, zone = self.rule.tz, self.zone
         which = "next" if target > day else "previous"
         note = (
             f"moved to the {which} business day, {target.isoformat()}: {day} is "
             f"{self.calendar.closed(day)}"
         )
-        lower = _midnight(day, self.rule.tz) - _ONE_US
-        if target == self.first:
-            # Only slots moved past the start count: begin at its wall time (less a margin
-            # for a DST change), not at midnight.
-            wall = self.start.astimezone(zone).replace(tzinfo=None).time()
-            lower = max(lower, datetime.combine(day, wall, zone).astimezone(UTC) - MAX_SHIFT)
-        window = MAX_SHIFT * (_changes_on(self.rule.tz, day) + _changes_on(self.rule.tz, target))
-        pending: list[_Keyed] = []
-        latest: datetime | None = None
-        for seq, fire in enumerate(self.day(day, lower)):
+        begin, end = _midnight(day, tz) - _ONE_US, _midnight_after(day, tz)
+        cuts = {change.at for change in cron.transitions(tz, begin, end)}
+        around = (_midnight(target, tz) - MAX_SHIFT, _midnight_after(target, tz) + MAX_SHIFT)
+        for change in cron.transitions(tz, *around):
+            for offset in (change.before, change.after):
+                wall = (change.at + offset).replace(tzinfo=None).time()
+                for fold in (0, 1):
+                    cuts.add(datetime.combine(day, wall, zone).replace(fold=fold).astimezone(UTC))
+        inner = sorted(cut for cut in cuts if begin < cut < end)
+        edges = [begin, *(cut - _ONE_US for cut in inner), end]
+        runs = []
+        for number, (lo, hi) in enumerate(pairwise(edges)):
+            lower = self._past_start(day, target, lo) if target == self.first else lo
+            if lower < hi:
+                runs.append(self._run(day, target, order, (number << 32, lower, hi), note))
+        return heapq.merge(*runs)
+
+    def _past_start(self, day: date, target: date, lo: datetime) -> datetime:
+        """Where the run of ``day`` from ``lo`` starts to move slots past the start (on
+        ``target``, the start's own day): moved times rise within a run, and both days keep
+        one UTC offset through it, so the start's wall time marks the first slot to count."""
+        zone = self.zone
+        inside = (lo + _ONE_US).astimezone(zone)  # a wall time of the run, on ``day``
+        on_target = datetime.combine(target, inside.time().replace(tzinfo=None), zone)
+        offset_day, offset_target = inside.utcoffset(), on_target.utcoffset()
+        assert offset_day is not None
+        assert offset_target is not None
+        wall = (self.start + offset_target).replace(tzinfo=None)  # the start, on target
+        if wall.date() < target:
+            return lo
+        if wall.date() > target:
+            return datetime.max.replace(tzinfo=UTC)
+        return max(lo, (datetime.combine(day, wall.time()) - offset_day).replace(tzinfo=UTC))
+
+    def _run(
+        self, day: date, target: date, order: int, span: tuple[int, datetime, datetime], note: str
+    ) -> Iterator[_Keyed]:
+        """The slots of ``day`` in ``span`` (its number, then after its start, up to its
+        end), moved to ``target``: within a run, in order."""
+        number, lo, hi = span
+        zone = self.zone
+        for seq, fire in enumerate(self.day(day, lo)):
+            if fire.at > hi:
+                return
             if fire.skipped:
                 continue  # a slot its DST policy takes away is not moved (_dst_skips)
             local = fire.at.astimezone(zone).replace(tzinfo=None)
             at = datetime.combine(target, local.time(), zone).astimezone(UTC)
-            item = (at, order, seq, Fire(at, note))
-            if not window:
-                yield item
-                continue
-            heapq.heappush(pending, item)
-            latest = at if latest is None or at > latest else latest
-            while pending and pending[0][0] < latest - window:
-                yield heapq.heappop(pending)
-        while pending:
-            yield heapq.heappop(pending)
+            yield at, order, number | seq, Fire(at, note)
 
     def _dst_skips(self, day: date, order: int) -> Iterator[_Keyed]:
         """The slots of the day off ``day`` that its DST policy skips, at their own times
-        (a slot that does not exist is not moved): looked for around its DST changes only."""
+        (a slot that does not exist is not moved): a gap's at its end, a repeated span's
+        in its second pass."""
         tz = self.rule.tz
         for change in cron.transitions(tz, _midnight(day, tz) - _ONE_US, _midnight_after(day, tz)):
-            lower = max(self.start, change.at - MAX_SHIFT - _ONE_US)
+            lower = max(self.start, change.at - _ONE_US)
             for seq, fire in enumerate(self.day(day, lower)):
-                if fire.at > change.at + MAX_SHIFT:
+                if fire.at > change.at + abs(change.shift):
                     break
                 if fire.skipped:
                     yield fire.at, order, seq, fire
@@ -533,31 +562,40 @@ class _Targets:
         return None
 
 
-def _changes_on(tz: str, day: date) -> int:
-    return sum(
-        1
-        for _ in cron.transitions(
-            tz, _midnight(day, tz) - MAX_SHIFT, _midnight_after(day, tz) + MAX_SHIFT
-        )
-    )
-
-
 # -- one day's slots -------------------------------------------------------------------------
 
 
-def day_fires(
-    rule: Rule, day: date, after: datetime, budget: Budget, *, expr: str | None = None
-) -> Iterator[Fire]:
+def day_fires(rule: Rule, day: date, after: datetime, budget: Budget) -> Iterator[Fire]:
     """The rule's fire times (as :func:`tickwork.cron.fires` gives them, DST policy
-    applied) on the local date ``day``, strictly after ``after``."""
+    applied) on the local date ``day``, strictly after ``after``, at the times of the day
+    its expression names: the day is the caller's to choose (a day its day fields name, or
+    a business-day rule's day)."""
     zone = cron.zone(rule.tz)
     lower = max(after, _midnight(day, rule.tz) - _ONE_US)
+    end = _midnight_after(day, rule.tz)
+    # The expression's times on every day: on a day its day fields name, the same fire
+    # times, and the fire after the day's last is the next day's, not one years off that
+    # cronsim would scan the calendar for.
     for fire in cron.fires(
-        expr or rule.expr, rule.tz, lower, rule.dst_gap, rule.dst_repeat, budget=budget
+        every_day(rule.expr),
+        rule.tz,
+        lower,
+        rule.dst_gap,
+        rule.dst_repeat,
+        until=end,
+        budget=budget,
     ):
         if fire.at.astimezone(zone).date() != day:
             return
         yield fire
+
+
+@lru_cache(maxsize=1024)
+def every_day(expr: str) -> str:
+    """``expr`` with its day-of-month and day-of-week ``*``: its times, every day."""
+    parts = expr.split()
+    parts[-3], parts[-1] = "*", "*"
+    return " ".join(parts)
 
 
 def _local_day(at: datetime, tz: str) -> date:

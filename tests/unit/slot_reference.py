@@ -53,7 +53,10 @@ def _holiday_fires(schedule: Cron, calendar: Calendar, after: datetime) -> Itera
     if policy is HolidayPolicy.NEXT:
         before = calendar.previous_business_day(start.astimezone(zone).date())
         if before is not None:
-            begin = min(start, _midnight(before + timedelta(days=1), schedule.tz))
+            # Less a microsecond: the one fix made here. The search it stood for began at
+            # that midnight exclusive, and lost a day off's midnight slot (issue 23's tests).
+            midnight = _midnight(before + timedelta(days=1), schedule.tz)
+            begin = min(start, midnight - timedelta(microseconds=1))
     pending: list[tuple[datetime, int, Fire]] = []
     last: datetime | None = None
 

@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime, timedelta
 from itertools import islice, takewhile
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 from tests.unit.slot_reference import TooSlow, reference_fires
 
@@ -191,6 +191,14 @@ def test_dense_slots_moved_off_a_weekend_are_found_without_walking_it() -> None:
     assert budget.spent < 100  # not Saturday's 86,400 slots
 
 
+def test_a_day_offs_midnight_slot_moves_when_the_search_starts_on_that_day() -> None:
+    # Saturday 00:00 moves to Monday 00:00. Asked on Saturday morning (a calendar edit, a
+    # resume, `tickwork next --from`), the search before issue 23 began at Saturday
+    # midnight exclusive, lost that slot, and answered the Monday after.
+    schedule = rule("0 0 * * 6", on_holiday="next-business-day")
+    assert schedule.next_after(at("2026-05-02T10:00")) == at("2026-05-04T00:00")
+
+
 # -- every search stops within its budget ----------------------------------------------------
 
 
@@ -318,8 +326,21 @@ def schedules(draw: st.DrawFn) -> Cron:
         raise
 
 
-STARTS = st.datetimes(datetime(2026, 1, 1), datetime(2028, 6, 30)).map(
-    lambda t: t.replace(tzinfo=UTC)
+CHANGES = sorted(
+    change.at
+    for tz in ZONES
+    for change in cron.transitions(
+        tz, datetime(2026, 1, 1, tzinfo=UTC), datetime(2028, 7, 1, tzinfo=UTC)
+    )
+)
+"""Where DST moves wall times: a start a few days before one puts it among the first slots."""
+STARTS = st.one_of(
+    st.datetimes(datetime(2026, 1, 1), datetime(2028, 6, 30)).map(lambda t: t.replace(tzinfo=UTC)),
+    st.builds(
+        lambda at, back: at - back,
+        st.sampled_from(CHANGES),
+        st.timedeltas(timedelta(0), timedelta(days=4)),
+    ),
 )
 HORIZON = timedelta(days=3 * 366)
 
@@ -330,6 +351,7 @@ HORIZON = timedelta(days=3 * 366)
 def test_the_day_search_finds_the_slots_the_slot_search_found(
     schedule: Cron, after: datetime
 ) -> None:
+    note(f"{schedule!r} after {after!r}")
     found = schedule.search(after)
     assert not found.exhausted
     assume(found.slot is not None and found.slot < after + HORIZON)
