@@ -264,7 +264,7 @@ def test_a_job_near_the_calendars_end_is_explained_and_shown(
     job_id = answer.json()["id"]
     shown = web.get(f"/api/v1/jobs/{job_id}?n=100", headers=bearer(admin_key))
     assert shown.status_code == 200, shown.text
-    for at in ("9999-12-01T00:00:00Z", "9999-12-30T12:00:00Z"):
+    for at in ("9999-12-01T00:00:00Z", "9999-12-29T12:00:00Z"):
         explained = web.get(
             f"/api/v1/jobs/{job_id}/explain", params={"at": at}, headers=bearer(admin_key)
         )
