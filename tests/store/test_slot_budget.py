@@ -52,8 +52,9 @@ def test_a_rule_that_cannot_fire_is_refused_and_nothing_is_written(
     store.create_calendar(make_calendar("x"), now=T0)
     with pytest.raises(NeverFires, match=re.escape(message)):
         store.submit(spec, now=T0)
-    with pytest.raises(NeverFires):
+    with pytest.raises(NeverFires, match=r"^job 1 of the batch: cron ") as caught:
         store.submit_many([job("0 9 * * *"), spec], now=T0)
+    assert caught.value.index == 1
     with pytest.raises(NeverFires):
         store.put_schedule(JobSpec(task=spec.task, schedule=spec.schedule, name="n"), now=T0)
     assert store.list_jobs().items == []
