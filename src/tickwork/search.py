@@ -26,13 +26,15 @@ holidays alone rule out (Christmas Day, every year) is walked: a country's holid
 known for a span of years (the ``holidays`` package: to 2100 for most), and past it a
 calendar is its weekend and its own dates.
 
-**The budget.** One search (the next slot; the upcoming slots; explain's slot before, in
-windows) may take :data:`SEARCH_BUDGET` steps, where a step is a candidate day, a month, a
-day stepped over to find a business day, or a fire time examined. When they are spent the
-search stops, and says so (:attr:`Budget.exhausted`): a submit is refused
-(:class:`~tickwork.errors.NeverFires`), a listing ends early, the trigger completes the job.
-A rare rule needs a few hundred steps; the worst search costs a small fraction of a second
-(``benchmarks/slot_search.py``).
+**The budget.** One search (the next slot; the upcoming slots; explain's slot before, a
+bisection; a calendar edit's re-plan of one job) may take :data:`SEARCH_BUDGET` steps,
+where a step is a candidate day, a month, a day stepped over to find a business day, or a
+fire time examined (a DST policy's, too, without a calendar: :func:`tickwork.cron.fires`).
+When they are spent the search stops, and says so (:attr:`Budget.exhausted`): a submit is
+refused (:class:`~tickwork.errors.NeverFires`), a listing ends early, the trigger completes
+the job. A rare rule needs a few dozen steps; the worst search costs a small fraction of a
+second (``benchmarks/slot_search.py``). A plain expression (no calendar, no DST policy)
+is cronsim's alone, each step of which gives up after 50 years.
 """
 
 from __future__ import annotations
@@ -195,7 +197,7 @@ def never_reason(rule: Rule, calendar: Calendar) -> str | None:
         most = most_weekdays(months, calendar.weekend)
         if most >= abs(rule.business_day):
             return None
-        has = "has" if len(months) == 1 else "have"
+        has = "has" if len(months) in (1, 12) else "have"
         return (
             f"{_month_list(months)} {has} at most {most} business days in calendar "
             f"{calendar.name} (weekend {calendar.weekend_text})"
@@ -242,19 +244,6 @@ def candidate_days(expr: str, first: date, last: date, budget: Budget) -> Iterat
         year, month = (year, later[0]) if later else (year + 1, months[0])
 
 
-def _worked_days(
-    expr: str, calendar: Calendar, first: date, last: date, budget: Budget
-) -> Iterator[date]:
-    """The calendar's worked dates from ``first`` to ``last`` that the expression names."""
-    for day in calendar.worked_from(first):
-        if day > last:
-            return
-        budget.spend()
-        budget.reached = day
-        if day.day in cron.days_named(expr, day.year, day.month):
-            yield day
-
-
 class _Walk:
     """One search of a calendar rule's slots: from ``start`` (exclusive), to the local date
     ``last`` (inclusive), within ``budget``, reporting days off as ``report`` allows."""
@@ -273,7 +262,7 @@ class _Walk:
         self.calendar = calendar
         self.start = after.astimezone(UTC)
         self.first = _local_day(self.start, rule.tz)
-        self.last = min(_local_day(until, rule.tz), _LAST_DAY) if until else _LAST_DAY
+        self.last = _LAST_DAY if until is None else min(_local_day(until, rule.tz), _LAST_DAY)
         self.budget = budget
         self.report = report
         self.zone = cron.zone(rule.tz)
