@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from bisect import bisect_left
+from calendar import monthrange
+from dataclasses import dataclass, field
 from datetime import date, timedelta
 from enum import StrEnum
 from functools import lru_cache
@@ -59,6 +61,8 @@ class Calendar:
     weekend: frozenset[int] = DEFAULT_WEEKEND
     added: tuple[date, ...] = ()
     removed: tuple[date, ...] = ()
+    _added: frozenset[date] = field(init=False, repr=False, compare=False)
+    _removed: frozenset[date] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_name(self.name)
@@ -73,7 +77,10 @@ class Calendar:
         object.__setattr__(self, "weekend", weekend)
         object.__setattr__(self, "added", tuple(sorted(set(self.added))))
         object.__setattr__(self, "removed", tuple(sorted(set(self.removed))))
-        both = set(self.added) & set(self.removed)
+        # Sets once, here: a day's fate is asked for per day a search examines.
+        object.__setattr__(self, "_added", frozenset(self.added))
+        object.__setattr__(self, "_removed", frozenset(self.removed))
+        both = self._added & self._removed
         if both:
             first = min(both).isoformat()
             raise InvalidCalendar(f"{first} is both added and removed", field="add")
@@ -131,13 +138,23 @@ class Calendar:
         return days[index] if -len(days) <= index < len(days) else None
 
     def business_days(self, year: int, month: int) -> list[date]:
-        first = date(year, month, 1)
-        following = date(year + 1, 1, 1) if month == 12 else date(year, month + 1, 1)
-        return [
-            first + timedelta(days=k)
-            for k in range((following - first).days)
-            if self.is_business_day(first + timedelta(days=k))
-        ]
+        days = (date(year, month, d) for d in range(1, monthrange(year, month)[1] + 1))
+        return [day for day in days if self.is_business_day(day)]
+
+    def worked_from(self, day: date) -> tuple[date, ...]:
+        """The removed dates (days off the business works: business days whatever their
+        weekday) from ``day`` on, ascending."""
+        return self.removed[bisect_left(self.removed, day) :]
+
+    def works_in(self, year: int, month: int) -> bool:
+        """Whether a removed date falls in ``month`` of ``year``."""
+        found = self.worked_from(date(year, month, 1))
+        return bool(found) and (found[0].year, found[0].month) == (year, month)
+
+    @property
+    def weekend_text(self) -> str:
+        """The weekend as the CLI writes it: ``SAT,SUN``, or ``none``."""
+        return ",".join(WEEKDAYS[d] for d in sorted(self.weekend)) or "none"
 
     def days_off(self, start: date, end: date) -> list[tuple[date, str]]:
         """Every date from ``start`` to ``end`` (inclusive) that is not a business day
@@ -151,14 +168,6 @@ class Calendar:
             day += timedelta(days=1)
         return found
 
-    @property
-    def _added(self) -> frozenset[date]:
-        return _as_set(self.added)
-
-    @property
-    def _removed(self) -> frozenset[date]:
-        return _as_set(self.removed)
-
     # -- text --------------------------------------------------------------------------------
 
     def describe(self) -> str:
@@ -167,8 +176,7 @@ class Calendar:
             region = f"public holidays of {self.country}" + (
                 f"-{self.subdiv}" if self.subdiv else ""
             )
-        weekend = ",".join(WEEKDAYS[d] for d in sorted(self.weekend)) or "none"
-        text = f"{self.name}: {region}, weekend {weekend}"
+        text = f"{self.name}: {region}, weekend {self.weekend_text}"
         if self.added:
             text += f", {len(self.added)} day(s) added"
         if self.removed:
@@ -232,11 +240,6 @@ def _from_definition(name: str, text: str) -> Calendar:
         tuple(parse_date(d, field="add") for d in data.get("added", [])),
         tuple(parse_date(d, field="remove") for d in data.get("removed", [])),
     )
-
-
-@lru_cache(maxsize=1024)
-def _as_set(days: tuple[date, ...]) -> frozenset[date]:
-    return frozenset(days)
 
 
 @lru_cache(maxsize=1024)

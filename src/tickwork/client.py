@@ -29,7 +29,13 @@ from tickwork.calendar import Calendar, check_name, make_calendar, parse_date, p
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import resolve_db_url
 from tickwork.cron import Fire
-from tickwork.errors import ApiKeyNotFound, NotFound, UnknownCalendar, ValidationError
+from tickwork.errors import (
+    ApiKeyNotFound,
+    NeverFires,
+    NotFound,
+    UnknownCalendar,
+    ValidationError,
+)
 from tickwork.explain import Explanation, explain, latest_slot, parse_slot
 from tickwork.inputs import (
     Instant,
@@ -130,11 +136,15 @@ def unserved_warning(submitted: Submitted, workers: WorkerWatch) -> str | None:
 
 def upcoming(schedule: Cron | Any, after: datetime, n: int) -> list[Fire]:
     """The next ``n`` slots of a recurring schedule after ``after`` that run, with the
-    skipped slots met on the way (at most ``n`` of those too) and each slot's note."""
+    skipped slots met on the way (at most ``n`` of those too) and each slot's note.
+
+    A cron rule's slots are searched within one search budget (:mod:`tickwork.search`):
+    the list ends early where it runs out. A rule with a calendar and no slot to come
+    raises NeverFires, naming it and why (``tickwork next``: exit 2)."""
     found: list[Fire] = []
     running = skipped = 0
     if isinstance(schedule, Cron):
-        for fire in schedule.fires(after):
+        for fire in schedule.fires(after, days_off=n):
             if fire.skipped:
                 skipped += 1
                 if skipped <= n:
@@ -144,6 +154,8 @@ def upcoming(schedule: Cron | Any, after: datetime, n: int) -> list[Fire]:
             running += 1
             if running >= n:
                 break
+        if running == 0 and schedule.calendar is not None:
+            schedule.first_slot(after)  # NeverFires, naming the rule and why
         return found
     slot: datetime | None = after
     while slot is not None and len(found) < n:
@@ -412,7 +424,10 @@ class Client:
             return []
         if isinstance(job.schedule, Once):
             return [Fire(job.next_run_at or job.schedule.first_slot(job.created_at))]
-        return upcoming(job.schedule, self.now(), n)
+        try:
+            return upcoming(job.schedule, self.now(), n)
+        except NeverFires:
+            return []  # a stored job whose rule fires no more: nothing to come
 
     def slot_ledger(
         self, job_id: int, *, tenant: str | None = None, limit: int = DEFAULT_PAGE

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import copy
 import heapq
+from calendar import monthrange
 from collections.abc import Iterator
-from datetime import MAXYEAR, UTC, datetime, timedelta, timezone
+from datetime import MAXYEAR, UTC, date, datetime, timedelta, timezone
 from enum import StrEnum
 from functools import lru_cache
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -40,6 +41,9 @@ from cronsim.cronsim import Field
 
 from tickwork.clock import LATEST
 from tickwork.errors import InvalidCron, InvalidTimezone
+
+if TYPE_CHECKING:
+    from tickwork.search import Budget
 
 NICKNAMES = {
     "@yearly": "0 0 1 1 *",
@@ -189,20 +193,24 @@ def next_after(expr: str, tz: str, after: datetime) -> datetime | None:
     return None
 
 
-def iterate(expr: str, tz: str, after: datetime) -> Iterator[datetime]:
-    """Fire times strictly after ``after``, in UTC, ascending, up to the calendar's end."""
+def iterate(
+    expr: str, tz: str, after: datetime, *, until: datetime | None = None
+) -> Iterator[datetime]:
+    """Fire times strictly after ``after``, in UTC, ascending, up to ``until`` (inclusive)
+    or else the calendar's end."""
     start = after.astimezone(UTC)
-    if start >= LATEST:
+    end = LATEST if until is None else min(until, LATEST)
+    if start >= end:
         return
     fires: Iterator[datetime]
     if _reads_wall_clock(expr):
         fires = (fire.astimezone(UTC) for fire in CronSim(expr, start.astimezone(zone(tz))))
     else:
-        fires = _elapsed_fires(expr, tz, start)
+        fires = _elapsed_fires(expr, tz, start, end)
     last = start
     try:
         for fire_utc in fires:
-            if fire_utc > LATEST:
+            if fire_utc > end:
                 return
             if fire_utc > last:
                 last = fire_utc
@@ -239,17 +247,39 @@ start :func:`fires` begins for ``dst_repeat`` twice on a wall-clock expression, 
 pass whose first pass lies before the start is found."""
 
 
+LOCAL_SCAN = timedelta(days=2)
+"""A span of time at most this long is scanned for offset changes where it lies, not
+through its year's (cached) scan: a search that goes day by day over rare days would
+otherwise scan a new year, some 1,500 samples, for each day it looks at. A span within
+one sample's step with one offset at both ends has none (the year's scan would find none
+there either): the check each fire time of a DST policy makes, in two samples."""
+
+
 def transitions(tz: str, start: datetime, end: datetime) -> Iterator[Transition]:
     """The zone's offset changes in ``(start, end]``, ascending."""
     tzinfo = zone(tz)
-    for year in range(start.year, min(end.year, MAXYEAR - 1) + 1):
-        for at in _offset_changes(tz, year):
-            if start < at <= end:
-                before = (at - timedelta(microseconds=1)).astimezone(tzinfo).utcoffset()
-                after = at.astimezone(tzinfo).utcoffset()
-                assert before is not None
-                assert after is not None
-                yield Transition(at, before, after)
+    end = min(end, _END_OF_SCAN)
+    span = end - start
+    if (
+        span <= _SCAN_STEP
+        and start.astimezone(tzinfo).utcoffset() == end.astimezone(tzinfo).utcoffset()
+    ):
+        return  # no change within a sample's step: the scan would find none either
+    if _SCAN_STEP < span <= LOCAL_SCAN:
+        found: Iterator[datetime] = iter(_changes_between(tz, start, end))
+    else:
+        found = (
+            at
+            for year in range(start.year, min(end.year, MAXYEAR - 1) + 1)
+            for at in _offset_changes(tz, year)
+            if start < at <= end
+        )
+    for at in found:
+        before = (at - timedelta(microseconds=1)).astimezone(tzinfo).utcoffset()
+        after = at.astimezone(tzinfo).utcoffset()
+        assert before is not None
+        assert after is not None
+        yield Transition(at, before, after)
 
 
 def fires(
@@ -258,10 +288,15 @@ def fires(
     after: datetime,
     gap: DstGap | None = None,
     repeat: DstRepeat | None = None,
+    *,
+    until: datetime | None = None,
+    budget: Budget | None = None,
 ) -> Iterator[Fire]:
-    """The slots strictly after ``after``, ascending, under a DST policy (None: Debian
-    cron's, see the module docstring), each slot a DST change touches with its ``note``,
-    and the slots the policy skips as ``skipped`` entries.
+    """The slots strictly after ``after`` (and not after ``until``), ascending, under a DST
+    policy (None: Debian cron's, see the module docstring), each slot a DST change touches
+    with its ``note``, and the slots the policy skips as ``skipped`` entries. Each fire
+    time examined is a step of ``budget``, which raises :class:`tickwork.search.Exhausted`
+    when spent.
 
     Worked example, ``30 2 * * *`` in Europe/Berlin: on 2026-03-29 02:30 does not exist;
     ``run-after`` fires at 03:00 CEST (01:00 UTC), ``skip`` reports a skipped slot there.
@@ -289,7 +324,7 @@ def fires(
         nonlocal last_firing
         while pending and (bound is None or pending[0][0] <= bound):
             fire = heapq.heappop(pending)[2]
-            if fire.at <= start:
+            if fire.at <= start or (until is not None and fire.at > until):
                 continue
             if not fire.skipped:
                 if last_firing is not None and fire.at <= last_firing:
@@ -297,7 +332,9 @@ def fires(
                 last_firing = fire.at
             yield fire
 
-    for at in iterate(expr, tz, begin):
+    for at in iterate(expr, tz, begin, until=until):
+        if budget is not None:
+            budget.spend()
         for change in transitions(tz, previous, at):
             if change.shift > timedelta(0) and not wall:
                 missing = _first_in_gap(expr, change)
@@ -311,6 +348,13 @@ def fires(
                 second = at - fall.shift
                 push(Fire(second, _second_pass_note(tz, second, repeat)))
         yield from ready(at)
+    if until is not None and not wall:
+        # The gaps between the last fire time and ``until``: iterate stopped short of them.
+        for change in transitions(tz, previous, until):
+            if change.shift > timedelta(0):
+                missing = _first_in_gap(expr, change)
+                if missing is not None:
+                    push(_gap_fire(tz, change, missing, gap))
     yield from ready(None)
 
 
@@ -409,7 +453,7 @@ def _reads_wall_clock(expr: str) -> bool:
     return len(parts) == 5 and not parts[0].startswith("*") and not parts[1].startswith("*")
 
 
-def _elapsed_fires(expr: str, tz: str, start: datetime) -> Iterator[datetime]:
+def _elapsed_fires(expr: str, tz: str, start: datetime, until: datetime) -> Iterator[datetime]:
     """Fire times on elapsed time: cronsim run on one fixed UTC offset at a time, from one
     offset change of the zone to the next.
 
@@ -420,7 +464,7 @@ def _elapsed_fires(expr: str, tz: str, start: datetime) -> Iterator[datetime]:
     """
     tzinfo = zone(tz)
     begin, after = start, start
-    while begin < _END_OF_SCAN:
+    while begin < _END_OF_SCAN and begin <= until:
         end = _next_offset_change(tz, begin)
         offset = begin.astimezone(tzinfo).utcoffset()
         assert offset is not None
@@ -458,6 +502,7 @@ def _fixed_offset_sim(expr: str, start: datetime) -> CronSim:
 
 OFFSET_SCAN_STEP = 6 * 3600
 """Seconds between the samples that find a zone's offset changes (none is that short)."""
+_SCAN_STEP = timedelta(seconds=OFFSET_SCAN_STEP)
 
 
 def _next_offset_change(tz: str, t: datetime) -> datetime:
@@ -474,10 +519,22 @@ def _next_offset_change(tz: str, t: datetime) -> datetime:
 @lru_cache(maxsize=1024)
 def _offset_changes(tz: str, year: int) -> tuple[datetime, ...]:
     """The instants of ``year`` (UTC) at which the zone's UTC offset changes, ascending."""
-    tzinfo = zone(tz)
     start = datetime(year, 1, 1, tzinfo=UTC)
     stop = datetime(year + 1, 1, 1, tzinfo=UTC) if year < MAXYEAR else _END_OF_SCAN
-    span = int((stop - start).total_seconds())
+    return _scan(tz, start, int((stop - start).total_seconds()))
+
+
+def _changes_between(tz: str, start: datetime, end: datetime) -> list[datetime]:
+    """The offset changes in ``(start, end]``, found as the year's scan finds them."""
+    base = start.replace(microsecond=0)
+    span = int((end - base).total_seconds()) + 1
+    return [at for at in _scan(tz, base, span) if start < at <= end]
+
+
+def _scan(tz: str, start: datetime, span: int) -> tuple[datetime, ...]:
+    """The instants in the ``span`` seconds from ``start`` at which the zone's offset
+    changes: samples OFFSET_SCAN_STEP apart, each change bisected to its second."""
+    tzinfo = zone(tz)
 
     def offset(seconds: int) -> timedelta | None:
         return (start + timedelta(seconds=seconds)).astimezone(tzinfo).utcoffset()
@@ -498,6 +555,49 @@ _END_OF_SCAN = LATEST + timedelta(days=1)
 _EARLIEST_SCAN = datetime(1, 1, 2, tzinfo=UTC)
 """Where the search for offset changes ends: past LATEST, so a fire at LATEST itself is
 found, and a day short of datetime's end, so every zone's offset can be read there."""
+
+
+# -- the days an expression names ---------------------------------------------------------
+#
+# Which days of a month the day fields (day-of-month, month, day-of-week: ``L``, ``LW``,
+# ``5L``, ``MON#2`` included) name depends on the month, its length and the weekday it starts
+# on, and on nothing else: there are at most 12 x 2 x 7 arrangements, every one of which
+# the 400-year Gregorian cycle holds, and the 28 years 2001-2028 hold one of each.
+
+_ARRANGED_IN: dict[tuple[int, int, int], int] = {}
+for _year in range(2001, 2029):
+    for _month in range(1, 13):
+        _first, _length = monthrange(_year, _month)
+        _ARRANGED_IN.setdefault((_month, _length, _first), _year)
+"""A year in which a month has a given (month, length, first weekday) arrangement."""
+
+
+def arrangements(month: int) -> list[tuple[int, int]]:
+    """Every (length, first weekday) a month has in some year (Monday is weekday 0)."""
+    return [(length, first) for (m, length, first) in _ARRANGED_IN if m == month]
+
+
+def months_named(expr: str) -> tuple[int, ...]:
+    """The months (1-12) a normalized expression names, ascending."""
+    return tuple(sorted(_prototype(expr).months))
+
+
+def days_named(expr: str, year: int, month: int) -> tuple[int, ...]:
+    """The days of ``month`` of ``year`` the expression's day fields name, ascending."""
+    first, length = monthrange(year, month)
+    return days_named_in(expr, month, length, first)
+
+
+@lru_cache(maxsize=8192)
+def days_named_in(expr: str, month: int, length: int, first: int) -> tuple[int, ...]:
+    """The days the expression's day fields name in ``month`` when it has ``length`` days
+    and starts on weekday ``first`` (Monday 0); empty for a month the expression does not
+    name."""
+    sim = _prototype(expr)
+    if month not in sim.months:
+        return ()
+    year = _ARRANGED_IN[(month, length, first)]
+    return tuple(d for d in range(1, length + 1) if sim.match_day(date(year, month, d)))
 
 
 def explain(expr: str) -> str:

@@ -7,6 +7,7 @@
     │   ├── InvalidCron            names the field and the value
     │   ├── InvalidTimezone
     │   ├── InvalidSchedule        interval below 1 s, negative delay, no schedule ...
+    │   │   └── NeverFires         a rule with no slot to come, or none its search can find
     │   ├── InvalidArgs            not a JSON object, or over the size limit
     │   ├── UnknownTask
     │   ├── InvalidCalendar        unknown country or region, malformed date, bad weekend
@@ -19,7 +20,8 @@
     │   ├── TenantNotFound         (HTTP: a tenant key asking for another tenant)
     │   └── CalendarNotFound
     ├── InvalidTransition          the row exists but its state forbids the change (HTTP 409)
-    │   └── CalendarInUse          a calendar that live jobs use cannot be deleted
+    │   ├── CalendarInUse          a calendar that live jobs use cannot be deleted
+    │   └── CalendarStrandsJobs    an edit would leave live jobs of the calendar never firing
     ├── FencingError               a write from a holder whose lease was taken over
     │   ├── LeaseLost              a run's fencing token is stale or its lease expired
     │   └── LeadershipLost         a scheduler's leader epoch is stale or expired
@@ -84,6 +86,18 @@ class InvalidTimezone(ValidationError):
 class InvalidSchedule(ValidationError):
     def __init__(self, message: str, *, field: str = "schedule") -> None:
         super().__init__(message, field=field)
+
+
+class NeverFires(InvalidSchedule):
+    """A schedule that has no slot after the time it was asked about, or none that its
+    search could find within its budget (:mod:`tickwork.search`): refused at submit, since
+    no scheduler could plan it. ``rule`` names the rule (``cron '0 9 * * 6' with calendar
+    'x' (business days only)``); the message says why."""
+
+    def __init__(self, rule: str, why: str) -> None:
+        super().__init__(f"{rule} {why}")
+        self.rule = rule
+        self.why = why
 
 
 class InvalidArgs(ValidationError):
@@ -183,6 +197,25 @@ class CalendarInUse(InvalidTransition):
         self.action = "delete"
         self.name = name
         self.job_ids = job_ids
+
+
+class CalendarStrandsJobs(InvalidTransition):
+    """A calendar edit that would leave active or paused jobs with no slot to come;
+    ``stranded`` holds each one's id and what its search found (nothing was changed)."""
+
+    def __init__(self, name: str, stranded: list[tuple[int, str]]) -> None:
+        shown = "; ".join(f"job {job_id} ({why})" for job_id, why in stranded[:10])
+        more = f"; and {len(stranded) - 10} more" if len(stranded) > 10 else ""
+        TickworkError.__init__(
+            self,
+            f"cannot change calendar {name!r}: it would leave {len(stranded)} job(s) with no "
+            f"slot to come: {shown}{more}; cancel them or give them another calendar first",
+        )
+        self.ident = name
+        self.state = "in use"
+        self.action = "change"
+        self.name = name
+        self.job_ids = [job_id for job_id, _ in stranded]
 
 
 class FencingError(TickworkError):

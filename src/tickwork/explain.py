@@ -24,6 +24,7 @@ from tickwork.records import (
     format_rate,
 )
 from tickwork.schedule import Cron, Interval, Once, check_instant, read_time
+from tickwork.search import Budget
 
 ONE_US = timedelta(microseconds=1)
 
@@ -41,30 +42,31 @@ def parse_slot(text: str, job: Job) -> datetime:
 
 def is_slot(job: Job, slot: datetime) -> tuple[bool, datetime | None, datetime | None]:
     """Whether ``slot`` is one of the schedule's slots, with the nearest slots around it
-    (for a one-off job: its one slot, as the "after" value)."""
+    (for a one-off job: its one slot, as the "after" value). Each is searched within a
+    budget (:mod:`tickwork.search`): None when there is none, or none the search found."""
     schedule = job.schedule
     if isinstance(schedule, Once):
         return schedule.at == slot, None, schedule.at
-    after = schedule.next_after(slot)
     at_or_after = schedule.next_after(slot - ONE_US)
+    after = schedule.next_after(slot) if at_or_after == slot else at_or_after
     before = slot_before(job, slot)
     return at_or_after == slot, before, after
 
 
-CRON_LOOKBACK = (
-    timedelta(minutes=2),
-    timedelta(hours=2),
-    timedelta(days=2),
-    timedelta(days=35),
-    timedelta(days=400),
-    timedelta(days=8 * 366),  # 29 February, skipping a non-leap century year
-)
-"""Windows searched, smallest first, for a cron job's slot before a time: cron times can
-only be walked forwards, so walk from ever earlier starts until one holds a slot."""
+SLOT_BEFORE_HORIZON = timedelta(days=8 * 366)
+"""How far back explain looks for a cron job's slot before a time: to a 29 February past
+a non-leap century year."""
 
 
 def slot_before(job: Job, slot: datetime) -> datetime | None:
-    """The schedule's latest slot strictly before ``slot``, or None (none, or too far)."""
+    """The schedule's latest slot strictly before ``slot``, or None (none, too far, or not
+    found within the search's budget).
+
+    Cron times can only be searched forwards, so this is a bisection over where to start:
+    the latest start whose next slot still falls before ``slot`` has that slot as its next
+    one. About fifty searches, each ending at ``slot`` (none seeks on past it), all within
+    one search budget (:mod:`tickwork.search`): a dense rule is not walked slot by slot,
+    nor a rare one year by year more than once."""
     schedule = job.schedule
     if isinstance(schedule, Interval) and schedule.anchor is not None:
         if slot <= schedule.anchor:
@@ -72,16 +74,30 @@ def slot_before(job: Job, slot: datetime) -> datetime | None:
         step = schedule.every // ONE_US
         k = ((slot - schedule.anchor) // ONE_US - 1) // step
         return schedule.anchor + timedelta(microseconds=k * step)
-    if isinstance(schedule, Cron):
-        for window in CRON_LOOKBACK:
-            last = None
-            for fire in schedule.iterate(slot - window):
-                if fire >= slot:
-                    break
-                last = fire
-            if last is not None:
-                return last
-    return None
+    if not isinstance(schedule, Cron):
+        return None
+    budget = Budget()
+    until = slot - ONE_US
+
+    def first_after(t: datetime) -> datetime | None:
+        return next(schedule.iterate(t, until=until, budget=budget), None)
+
+    best = first_after(slot - SLOT_BEFORE_HORIZON)
+    if best is None:
+        return None
+    # A slot known (best, at lo); none after hi before ``slot``.
+    lo, hi = best, until
+    while hi - lo > ONE_US and not budget.exhausted:
+        mid = lo + (hi - lo) // 2
+        found = first_after(mid)
+        if found is None:
+            hi = mid
+        else:
+            lo = best = found
+    last = first_after(lo)
+    if budget.exhausted:
+        return None  # not the latest for sure
+    return last if last is not None else best
 
 
 def latest_slot(job: Job, now: datetime) -> datetime:
@@ -92,7 +108,8 @@ def latest_slot(job: Job, now: datetime) -> datetime:
     found = slot_before(job, now + ONE_US)
     if found is not None and found > job.created_at:
         return found
-    # None only for a schedule with no slot left before the calendar's end.
+    # None only for a schedule with no slot left before the calendar's end, or none its
+    # search found within its budget.
     return schedule.next_after(job.created_at) or job.created_at
 
 

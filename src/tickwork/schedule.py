@@ -24,7 +24,6 @@ range rule); times already stored are read whatever they are.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -35,7 +34,8 @@ from tickwork import cron
 from tickwork.calendar import Calendar, HolidayPolicy, calendar_from_definition, check_business_day
 from tickwork.clock import EARLIEST, LATEST, utc
 from tickwork.cron import DstGap, DstRepeat, Fire
-from tickwork.errors import InvalidSchedule, ValidationError
+from tickwork.errors import InvalidSchedule, NeverFires, ValidationError
+from tickwork.search import SEARCH_BUDGET, Budget, Exhausted, calendar_fires, never_reason
 
 MIN_INTERVAL = timedelta(seconds=1)
 """The shortest interval a job may repeat at."""
@@ -94,6 +94,17 @@ class Once:
 class DstWarning(UserWarning):
     """A schedule meets a DST change within a year (``app.schedule`` warns it; the job is
     created all the same). The message names the date and what the policy does there."""
+
+
+@dataclass(frozen=True, slots=True)
+class Search:
+    """What a search for a cron rule's next slot found (:meth:`Cron.search`): the ``slot``,
+    or None, because there is none (``exhausted`` False) or its budget ran out first;
+    ``reached``, the local date the search got to (None on the plain fast path)."""
+
+    slot: datetime | None
+    exhausted: bool = False
+    reached: date | None = None
 
 
 DST_WARNING_HORIZON = timedelta(days=366)
@@ -169,31 +180,89 @@ class Cron:
         return self
 
     def first_slot(self, now: datetime) -> datetime:
-        first = self.next_after(now)
-        if first is None:
-            raise InvalidSchedule(f"cron {self.expr!r} fires no more before {LATEST.isoformat()}")
-        return first
+        """The first slot after ``now``; NeverFires, naming the rule and why, when there is
+        none or its search finds none within its budget (:mod:`tickwork.search`)."""
+        found = self.search(now)
+        if found.slot is None:
+            raise self.no_slot(now, found)
+        return found.slot
 
-    def next_after(self, slot: datetime) -> datetime | None:
+    def search(self, after: datetime, *, budget: Budget | None = None) -> Search:
+        """The first slot that runs strictly after ``after``, searched within ``budget``
+        (one of :data:`~tickwork.search.SEARCH_BUDGET` steps when None), and whether the
+        budget ran out before one was found."""
+        if self.plain:
+            return Search(cron.next_after(self.expr, self.tz, after))
+        budget = Budget() if budget is None else budget
+        try:
+            for fire in self._fires(after, budget, days_off=0, until=None):
+                if not fire.skipped:
+                    return Search(fire.at, reached=budget.reached)
+        except Exhausted:
+            return Search(None, exhausted=True, reached=budget.reached)
+        return Search(None, reached=budget.reached)
+
+    def next_after(self, slot: datetime, *, budget: Budget | None = None) -> datetime | None:
+        """The first slot after ``slot``; None when there is none, or none within the
+        search's budget (:meth:`search` tells which)."""
         if self.plain:
             return cron.next_after(self.expr, self.tz, slot)
-        for fire in self.fires(slot):
-            if not fire.skipped:
-                return fire.at
-        return None
+        return self.search(slot, budget=budget).slot
 
-    def iterate(self, after: datetime) -> Iterator[datetime]:
-        """The slots that run, strictly after ``after``, ascending."""
+    def iterate(
+        self, after: datetime, *, until: datetime | None = None, budget: Budget | None = None
+    ) -> Iterator[datetime]:
+        """The slots that run, strictly after ``after`` (and not after ``until``), ascending,
+        for as long as the search's budget lasts."""
         if self.plain:
-            return cron.iterate(self.expr, self.tz, after)
-        return (fire.at for fire in self.fires(after) if not fire.skipped)
+            return cron.iterate(self.expr, self.tz, after, until=until)
+        fires = self.fires(after, days_off=0, until=until, budget=budget)
+        return (fire.at for fire in fires if not fire.skipped)
+
+    def no_slot(self, after: datetime, found: Search) -> NeverFires:
+        """The error for a search from ``after`` that ``found`` no slot: the rule, and why."""
+        if found.exhausted:
+            to = f", to {found.reached.isoformat()}" if found.reached is not None else ""
+            return NeverFires(
+                self.rule_name(),
+                f"finds no slot within the search budget ({SEARCH_BUDGET:,} days and slots "
+                f"examined{to}): no scheduler could plan it (are its calendar's days off "
+                "right?)",
+            )
+        calendar = self.calendar_def
+        reason = never_reason(self, calendar) if calendar is not None else None
+        if reason is None:
+            why = (
+                f"never fires after {after.isoformat()}: it has no slot before {LATEST.isoformat()}"
+            )
+        elif calendar is not None and calendar.removed:
+            why = (
+                f"never fires after {after.isoformat()}: {reason}, and no later worked date "
+                "is one of its days"
+            )
+        else:
+            why = f"never fires: {reason}"
+        return NeverFires(self.rule_name(), why)
+
+    def rule_name(self) -> str:
+        """The rule as messages name it: ``cron '0 9 * * 6' with calendar 'x' (business days
+        only)``."""
+        text = f"cron {self.expr!r}" + (f" in {self.tz}" if self.tz != "UTC" else "")
+        if self.calendar is None:
+            return text
+        if self.business_day is not None:
+            what = f"the {_nth(self.business_day)} business day of the month"
+        elif self.on_holiday is HolidayPolicy.SKIP:
+            what = "business days only"
+        else:
+            which = "next" if self.on_holiday is HolidayPolicy.NEXT else "previous"
+            what = f"days off move to the {which} business day"
+        return f"{text} with calendar {self.calendar!r} ({what})"
 
     def note_at(self, slot: datetime) -> str | None:
         """What a DST change or the calendar does at ``slot``: a slot that runs with a note,
         a skipped one, or one the calendar moved away (``explain`` says it); else None."""
-        for fire in self.fires(slot - _ONE_US):
-            if fire.at > slot:
-                break
+        for fire in self.fires(slot - _ONE_US, until=slot):
             if fire.at == slot and fire.note is not None:
                 return fire.note
         calendar = self.calendar_def
@@ -206,64 +275,42 @@ class Cron:
                 break
         return None
 
-    def fires(self, after: datetime) -> Iterator[Fire]:
-        """Slots strictly after ``after``, ascending, each with what a DST change or the
-        calendar does to it (``note``), skipped slots included (``skipped``)."""
+    def fires(
+        self,
+        after: datetime,
+        *,
+        days_off: int | None = None,
+        until: datetime | None = None,
+        budget: Budget | None = None,
+    ) -> Iterator[Fire]:
+        """Slots strictly after ``after`` (and not after ``until``), ascending, each with
+        what a DST change or the calendar does to it (``note``), skipped slots included
+        (``skipped``): all that DST skips, and of those a day off skips, ``days_off`` at
+        most (None: all; past it, days off are passed whole). It ends where the search's
+        budget does (one budget for the whole iteration: :mod:`tickwork.search`).
+
+        A rule whose days the calendar's weekend rules out but for worked dates goes from
+        one worked date to the next: the days off between are not reported."""
+        budget = Budget() if budget is None else budget
+        try:
+            yield from self._fires(after, budget, days_off=days_off, until=until)
+        except Exhausted:
+            return
+
+    def _fires(
+        self, after: datetime, budget: Budget, *, days_off: int | None, until: datetime | None
+    ) -> Iterator[Fire]:
         if self.calendar is None:
-            return cron.fires(self.expr, self.tz, after, self.dst_gap, self.dst_repeat)
+            return cron.fires(
+                self.expr, self.tz, after, self.dst_gap, self.dst_repeat, until=until, budget=budget
+            )
         calendar = self.calendar_def
         if calendar is None:
             raise InvalidSchedule(
                 f"calendar {self.calendar!r} is not loaded: a schedule reads it from the store",
                 field="calendar",
             )
-        if self.business_day is not None:
-            return self._business_day_fires(calendar, self.business_day, after)
-        return self._holiday_fires(calendar, after)
-
-    def _holiday_fires(self, calendar: Calendar, after: datetime) -> Iterator[Fire]:
-        """Hazard: a moved slot can pass later ones (Saturday 17:00 moved to Monday comes
-        after Sunday 09:00 moved there), so moved slots wait in a heap until no slot still to
-        come can land before them."""
-        zone = cron.zone(self.tz)
-        policy = self.on_holiday
-        start = after.astimezone(UTC)
-        begin = start
-        if policy is HolidayPolicy.NEXT:
-            # A slot on a day off before ``after`` may move past it: start after the last
-            # business day before it.
-            before = calendar.previous_business_day(start.astimezone(zone).date())
-            if before is not None:
-                begin = min(start, _midnight(before + timedelta(days=1), self.tz))
-        pending: list[tuple[datetime, int, Fire]] = []
-        last: datetime | None = None
-
-        def ready(bound: datetime | None) -> Iterator[Fire]:
-            nonlocal last
-            while pending and (bound is None or pending[0][0] < bound):
-                fire = heapq.heappop(pending)[2]
-                if fire.at <= start:
-                    continue
-                if not fire.skipped:
-                    if last is not None and fire.at <= last:
-                        continue  # two slots moved onto one instant: one run
-                    last = fire.at
-                yield fire
-
-        base = cron.fires(self.expr, self.tz, begin, self.dst_gap, self.dst_repeat)
-        for seq, fire in enumerate(base):
-            moved = fire if fire.skipped else self._on_holiday(calendar, fire, zone)
-            heapq.heappush(pending, (moved.at, seq, moved))
-            if policy is HolidayPolicy.PREVIOUS:
-                day = fire.at.astimezone(zone).date()
-                floor = (
-                    day if calendar.is_business_day(day) else calendar.previous_business_day(day)
-                )
-                bound = _midnight(floor, self.tz) if floor is not None else fire.at
-            else:
-                bound = fire.at + timedelta(microseconds=1)
-            yield from ready(bound)
-        yield from ready(None)
+        return calendar_fires(self, calendar, after, budget, days_off=days_off, until=until)
 
     def _on_holiday(self, calendar: Calendar, fire: Fire, zone: Any) -> Fire:
         local = fire.at.astimezone(zone)
@@ -285,24 +332,6 @@ class Cron:
         which = "next" if forward else "previous"
         return Fire(at, f"moved to the {which} business day, {target.isoformat()}: {day}")
 
-    def _business_day_fires(self, calendar: Calendar, n: int, after: datetime) -> Iterator[Fire]:
-        parts = self.expr.split()
-        parts[-3], parts[-1] = "*", "*"
-        daily = " ".join(parts)
-        zone = cron.zone(self.tz)
-        start = after.astimezone(UTC)
-        local = start.astimezone(zone)
-        year, month = local.year, local.month
-        while year <= LATEST.year:
-            day = calendar.nth_business_day(year, month, n)
-            if day is not None and _midnight(day + timedelta(days=1), self.tz) > start:
-                lower = max(start, _midnight(day, self.tz) - timedelta(microseconds=1))
-                for fire in cron.fires(daily, self.tz, lower, self.dst_gap, self.dst_repeat):
-                    if fire.at.astimezone(zone).date() != day:
-                        break
-                    yield fire
-            year, month = (year + 1, 1) if month == 12 else (year, month + 1)
-
     def dst_warnings(self, now: datetime) -> list[str]:
         """What each DST change of the next year does to this schedule's slots, one line
         each naming the date; empty when none touches them."""
@@ -313,9 +342,7 @@ class Cron:
             # From the first instant a note can fall at: the repeated span's first pass,
             # or the gap's end (an every-second schedule must not be walked for hours).
             begin = change.at - (span if change.shift < timedelta(0) else timedelta(0))
-            for fire in self.fires(max(now, begin - _ONE_US)):
-                if fire.at > window_end:
-                    break
+            for fire in self.fires(max(now, begin - _ONE_US), until=window_end):
                 if fire.note is not None and "DST" in fire.note:
                     found.append(f"{self.expr!r} in {self.tz}: {fire.note}")
                     break
@@ -328,8 +355,7 @@ class Cron:
             repeat = self.dst_repeat or cron.default_repeat(self.expr)
             text += f"; DST gap {gap}, repeat {repeat}"
         if self.business_day is not None:
-            n = self.business_day
-            nth = "last" if n == -1 else (f"{_ordinal(-n)} last" if n < 0 else _ordinal(n))
+            nth = _nth(self.business_day)
             text += f"; on the {nth} business day of the month in calendar {self.calendar}"
         elif self.calendar is not None:
             text += f"; on days off in calendar {self.calendar}: {self.on_holiday}"
@@ -363,6 +389,11 @@ _ONE_US = timedelta(microseconds=1)
 
 def _midnight(day: date, tz: str) -> datetime:
     return datetime.combine(day, time(0), cron.zone(tz)).astimezone(UTC)
+
+
+def _nth(n: int) -> str:
+    """A business-day rule's n in words: ``3rd``, ``last``, ``2nd last``."""
+    return "last" if n == -1 else (f"{_ordinal(-n)} last" if n < 0 else _ordinal(n))
 
 
 def _ordinal(n: int) -> str:

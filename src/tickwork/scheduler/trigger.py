@@ -27,6 +27,12 @@ Misfire and overlap policies are applied inside ``store.trigger`` (see
 :func:`tickwork.job.plan_slots`); the slots it did not run are in the store's slot ledger,
 and each range is logged here as one ``skip`` line with its fate.
 
+Every next slot a trigger plans is searched within a budget (:mod:`tickwork.search`), so
+no schedule can hold a trigger up: a cron job whose search finds no next slot (its rule
+fires no more, or a calendar closed for decades spends the budget first) runs its due
+slots and is completed, with one WARNING from the planning (``trigger completed job=N:
+...``, :mod:`tickwork.store.planning`); it is not planned again.
+
 Before every ``store.trigger`` call the loop asks :meth:`Election.epoch`, which turns None
 as soon as the lease may have lapsed by the local monotonic clock; the epoch passed to the
 store is the second line of defence (a stale one raises ``LeadershipLost``).

@@ -642,7 +642,10 @@ class Store(abc.ABC):
         """Replace the calendar named ``calendar.name`` and, in the same transaction,
         re-plan every active or paused job whose schedule uses it: the job's copy of the
         calendar is replaced and its ``next_run_at`` becomes the new schedule's first slot
-        after now (a slot already due stays due). CalendarNotFound when there is none."""
+        after now (a slot already due stays due). CalendarNotFound when there is none;
+        CalendarStrandsJobs, naming them, when the new calendar would leave any of those
+        jobs with no slot to come (or none its search finds within its budget,
+        :mod:`tickwork.search`): nothing is written then."""
 
     @abc.abstractmethod
     def get_calendar(self, name: str) -> CalendarRecord:

@@ -4,10 +4,17 @@ The stores select the due jobs (locked), hand them here with the set of jobs tha
 unfinished runs, and write back what :func:`plan_batch` returns: the runs to insert, each
 job's new ``next_run_at`` and state, the slot ledger entries, and the jobs whose unfinished
 runs overlap ``replace`` cancels.
+
+Every next slot is searched within a budget (:mod:`tickwork.search`), so no job can stall
+a trigger. A cron job whose search finds no next slot, because its rule fires no more or
+because the budget ran out first (a calendar closed for decades), is completed like a job
+whose schedule reached the calendar's end: its due slots still run, and the leader logs one
+WARNING naming the job, its rule and why (the job is not planned again).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -23,8 +30,10 @@ from tickwork.job import (
     plan_slots,
     run_policy,
 )
-from tickwork.schedule import Interval, Once, Schedule
+from tickwork.schedule import Cron, Interval, Once, Schedule
 from tickwork.store.base import SlotFate
+
+log = logging.getLogger("tickwork.scheduler")
 
 
 class DueJob(Protocol):
@@ -101,6 +110,8 @@ def plan_batch(jobs: Sequence[J], unfinished_job_ids: set[int], now: datetime) -
         for slot in plan.run_slots:
             batch.runs.append(NewRun(job, slot))
         state = JobState.ACTIVE if plan.next_run_at is not None else JobState.COMPLETED
+        if state is JobState.COMPLETED and isinstance(job.schedule, Cron):
+            _log_completed(job.id, job.schedule, now)
         batch.advances.append(JobAdvance(job.id, plan.next_run_at, state))
         for skipped in plan.skipped:
             batch.skips.append(
@@ -117,6 +128,13 @@ def plan_batch(jobs: Sequence[J], unfinished_job_ids: set[int], now: datetime) -
         if plan.cancel_unfinished:
             batch.replace_job_ids.append(job.id)
     return batch
+
+
+def _log_completed(job_id: int, schedule: Cron, now: datetime) -> None:
+    """One WARNING for a cron job the trigger completes: it has no next slot to plan."""
+    found = schedule.search(now)
+    why = str(schedule.no_slot(now, found)) if found.slot is None else "no slot after its last"
+    log.warning("trigger completed job=%d: %s", job_id, why)
 
 
 def paused_slots(job: Job, now: datetime) -> tuple[Skip | None, datetime | None]:

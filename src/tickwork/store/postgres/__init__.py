@@ -822,7 +822,12 @@ class _Batch:
     @classmethod
     def of(cls, specs: Sequence[JobSpec], t: datetime) -> _Batch:
         resolved = [spec.schedule.resolve(t) for spec in specs]
-        firsts = [r.first_slot(t) for r in resolved]
+        firsts = []
+        for i, r in enumerate(resolved):
+            try:
+                firsts.append(r.first_slot(t))
+            except ValidationError as exc:  # a rule that never fires: its job's fault
+                raise exc.at(i) from None
         slots = [
             f if f <= t and isinstance(r, schedules.Once) else None
             for r, f in zip(resolved, firsts, strict=True)

@@ -10,8 +10,14 @@ from typing import Any
 
 from tickwork import schedule as schedules
 from tickwork.calendar import Calendar, calendar_from_definition
-from tickwork.errors import CalendarInUse, CalendarNotFound, UnknownCalendar, ValidationError
-from tickwork.job import JobSpec, JobState
+from tickwork.errors import (
+    CalendarInUse,
+    CalendarNotFound,
+    CalendarStrandsJobs,
+    UnknownCalendar,
+    ValidationError,
+)
+from tickwork.job import JobSpec
 from tickwork.store import rows
 from tickwork.store.base import CHANNEL_JOBS, CalendarChange, CalendarRecord
 from tickwork.store.sql.core import SqlCore
@@ -58,24 +64,31 @@ class CalendarTransitions(SqlCore):
             if row is None:
                 raise CalendarNotFound(calendar.name)
             replanned = []
+            stranded: list[tuple[int, str]] = []
             for job_row in tx.all(self.q["live_jobs_of_calendar"], {"name": calendar.name}):
                 job = rows.job(job_row, self.codec)
                 assert isinstance(job.schedule, schedules.Cron)
                 bound = job.schedule.bind(calendar)
+                found = bound.search(t)
+                if found.slot is None:
+                    # No slot to come (or none its search finds): refused, not completed
+                    # behind the operator's back. The transaction rolls back.
+                    stranded.append((job.id, str(bound.no_slot(t, found))))
+                    continue
                 due = job.next_run_at is not None and job.next_run_at <= t
-                next_run_at = job.next_run_at if due else bound.next_after(t)
-                state = job.state if next_run_at is not None else JobState.COMPLETED
                 tx.count(
                     self.q["replan_job"],
                     {
                         "id": job.id,
                         "schedule": self.codec.schedule(bound),
-                        "next_run_at": time(next_run_at),
-                        "state": state,
+                        "next_run_at": time(job.next_run_at if due else found.slot),
+                        "state": job.state,
                         "now": time(t),
                     },
                 )
                 replanned.append(job.id)
+            if stranded:
+                raise CalendarStrandsJobs(calendar.name, stranded)
             if replanned:
                 tx.notify(CHANNEL_JOBS)
         return CalendarChange(self._record(row), replanned)
