@@ -429,13 +429,14 @@ class Page:
         return proc.returncode, proc.stdout
 
     def _console(self, block: Block) -> str | None:
-        for command, expected in transcript(self.substitute(block.text)):
+        for command, shown in transcript(self.substitute(block.text)):
+            expected, wanted = exit_status(shown)
             deadline = time.monotonic() + (
                 READ_RETRY_SECONDS if READ_COMMAND.match(command) else 0.0
             )
             while True:
                 status, output = self._sh(command + "\n")
-                if status == 0 and output_matches(expected, output):
+                if status == wanted and output_matches(expected, output):
                     break
                 if time.monotonic() >= deadline:
                     return (
@@ -609,6 +610,17 @@ def transcript(text: str) -> list[tuple[str, list[str]]]:
         steps.append((command, []))
         i += 1
     return [(command, trim_blank_end(out)) for command, out in steps]
+
+
+EXIT_LINE = re.compile(r"\[exit (\d+)\]")
+"""A transcript's last output line ``[exit 2]``: the command must end with that status (a
+refusal shown as a reader sees it); without one it must succeed."""
+
+
+def exit_status(shown: list[str]) -> tuple[list[str], int]:
+    """The output a transcript shows for a command, and the exit status it must end with."""
+    last = EXIT_LINE.fullmatch(shown[-1].strip()) if shown else None
+    return (shown[:-1], int(last.group(1))) if last else (shown, 0)
 
 
 def trim_blank_end(lines: list[str]) -> list[str]:

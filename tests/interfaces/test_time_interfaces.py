@@ -71,7 +71,8 @@ def test_submit_takes_the_rules_warns_of_dst_changes_and_show_marks_them(store: 
                       "--dst-gap", "skip", "--dst-repeat", "twice", "--db", store.url,
                       "shell", "--", "true")  # fmt: skip
     assert result.code == 0, result.err
-    warned = result.err.strip().splitlines()
+    *warned, unserved = result.err.strip().splitlines()
+    assert "no live worker runs shell tasks" in unserved  # no worker runs here
     assert len(warned) == 2  # one spring-forward, one fall-back within the year
     assert all(
         line.startswith("tickwork: warning: '30 2 * * *' in Europe/Berlin: ") for line in warned
