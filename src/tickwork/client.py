@@ -153,12 +153,20 @@ class Client:
         registry: Registry | None = None,
         *,
         migrate: bool | None = None,
+        create: bool = False,
+        connect: bool = True,
     ) -> Client:
-        """A client on ``db_url``, else ``TICKWORK_DB``, else ``./tickwork.db``.
+        """A client on the store at ``db_url``, else ``TICKWORK_DB``, else ``./tickwork.db``.
 
-        ``migrate``: as :func:`tickwork.store.open_store` (None: a new SQLite file is
-        migrated, PostgreSQL is left to ``tickwork db migrate``)."""
-        return cls(open_store(resolve_db_url(db_url), migrate=migrate), registry)
+        ``create``: False (the default) opens a store that exists: a SQLite file that does
+        not raises :class:`~tickwork.errors.StoreMissing` and nothing is created, so a
+        command typed in the wrong directory says so instead of answering from a new, empty
+        database. True makes it (``tickwork api``, ``tickwork db migrate``; an
+        :class:`~tickwork.App` always may). ``migrate`` and ``connect``: as
+        :func:`tickwork.store.open_store` (``migrate=None``: a new SQLite file is migrated,
+        PostgreSQL is left to ``tickwork db migrate``)."""
+        store = open_store(resolve_db_url(db_url), migrate=migrate, create=create, connect=connect)
+        return cls(store, registry)
 
     def close(self) -> None:
         self.store.close()

@@ -25,6 +25,7 @@
     │   └── LeadershipLost         a scheduler's leader epoch is stale or expired
     ├── StoreError                 the database failed; driver errors are translated here
     │   ├── StoreUnavailable
+    │   ├── StoreMissing           a read on a SQLite file that does not exist (nothing created)
     │   └── MigrationError
     └── BenchError                 ``tickwork bench`` could not finish (a worker died, a stall)
 
@@ -218,6 +219,20 @@ class StoreError(TickworkError):
 
 class StoreUnavailable(StoreError):
     pass
+
+
+class StoreMissing(StoreError):
+    """There is no store at ``path``, and this caller may not create one: a read command
+    (``tickwork jobs``, ``runs`` ...) on a SQLite file that does not exist. Nothing was
+    created. ``tickwork run``, ``worker``, ``scheduler``, ``api`` and ``db migrate`` create it."""
+
+    def __init__(self, path: str, url: str) -> None:
+        super().__init__(
+            f"no tickwork store at {path} (is --db or TICKWORK_DB right? `tickwork run` or "
+            f"`tickwork db migrate --db {url}` creates one)"
+        )
+        self.path = path
+        self.url = url
 
 
 class MigrationError(StoreError):

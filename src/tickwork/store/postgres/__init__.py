@@ -108,6 +108,7 @@ class PostgresStore(SqlStore):
         url: str,
         *,
         migrate: bool = False,
+        connect: bool = True,
         pool_size: int = POOL_MAX_SIZE,
         application_name: str = DEFAULT_APPLICATION_NAME,
     ) -> None:
@@ -125,8 +126,9 @@ class PostgresStore(SqlStore):
         limited path."""
         self._after = ""
         """Fair share's cursor: the tenant this store's last limited claim reached."""
-        with self._conn():  # fail now, not at the first call, if it cannot connect at all
-            pass
+        if connect:  # fail now, not at the first call, if it cannot connect at all
+            with self._conn():
+                pass
         if migrate:
             self.migrate()
 

@@ -30,7 +30,13 @@ from typing import Any, cast
 from tickwork import schedule as schedules
 from tickwork.clock import from_micros, to_micros
 from tickwork.config import RUN_LEASE, TRIGGER_BATCH
-from tickwork.errors import LeadershipLost, LeaseLost, MigrationError, ValidationError
+from tickwork.errors import (
+    LeadershipLost,
+    LeaseLost,
+    MigrationError,
+    StoreMissing,
+    ValidationError,
+)
 from tickwork.job import (
     ONE_OFF_LEAD,
     ClaimedRun,
@@ -88,13 +94,26 @@ LATEST_VERSION = MIGRATIONS[-1][0]
 C = SQLITE_CODEC
 
 
+def _holds_a_database(path: Path) -> bool:
+    """Whether ``path`` is a file with something in it (SQLite takes an empty file for a new
+    database, and its first write would make it one)."""
+    try:
+        return path.is_file() and path.stat().st_size > 0
+    except OSError:
+        return False
+
+
 class SqliteStore(SqlStore):
     capabilities = frozenset()
 
-    def __init__(self, url: str, *, migrate: bool | None = None) -> None:
+    def __init__(self, url: str, *, migrate: bool | None = None, create: bool = True) -> None:
+        """``create``: see :func:`tickwork.store.open_store`; False opens an existing file
+        only (StoreMissing, and nothing made, for a missing or empty one)."""
         self.url = url
         self.path = path_from_url(url)
-        self.sqlite = SqliteDriver(url, self.path)
+        if not create and not _holds_a_database(self.path):
+            raise StoreMissing(str(self.path.resolve()), url)
+        self.sqlite = SqliteDriver(url, self.path, create=create)
         super().__init__(self.sqlite)
         # A file on this host has no outages to tell: a busy write lock is contention, and
         # the callers' own retries cover it.
