@@ -326,7 +326,8 @@ def _tcp_server_class() -> type[Any]:
                 time.sleep(0.1)
                 info = PostmasterInfo.read_from_pgdata(self.pgdata)
                 assert info is not None
-            assert info.port is not None and info.hostname == EMBEDDED_HOST, info
+            assert info.port is not None, info
+            assert info.hostname == EMBEDDED_HOST, info
             self._postmaster_info = info
 
     return TcpServer

@@ -79,7 +79,8 @@ def test_a_command_on_a_missing_directory_creates_neither_directory_nor_file(
     code = main([*argv, "--db", sqlite_url(missing)])
     err = capsys.readouterr().err
     assert code == 1
-    assert str(missing) in err and "db migrate" in err
+    assert str(missing) in err
+    assert "db migrate" in err
     assert contents(tmp_path) == []
 
 
@@ -101,7 +102,7 @@ def test_tickwork_jobs_in_another_directory_says_the_store_is_missing(tmp_path: 
         result = tickwork("jobs")
     finally:
         os.chdir(here)
-    assert result.code == 1 and result.out == ""
+    assert (result.code, result.out) == (1, "")
     assert result.err.strip() == (
         f"tickwork: error: no tickwork store at {tmp_path.resolve() / 'tickwork.db'} "
         "(is --db or TICKWORK_DB right? `tickwork run` or `tickwork db migrate --db "
