@@ -54,7 +54,6 @@ it knocking at once."""
 
 def when_store_answers(
     call: Callable[[], T],
-    store: Store,
     *,
     exit_on_unavailable: bool = False,
     wait: Wait | None = None,
@@ -72,7 +71,7 @@ def when_store_answers(
         except StoreUnavailable as exc:
             if exit_on_unavailable:
                 raise
-            log.debug("store %s does not answer yet: %s", store.health.name, exc)
+            log.debug("the store does not answer yet: %s", exc)
         if pause(backoff.next()):
             return None
 
@@ -132,7 +131,7 @@ class Node:
         with ``config.exit_on_unavailable``."""
         exit_now = self.config.exit_on_unavailable
         answered = when_store_answers(
-            self.store.schema_version, self.store, exit_on_unavailable=exit_now, wait=wait
+            self.store.schema_version, exit_on_unavailable=exit_now, wait=wait
         )
         if answered is None:
             return False
@@ -147,9 +146,7 @@ class Node:
 
             # Its first store call (the fault injection opt-in) may meet the database gone
             # again; nothing of the worker has started when that raises.
-            if not when_store_answers(
-                start_worker, self.store, exit_on_unavailable=exit_now, wait=wait
-            ):
+            if not when_store_answers(start_worker, exit_on_unavailable=exit_now, wait=wait):
                 return False
         return True
 

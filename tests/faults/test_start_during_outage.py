@@ -115,9 +115,7 @@ def test_a_stop_signal_while_waiting_for_the_database_exits_0_at_once(
 
 
 @pytest.mark.parametrize("command", ["worker", "scheduler", "api"])
-def test_exit_on_unavailable_exits_1_at_once_naming_the_failure(
-    proxy: Proxy, command: str
-) -> None:
+def test_exit_on_unavailable_exits_1_at_once_naming_the_failure(proxy: Proxy, command: str) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "tickwork", command, "--db", proxy.url, "--exit-on-unavailable"],
         capture_output=True,

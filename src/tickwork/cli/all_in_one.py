@@ -95,7 +95,6 @@ def run(
                 client = node.client()
                 access = when_store_answers(
                     lambda: check_access(client, host, force_open=force_open),
-                    node.store,
                     exit_on_unavailable=config.exit_on_unavailable,
                     wait=wait,
                 )

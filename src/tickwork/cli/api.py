@@ -129,7 +129,6 @@ def api(
                 # outage at start it waits for the database before it listens.
                 access = when_store_answers(
                     lambda: check_access(client, host, force_open=force_open),
-                    client.store,
                     exit_on_unavailable=exit_now,
                     wait=wait,
                 )
