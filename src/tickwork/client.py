@@ -354,12 +354,12 @@ class Client:
         """The job's next ``n`` slots after now (the store's clock).
 
         A one-off job that has not been triggered yet: ``[at]``, whenever that is. A job
-        with no slot left to trigger (cancelled, completed): ``[]``. A paused job: the
-        slots it would get if resumed now.
+        with no slot left to trigger (cancelled, finished, a one-off job already
+        triggered): ``[]``. A paused job: the slots it would get if resumed now.
         """
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_FIRE_TIMES:
             raise ValidationError(f"n must be from 1 to {MAX_FIRE_TIMES}, got {n!r}", field="n")
-        if job.state in (JobState.CANCELLED, JobState.COMPLETED):
+        if not job.state.has_slots:
             return []
         return [fire.at for fire in self.upcoming(job, n) if not fire.skipped]
 
@@ -368,7 +368,7 @@ class Client:
         each (``note``), and the slots they skip on the way (``skipped``, not counted)."""
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_FIRE_TIMES:
             raise ValidationError(f"n must be from 1 to {MAX_FIRE_TIMES}, got {n!r}", field="n")
-        if job.state in (JobState.CANCELLED, JobState.COMPLETED):
+        if not job.state.has_slots:
             return []
         if isinstance(job.schedule, Once):
             return [Fire(job.next_run_at or job.schedule.first_slot(job.created_at))]

@@ -11,7 +11,7 @@ from typing import Any
 from tickwork import schedule as schedules
 from tickwork.calendar import Calendar, calendar_from_definition
 from tickwork.errors import CalendarInUse, CalendarNotFound, UnknownCalendar, ValidationError
-from tickwork.job import JobSpec, JobState
+from tickwork.job import JobSpec, ScheduleState
 from tickwork.store import rows
 from tickwork.store.base import CHANNEL_JOBS, CalendarChange, CalendarRecord
 from tickwork.store.sql.core import SqlCore
@@ -64,7 +64,11 @@ class CalendarTransitions(SqlCore):
                 bound = job.schedule.bind(calendar)
                 due = job.next_run_at is not None and job.next_run_at <= t
                 next_run_at = job.next_run_at if due else bound.next_after(t)
-                state = job.state if next_run_at is not None else JobState.COMPLETED
+                state = (
+                    rows.schedule_state(job_row)
+                    if next_run_at is not None
+                    else ScheduleState.COMPLETED
+                )
                 tx.count(
                     self.q["replan_job"],
                     {

@@ -41,10 +41,10 @@ from tickwork.job import (
     ONE_OFF_LEAD,
     ClaimedRun,
     JobSpec,
-    JobState,
     OverlapPolicy,
     Run,
     RunState,
+    ScheduleState,
 )
 from tickwork.store import rows
 from tickwork.store.base import (
@@ -196,7 +196,7 @@ class SqliteStore(SqlStore):
                 {"tenant": spec.tenant, "key": spec.idempotency_key},
             ).fetchone()
             if row is not None:
-                return Submitted(rows.job(row, C), created=False)
+                return Submitted(rows.read_job(row, C), created=False)
         if spec.name is not None:
             taken = conn.execute(
                 Q["job_by_name_for_update"], {"tenant": spec.tenant, "name": spec.name}
@@ -222,7 +222,7 @@ class SqliteStore(SqlStore):
         due_once = isinstance(resolved, schedules.Once) and first <= now_dt
         params = rows.job_params(spec, resolved, C)
         params.update(
-            state=JobState.COMPLETED if due_once else JobState.ACTIVE,
+            state=ScheduleState.COMPLETED if due_once else ScheduleState.ACTIVE,
             next_run_at=None if due_once else to_micros(first),
             now=t,
         )
@@ -234,7 +234,9 @@ class SqliteStore(SqlStore):
                 {"job_id": job_row["id"], "scheduled_for": to_micros(first), "now": t},
             ).fetchone()
             run = rows.run(run_row, C)
-        return Submitted(rows.job(job_row, C), created=True, run=run)
+        # A job due now reads as the run just queued with it.
+        latest = RunState.QUEUED if due_once else None
+        return Submitted(rows.job(job_row, C, latest), created=True, run=run)
 
     # -- triggering -------------------------------------------------------------------------
 
