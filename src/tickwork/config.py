@@ -141,6 +141,9 @@ class Config:
     inject_faults: FaultRates | None = None
     """Faults a worker injects on purpose, for staging (:mod:`tickwork.faults`); a string
     is parsed (``crash-after-handler=0.05,fail=0.1``). None: none."""
+    exit_on_unavailable: bool = False
+    """A long-running process (worker, scheduler, api, run) that cannot reach its database
+    when it starts exits 1 at once, instead of waiting for it (:mod:`tickwork.node`)."""
 
     def __post_init__(self) -> None:
         if self.run_heartbeat >= self.run_lease:

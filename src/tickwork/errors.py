@@ -28,6 +28,7 @@
     ├── StoreError                 the database failed; driver errors are translated here
     │   ├── StoreUnavailable       the database cannot be reached (an outage)
     │   │   └── StoreTimeout       it did not answer in time (load: pool, statement or lock)
+    │   ├── StoreMissing           a read on a SQLite file that does not exist (nothing created)
     │   └── MigrationError
     └── BenchError                 ``tickwork bench`` could not finish (a worker died, a stall)
 
@@ -259,6 +260,20 @@ class StoreTimeout(StoreUnavailable):
     """The store did not answer in time: every pooled connection stayed in use for the
     pool's wait, a statement or lock timeout ended the call, or SQLite's write lock stayed
     taken for its busy timeout. Load, not an outage: the database itself answers."""
+
+
+class StoreMissing(StoreError):
+    """There is no store at ``path``, and this caller may not create one: a read command
+    (``tickwork jobs``, ``runs`` ...) on a SQLite file that does not exist. Nothing was
+    created. ``tickwork run``, ``worker``, ``scheduler``, ``api`` and ``db migrate`` create it."""
+
+    def __init__(self, path: str, url: str) -> None:
+        super().__init__(
+            f"no tickwork store at {path} (is --db or TICKWORK_DB right? `tickwork run` or "
+            f"`tickwork db migrate --db {url}` creates one)"
+        )
+        self.path = path
+        self.url = url
 
 
 class MigrationError(StoreError):

@@ -26,6 +26,7 @@ from tickwork.job import (
     DEFAULT_MISFIRE_GRACE,
     DEFAULT_QUEUE,
     DEFAULT_TENANT,
+    RETIRED_JOB_STATES,
     JobSpec,
     JobState,
     MisfirePolicy,
@@ -356,7 +357,13 @@ def run_state(value: RunState | str | None) -> RunState | None:
 
 
 def job_state(value: JobState | str | None) -> JobState | None:
-    """A job state from its name, or ValidationError naming the allowed ones."""
+    """A job state from its name, or ValidationError naming the allowed ones (and, for a
+    state older tickwork had, ``completed``, what became of it)."""
+    if isinstance(value, str) and value in RETIRED_JOB_STATES:
+        allowed = ", ".join(str(m.value) for m in JobState)
+        raise ValidationError(
+            f"{RETIRED_JOB_STATES[value]}: state must be one of {allowed}", field="state"
+        )
     return None if value is None else _choice(JobState, value, "state", JobState.ACTIVE)
 
 

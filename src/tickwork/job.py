@@ -54,11 +54,69 @@ _CONTROLS_AS_CODES = {
 }
 
 
-class JobState(StrEnum):
+class ScheduleState(StrEnum):
+    """Whether a job's schedule still gets slots triggered: what the store keeps
+    (``tickwork_jobs.state``) and what trigger, pause, resume and cancel act on. Not what a
+    user reads: that is the job's :class:`JobState`, derived from this and, for a one-off
+    job, from its run (docs/job-lifecycle.md)."""
+
     ACTIVE = "active"  # slots are triggered as they fall due
     PAUSED = "paused"  # no slot is triggered until resume (runs already queued still run)
     CANCELLED = "cancelled"  # final: no more slots; queued runs were cancelled
     COMPLETED = "completed"  # no slot remains to trigger; its last run may still be waiting
+
+
+class JobState(StrEnum):
+    """What a job is doing, in an operator's words (docs/job-lifecycle.md).
+
+    A recurring job is ``active``, ``paused`` or ``cancelled``. A one-off job is
+    ``scheduled`` until its slot is triggered and then reads as its run: ``queued``,
+    ``running``, ``failed`` (an attempt failed; the retry waits), ``succeeded``, ``dead`` or
+    ``cancelled``; or it is ``paused`` or ``cancelled`` itself. ``finished``: no slot is left
+    and no run says how it went (its runs were pruned past the retention, or a recurring
+    schedule reached the calendar's end). Derived on every read by :meth:`of` (and, for the
+    listings' filter, by the same rule in each store's SQL); never stored.
+    """
+
+    SCHEDULED = "scheduled"
+    QUEUED = "queued"
+    RUNNING = "running"
+    FAILED = "failed"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    ACTIVE = "active"
+    PAUSED = "paused"
+    CANCELLED = "cancelled"
+    FINISHED = "finished"
+
+    @classmethod
+    def of(cls, schedule: ScheduleState, one_off: bool, latest_run: str | None) -> JobState:
+        """The state of a job whose schedule is in ``schedule``, a one-off job or not, whose
+        latest run (by slot) is in ``latest_run`` (a :class:`RunState` value; None: no run,
+        or not read because the schedule is not completed)."""
+        if schedule is ScheduleState.ACTIVE:
+            return cls.SCHEDULED if one_off else cls.ACTIVE
+        if schedule is ScheduleState.COMPLETED:
+            if one_off and latest_run is not None:
+                return _JOB_STATE_OF_RUN[latest_run]
+            return cls.FINISHED
+        return _JOB_STATE_OF_SCHEDULE[schedule]
+
+    @property
+    def has_slots(self) -> bool:
+        """Whether the job's schedule may still trigger a slot (now, or once resumed)."""
+        return self in (JobState.SCHEDULED, JobState.ACTIVE, JobState.PAUSED)
+
+
+RETIRED_JOB_STATES = {
+    "completed": (
+        "job state 'completed' is gone: a one-off job now says how its run went (queued, "
+        "running, failed, succeeded, dead, cancelled), and 'finished' once its runs were "
+        "pruned; recurring jobs are active, paused or cancelled"
+    ),
+}
+"""Job states that older tickwork had, and what each became (the message of the
+ValidationError a filter on one gets)."""
 
 
 class RunState(StrEnum):
@@ -71,6 +129,14 @@ class RunState(StrEnum):
 
 
 FINISHED_RUN_STATES = frozenset({RunState.SUCCEEDED, RunState.DEAD, RunState.CANCELLED})
+
+_JOB_STATE_OF_RUN = {run.value: JobState(run.value) for run in RunState}
+"""A completed one-off job reads as its latest run: each run state has its job state, of
+the same name."""
+_JOB_STATE_OF_SCHEDULE = {
+    ScheduleState.PAUSED: JobState.PAUSED,
+    ScheduleState.CANCELLED: JobState.CANCELLED,
+}
 
 RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     RunState.QUEUED: frozenset({RunState.RUNNING, RunState.CANCELLED}),
@@ -454,9 +520,10 @@ ONE_OFF_LEAD = timedelta(milliseconds=100)
 ``run_at`` at the slot, before the slot comes, so a worker starts it on time instead of
 after the trigger's wake-up and round trips (benchmarks/README.md, "Start lag, hop by hop").
 Nothing runs early: a run is claimable from its ``run_at`` by the store's clock. From then
-on the job is ``completed``, as after any trigger: a pause that comes later is refused,
-a cancel cancels the queued run. Recurring jobs are triggered at their slots, so that
-their overlap and misfire decisions see the runs as they are then."""
+on the job's schedule is ``completed`` (the job reads ``queued``), as after any trigger: a
+pause that comes later is refused, a cancel cancels the queued run. Recurring jobs are
+triggered at their slots, so that their overlap and misfire decisions see the runs as they
+are then."""
 
 
 @dataclass(frozen=True, slots=True)

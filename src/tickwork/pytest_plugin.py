@@ -59,7 +59,7 @@ def tickwork_store_url(tmp_path: Path) -> Iterator[str]:
     parts = urlsplit(base)
     url = urlunsplit(parts._replace(path=f"/{name}"))
     try:
-        with Client.open(url, migrate=True):
+        with Client.open(url, migrate=True, create=True):
             pass
         yield url
     finally:

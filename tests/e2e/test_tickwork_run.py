@@ -107,7 +107,7 @@ def test_a_one_off_job_runs_once_on_time(
     wait_until(lambda: db.get_run(run.id).state is RunState.SUCCEEDED, DEADLINE, what="success")
     # Nothing can run it again: its one run is finished (no claim takes a succeeded run) and
     # the job has no slot left. The record line was written before the run succeeded.
-    assert db.get_job(job.id).state is JobState.COMPLETED
+    assert db.get_job(job.id).state is JobState.SUCCEEDED
     assert [r.id for r in db.list_runs(job_id=job.id).items] == [run.id]
     assert len(executions(record, "tick")) == 1
 

@@ -30,7 +30,8 @@ def test_a_worker_alone_runs_jobs_due_now(store: Store, cluster: Cluster) -> Non
 
     wait_until(lambda: succeeded(store) == 21, DEADLINE)
     assert store.leader() is None  # no scheduler ever led: nothing triggered these
-    assert one.job.state is JobState.COMPLETED
+    assert one.job.state is JobState.QUEUED  # as submitted: its run waits
+    assert client.get_job(one.job.id).state is JobState.SUCCEEDED
     runs = [s.run for s in [one, *many]]
     assert all(r is not None for r in runs)
     started = [e["run"] for e in cluster.events("start")]
@@ -72,4 +73,4 @@ def test_with_a_scheduler_running_too_each_job_runs_once(store: Store, cluster: 
     starts = cluster.events("start")
     assert len(starts) == 90
     assert len({e["run"] for e in starts}) == 90
-    assert all(client.get_job(s.job.id).state is JobState.COMPLETED for s in submitted)
+    assert all(client.get_job(s.job.id).state is JobState.SUCCEEDED for s in submitted)

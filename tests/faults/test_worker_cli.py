@@ -87,7 +87,14 @@ def test_without_db_the_default_is_tickwork_db_in_the_current_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("TICKWORK_DB", raising=False)
+    # A submit does not create a store (only run, worker, scheduler, api and db migrate do):
+    # it names the one it looked for, here.
+    refused = tickwork("submit", "shell", "--", "true", cwd=tmp_path)
+    assert refused.returncode == 1
+    assert f"no tickwork store at {tmp_path.resolve() / 'tickwork.db'}" in refused.stderr
+    assert not (tmp_path / "tickwork.db").exists()
 
+    assert tickwork("db", "migrate", cwd=tmp_path).returncode == 0
     done = tickwork("submit", "shell", "--", "true", cwd=tmp_path)
 
     assert done.returncode == 0, done.stderr

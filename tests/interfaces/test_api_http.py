@@ -101,10 +101,10 @@ def test_a_one_off_at_is_stored_in_utc(admin: TestClient) -> None:
     assert job["next_run_at"] == "2099-01-01T08:00:00+00:00"
 
 
-def test_a_job_due_now_is_completed_with_a_queued_run(admin: TestClient) -> None:
+def test_a_job_due_now_is_queued_with_its_run(admin: TestClient) -> None:
     job = submit(admin)
 
-    assert job["state"] == "completed"
+    assert job["state"] == "queued"
     runs = admin.get("/api/v1/runs", params={"job": job["id"]}).json()["items"]
     assert [run["state"] for run in runs] == ["queued"]
 
@@ -169,13 +169,21 @@ def test_jobs_are_filtered_by_state_and_task(admin: TestClient) -> None:
     waiting = submit(admin, schedule={"delay": 600})
     done = submit(admin)
 
-    active = admin.get("/api/v1/jobs", params={"state": "active"}).json()["items"]
-    completed = admin.get("/api/v1/jobs", params={"state": "completed"}).json()["items"]
+    scheduled = admin.get("/api/v1/jobs", params={"state": "scheduled"}).json()["items"]
+    queued = admin.get("/api/v1/jobs", params={"state": "queued"}).json()["items"]
     shell = admin.get("/api/v1/jobs", params={"task": "shell"}).json()["items"]
 
-    assert [job["id"] for job in active] == [waiting["id"]]
-    assert [job["id"] for job in completed] == [done["id"]]
+    assert [job["id"] for job in scheduled] == [waiting["id"]]
+    assert [job["id"] for job in queued] == [done["id"]]
     assert shell == []
+
+
+def test_the_retired_state_completed_is_refused_naming_the_states(admin: TestClient) -> None:
+    answer = admin.get("/api/v1/jobs", params={"state": "completed"})
+
+    assert answer.status_code == 422
+    assert "scheduled" in answer.text
+    assert "succeeded" in answer.text
 
 
 # -- commands on jobs --------------------------------------------------------------------------

@@ -55,8 +55,8 @@ def test_app_submit_many_returns_the_jobs_in_order_and_runs_those_due_now(
         ]
     )
     assert [j.args for j in jobs[:3]] == [{"to": "a"}, {"to": "b"}, {"to": "c"}]
-    assert [j.state for j in jobs] == [JobState.COMPLETED, JobState.ACTIVE, JobState.ACTIVE,
-                                       JobState.COMPLETED]  # fmt: skip
+    assert [j.state for j in jobs] == [JobState.QUEUED, JobState.SCHEDULED, JobState.ACTIVE,
+                                       JobState.QUEUED]  # fmt: skip
     assert isinstance(jobs[1].schedule, Once)
     assert isinstance(jobs[2].schedule, Cron)
     assert (jobs[3].queue, jobs[3].priority) == ("ops", 3)
@@ -141,7 +141,7 @@ def test_the_batch_answers_201_with_each_job_in_order(
     body = answer.json()["jobs"]
     assert [b["created"] for b in body] == [True, True, True]
     assert [b["job"]["args"]["argv"][1] for b in body] == ["0", "1", "2"]
-    assert [b["job"]["state"] for b in body] == ["completed", "active", "completed"]
+    assert [b["job"]["state"] for b in body] == ["queued", "scheduled", "queued"]
     assert counts(store) == (3, 2)
 
     again = web.post(BATCH, json={"jobs": [shell(9, idempotency_key="k")]},

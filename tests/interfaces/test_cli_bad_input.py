@@ -14,7 +14,8 @@ from tickwork.store import Store
 TOO_BIG = str(2**63)  # no store can hold such an id
 
 BAD_INPUT = [
-    (["jobs", "--state", "done"], "state must be one of active, paused, cancelled, completed"),
+    (["jobs", "--state", "done"], "state must be one of scheduled, queued, running, failed"),
+    (["jobs", "--state", "completed"], "job state 'completed' is gone: a one-off job now says"),
     (["jobs", "--limit", "0"], "--limit"),
     (["jobs", "--after", "x"], "'--after'"),
     (["jobs", "--after", TOO_BIG], "after 9223372036854775808 is out of range"),

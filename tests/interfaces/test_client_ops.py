@@ -129,7 +129,7 @@ def test_next_fire_times_of_a_recurring_job_follow_now(client: Client, store: St
 def test_next_fire_times_of_one_off_and_finished_jobs(client: Client, store: Store) -> None:
     at = datetime(2031, 1, 1, 9, tzinfo=UTC)
     later = submit(store, at=at)
-    done = submit(store)  # due now: triggered at submit, so completed
+    done = submit(store)  # due now: triggered at submit, so queued with no slot left
     cancelled = submit(store, cron="0 * * * *")
     store.cancel_job(cancelled.id)
 

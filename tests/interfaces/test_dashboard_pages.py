@@ -535,7 +535,7 @@ def test_another_tenants_ids_are_404_pages_and_change_nothing(
     assert "not found" in htmx.text
     assert web.post(f"/jobs/{job_id}/cancel", headers=ORIGIN).status_code == 404
     assert client.get_run(theirs).state is RunState.DEAD
-    assert client.get_job(job_id).state is JobState.COMPLETED
+    assert client.get_job(job_id).state is JobState.DEAD
 
 
 # -- acting --------------------------------------------------------------------------------
@@ -773,20 +773,20 @@ def job_of(client: Client, run_id: int) -> int:
     return client.get_run(run_id).job_id
 
 
-def test_a_one_off_job_whose_only_run_died_is_shown_as_a_failure_not_a_green_completed(
+def test_a_one_off_job_whose_only_run_died_is_shown_dead(
     web: TestClient, client: Client, admin_key: str
 ) -> None:
     job_id = job_of(client, dead_run(client))
-    assert client.get_job(job_id).state is JobState.COMPLETED
+    assert client.get_job(job_id).state is JobState.DEAD
     sign_in(web, admin_key)
 
     page = web.get(f"/jobs/{job_id}")
     listing = web.get("/jobs")
+    dead_only = web.get("/jobs", params={"state": "dead"})
 
-    for html in (page.text, listing.text):
-        assert '<span class="state state-dead"' in html
-        assert "completed · run dead" in text_of(html)
-        assert '<span class="state state-completed">' not in html
+    for html in (page.text, listing.text, dead_only.text):
+        assert '<span class="state state-dead">dead</span>' in html
+        assert "completed" not in text_of(html)
 
 
 def test_a_one_off_job_whose_run_succeeded_says_so(
@@ -799,19 +799,19 @@ def test_a_one_off_job_whose_run_succeeded_says_so(
 
     page = web.get(f"/jobs/{submitted.job.id}")
 
-    assert '<span class="state state-succeeded"' in page.text
-    assert "completed · run succeeded" in text_of(page.text)
+    assert '<span class="state state-succeeded">succeeded</span>' in page.text
+    assert "completed" not in text_of(page.text)
 
 
-def test_a_completed_or_cancelled_job_offers_no_run_now_or_cancel_and_refuses_both(
+def test_a_triggered_one_off_or_a_cancelled_job_offers_no_run_now_or_cancel_and_refuses_both(
     web: TestClient, client: Client, admin_key: str
 ) -> None:
-    completed = job_of(client, dead_run(client))
+    dead = job_of(client, dead_run(client))
     cancelled = client.schedule("http", name="poll", every=60, args={"url": "https://e.x/"})
     client.cancel_job(cancelled.job.id)
     sign_in(web, admin_key)
 
-    for job_id, state in ((completed, "completed"), (cancelled.job.id, "cancelled")):
+    for job_id, state in ((dead, "dead"), (cancelled.job.id, "cancelled")):
         page = web.get(f"/jobs/{job_id}").text
         runs_before = client.list_runs(job_id=job_id).items
         assert f'action="/jobs/{job_id}/trigger"' not in page
@@ -825,12 +825,12 @@ def test_a_completed_or_cancelled_job_offers_no_run_now_or_cancel_and_refuses_bo
         assert client.list_runs(job_id=job_id).items == runs_before
 
 
-def test_an_unfinished_run_of_a_completed_job_is_cancelled_from_its_page(
+def test_an_unfinished_run_of_a_triggered_one_off_job_is_cancelled_from_its_page(
     web: TestClient, client: Client, admin_key: str
 ) -> None:
     submitted = client.submit("http", args={"url": "https://example.com/"})  # due now
     assert submitted.run is not None
-    assert submitted.job.state is JobState.COMPLETED
+    assert submitted.job.state is JobState.QUEUED
     sign_in(web, admin_key)
     cancel = f'action="/runs/{submitted.run.id}/cancel"'
 

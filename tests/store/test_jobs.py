@@ -90,7 +90,7 @@ def test_submit_returns_the_job_with_every_field_of_the_spec(store: Store, t0: d
         "req-1",
     )
     assert job.schedule == Once(at=t0 + timedelta(hours=2))
-    assert job.state is JobState.ACTIVE
+    assert job.state is JobState.SCHEDULED  # a one-off job before its slot
     assert job.next_run_at == t0 + timedelta(hours=2)
     assert job.created_at == t0
     assert job.next_run_at.tzinfo is not None
@@ -180,9 +180,9 @@ def test_due_one_off_job_gets_a_queued_run_at_submit_and_completes(
     assert run.run_at == t0 - timedelta(seconds=5)
     assert run.attempt == 1
     assert run.args == {"a": 1}
-    assert submitted.job.state is JobState.COMPLETED
+    assert submitted.job.state is JobState.QUEUED  # it reads as its run
     assert submitted.job.next_run_at is None
-    assert store.get_job(submitted.job.id).state is JobState.COMPLETED
+    assert store.get_job(submitted.job.id).state is JobState.QUEUED
     assert store.get_run(run.id) == run
     assert [r.id for r in store.list_runs(job_id=submitted.job.id).items] == [run.id]
 
@@ -192,7 +192,7 @@ def test_zero_delay_job_is_queued_at_submit(store: Store, t0: datetime) -> None:
     submitted = store.submit(spec, now=t0)
     assert submitted.run is not None
     assert submitted.run.run_at == t0
-    assert submitted.job.state is JobState.COMPLETED
+    assert submitted.job.state is JobState.QUEUED
 
 
 def test_run_copies_the_job_fields_it_executes_with(store: Store, t0: datetime) -> None:
@@ -521,13 +521,13 @@ def test_pausing_a_paused_job_returns_it_unchanged(store: Store, t0: datetime) -
     assert store.pause_job(job.id, now=t0 + timedelta(seconds=3)) == paused
 
 
-def test_pausing_a_cancelled_or_completed_job_is_an_invalid_transition(
+def test_pausing_a_cancelled_or_triggered_one_off_job_is_an_invalid_transition(
     store: Store, t0: datetime
 ) -> None:
     cancelled = store.submit(every(60), now=t0).job
     store.cancel_job(cancelled.id, now=t0)
-    completed = store.submit(one_off(t0), now=t0).job
-    for job_id, state in ((cancelled.id, JobState.CANCELLED), (completed.id, JobState.COMPLETED)):
+    triggered = store.submit(one_off(t0), now=t0).job
+    for job_id, state in ((cancelled.id, JobState.CANCELLED), (triggered.id, JobState.QUEUED)):
         with pytest.raises(InvalidTransition):
             store.pause_job(job_id, now=t0)
         assert store.get_job(job_id).state is state
@@ -561,7 +561,7 @@ def test_resume_of_a_one_off_job_whose_time_fell_while_paused_still_runs_it(
     store.pause_job(job.id, now=t0 + timedelta(seconds=1))
     resumed = store.resume_job(job.id, now=t0 + timedelta(seconds=40))
     assert store.slot_skips(job.id) == []
-    assert resumed.state is JobState.ACTIVE
+    assert resumed.state is JobState.SCHEDULED
     assert resumed.next_run_at == at
     runs = store.trigger(lead(store, t0), now=t0 + timedelta(seconds=41)).runs
     assert [(r.job_id, r.scheduled_for) for r in runs] == [(job.id, at)]

@@ -104,7 +104,7 @@ def test_one_trigger_copies_each_job_into_its_run_whatever_the_schedule_kind(
     after = {j.task: store.get_job(j.id) for j in jobs}
     assert after["t.interval"].next_run_at == t0 + timedelta(seconds=120)
     assert after["t.cron"].next_run_at == jobs[1].schedule.next_after(t0 + timedelta(seconds=60))
-    assert after["t.once"].state is JobState.COMPLETED
+    assert after["t.once"].state is JobState.QUEUED  # it reads as its new run
 
 
 def test_job_not_yet_due_is_not_triggered(store: Store, t0: datetime) -> None:
@@ -137,7 +137,7 @@ def test_future_one_off_job_is_triggered_when_due_and_completes(store: Store, t0
     result = store.trigger(epoch, now=t0 + timedelta(seconds=31))
     assert [(r.job_id, r.scheduled_for) for r in result.runs] == [(job.id, at)]
     after = store.get_job(job.id)
-    assert after.state is JobState.COMPLETED
+    assert after.state is JobState.QUEUED
     assert after.next_run_at is None
     assert store.trigger(epoch, now=t0 + timedelta(hours=1)).runs == []
 
@@ -548,7 +548,8 @@ def test_late_one_off_job_with_misfire_skip_completes_without_a_run(
     assert result.runs == []
     assert skip_rows(store.slot_skips(job.id)) == [(SlotFate.MISFIRE, at, at, 1)]
     after = store.get_job(job.id)
-    assert (after.state, after.next_run_at) == (JobState.COMPLETED, None)
+    # No slot left and no run to read as: finished (explain says why).
+    assert (after.state, after.next_run_at) == (JobState.FINISHED, None)
 
 
 # -- one-off jobs are triggered a moment early (ONE_OFF_LEAD) ------------------------------
@@ -570,7 +571,7 @@ def test_a_one_off_job_gets_its_run_a_moment_before_its_time_claimable_only_then
     (run,) = result.runs
     assert (run.job_id, run.scheduled_for, run.run_at) == (job.id, slot, slot)
     assert run.state is RunState.QUEUED
-    assert store.get_job(job.id).state is JobState.COMPLETED
+    assert store.get_job(job.id).state is JobState.QUEUED
     assert result.skipped == []
     assert store.claim("w", limit=10, now=early) == []  # not before its time
     assert store.next_claimable_at() == slot

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tickwork.job import RUN_TRANSITIONS, JobState, RunState
+from tickwork.job import RUN_TRANSITIONS, JobState, RunState, ScheduleState
 from tickwork.store.base import Store
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -40,10 +40,17 @@ def test_runs_are_born_queued_and_only_finished_runs_are_pruned() -> None:
     assert {a for a, b, _ in runs if b == START_OR_END} == {"succeeded", "dead", "cancelled"}
 
 
-def test_job_diagram_uses_only_job_states() -> None:
+def test_schedule_diagram_uses_only_schedule_states() -> None:
     jobs = diagrams()[1]
     states = {s for a, b, _ in jobs for s in (a, b)} - {START_OR_END}
-    assert states == {state.value for state in JobState}
+    assert states == {state.value for state in ScheduleState}
+
+
+def test_the_job_state_table_names_every_job_state() -> None:
+    text = (DOCS / "job-lifecycle.md").read_text()
+    table = text[text.index("| The job | Its state | When |") : text.index("### The schedule")]
+    rows = [line.split("|")[2] for line in table.splitlines()[2:] if line.startswith("|")]
+    assert set(re.findall(r"`([a-z]+)`", "".join(rows))) == {state.value for state in JobState}
 
 
 def test_every_edge_is_labelled_with_store_methods() -> None:

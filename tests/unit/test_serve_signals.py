@@ -14,7 +14,7 @@ import signal
 import threading
 import time
 
-from tickwork.cli.serve import serve_until_signal
+from tickwork.cli.serve import StopWait, serve_until_signal
 
 
 def test_a_second_signal_hurries_a_stop_that_holds_the_lock_hurry_needs() -> None:
@@ -23,7 +23,7 @@ def test_a_second_signal_hurries_a_stop_that_holds_the_lock_hurry_needs() -> Non
     starved: list[str] = []
     stopped: list[bool] = []
 
-    def start() -> None:
+    def start(wait: StopWait) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
     def stop() -> None:
@@ -50,10 +50,27 @@ def test_a_second_signal_hurries_a_stop_that_holds_the_lock_hurry_needs() -> Non
 def test_a_signal_during_start_stops_right_after_it() -> None:
     calls: list[str] = []
 
-    def start() -> None:
+    def start(wait: StopWait) -> None:
         os.kill(os.getpid(), signal.SIGINT)
         calls.append("started")
 
     serve_until_signal(start, lambda: calls.append("stopped"))
 
     assert calls == ["started", "stopped"]
+
+
+def test_a_start_that_waits_is_woken_by_a_signal_and_stop_follows() -> None:
+    """A start waiting for the database (``wait``) hears SIGTERM at once, not at the end of
+    its wait, and the stop still runs."""
+    calls: list[str] = []
+
+    def start(wait: StopWait) -> None:
+        assert wait(0.01) is False  # no signal yet: the wait just passes
+        os.kill(os.getpid(), signal.SIGTERM)
+        began = time.monotonic()
+        assert wait(30.0) is True
+        calls.append(f"woken after {time.monotonic() - began < 5}")
+
+    serve_until_signal(start, lambda: calls.append("stopped"))
+
+    assert calls == ["woken after True", "stopped"]

@@ -33,6 +33,7 @@ from tickwork.cli.options import (
     AppOption,
     ConcurrencyOption,
     DbOption,
+    ExitOnUnavailableOption,
     ForwardedAllowIpsOption,
     HostOption,
     HttpAllowOption,
@@ -42,10 +43,10 @@ from tickwork.cli.options import (
     PortOption,
 )
 from tickwork.cli.output import echo, redact
-from tickwork.cli.serve import configure_logging, serve_until_signal
+from tickwork.cli.serve import StopWait, configure_logging, serve_until_signal
 from tickwork.cli.worker import app_and_db, http_allow_flag
 from tickwork.config import Config
-from tickwork.node import Node
+from tickwork.node import Node, when_store_answers
 from tickwork.worker.registry import Registry
 
 log = logging.getLogger("tickwork")
@@ -66,6 +67,7 @@ def run(
     ] = False,
     force_open: OpenOption = False,
     forwarded_allow_ips: ForwardedAllowIpsOption = DEFAULT_FORWARDED_ALLOW_IPS,
+    exit_on_unavailable: ExitOnUnavailableOption = False,
     log_level: LogLevelOption = "INFO",
     log_format: LogFormatOption = "text",
 ) -> None:
@@ -78,25 +80,36 @@ def run(
         concurrency=concurrency,
         allow_shell=True if allow_shell else None,
         http_allow=http_allow_flag(http_allow),
+        exit_on_unavailable=True if exit_on_unavailable else None,
     )
     registry = loaded.registry if loaded is not None else Registry()
     tasks = ", ".join(n for n in registry.names() if n != "shell" or config.allow_shell)
     node = Node(config, registry)
     server: ApiServer | None = None
     try:
-        if not no_api:
-            client = node.client()
-            server = ApiServer(
-                client,
-                host,
-                port,
-                access=check_access(client, host, force_open=force_open),
-                trusted_proxies=proxies,
-                rescues=node.rescued if node.scheduler is not None else None,
-            )
 
-        def start() -> None:
-            node.start()
+        def start(wait: StopWait) -> None:
+            nonlocal server
+            # On PostgreSQL during an outage, both wait for the database (tickwork.node).
+            if not no_api:
+                client = node.client()
+                access = when_store_answers(
+                    lambda: check_access(client, host, force_open=force_open),
+                    exit_on_unavailable=config.exit_on_unavailable,
+                    wait=wait,
+                )
+                if access is None:
+                    return
+                server = ApiServer(  # bound here: a taken port fails before anything runs
+                    client,
+                    host,
+                    port,
+                    access=access,
+                    trusted_proxies=proxies,
+                    rescues=node.rescued if node.scheduler is not None else None,
+                )
+            if not node.start(wait):
+                return
             if server is not None:
                 try:
                     server.start()

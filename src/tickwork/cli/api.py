@@ -19,6 +19,11 @@ over https, which the server learns from ``X-Forwarded-Proto`` only when the pro
 address is in ``--forwarded-allow-ips`` (default: this host, 127.0.0.1 and ::1); bound to
 any address but loopback, the cookie is ``Secure`` always.
 
+Started while the database does not answer, it waits for it before it listens (whether it
+may serve open depends on the keys the store holds), logging the wait once
+(``--exit-on-unavailable``: exit 1 at once instead; :mod:`tickwork.node`). On SQLite it
+creates the store when there is none, as ``tickwork run`` does.
+
 ``tickwork run`` serves the same app beside its scheduler and worker (:class:`ApiServer`).
 """
 
@@ -39,6 +44,7 @@ from tickwork.cli.app import app
 from tickwork.cli.options import (
     AppOption,
     DbOption,
+    ExitOnUnavailableOption,
     ForwardedAllowIpsOption,
     HostOption,
     LogFormatOption,
@@ -47,11 +53,12 @@ from tickwork.cli.options import (
     PortOption,
 )
 from tickwork.cli.output import echo, redact
-from tickwork.cli.serve import configure_logging, serve_until_signal
+from tickwork.cli.serve import StopWait, configure_logging, serve_until_signal
 from tickwork.cli.worker import app_and_db
 from tickwork.client import Client
-from tickwork.config import default_node_id
+from tickwork.config import Config, default_node_id
 from tickwork.errors import TickworkError, ValidationError
+from tickwork.node import when_store_answers
 from tickwork.worker.registry import Registry
 
 log = logging.getLogger("tickwork.web")
@@ -97,6 +104,7 @@ def api(
             help="This process's name in `tickwork cluster` (default: host-pid-random).",
         ),
     ] = None,
+    exit_on_unavailable: ExitOnUnavailableOption = False,
     log_level: LogLevelOption = "INFO",
     log_format: LogFormatOption = "text",
 ) -> None:
@@ -104,23 +112,43 @@ def api(
     configure_logging(log_level, log_format)
     proxies = trusted_proxies(forwarded_allow_ips)
     loaded, url = app_and_db(app_module, db)
+    exit_now = exit_on_unavailable or Config.from_env().exit_on_unavailable
     try:
-        client = Client.open(url, loaded.registry if loaded is not None else Registry())
+        client = Client.open(
+            url,
+            loaded.registry if loaded is not None else Registry(),
+            create=True,
+            connect=exit_now,  # else the wait below rides out an outage at start
+        )
         try:
-            access = check_access(client, host, force_open=force_open)
-            server = ApiServer(client, host, port, access=access, trusted_proxies=proxies)
             presence = client.presence("api", node_id or default_node_id())
+            servers: list[ApiServer] = []
 
-            def start() -> None:
+            def start(wait: StopWait) -> None:
+                # Whether it may serve open depends on the keys in the store: during an
+                # outage at start it waits for the database before it listens.
+                access = when_store_answers(
+                    lambda: check_access(client, host, force_open=force_open),
+                    exit_on_unavailable=exit_now,
+                    wait=wait,
+                )
+                if access is None:
+                    return
+                server = ApiServer(client, host, port, access=access, trusted_proxies=proxies)
+                servers.append(server)
                 server.start()
                 presence.start()
                 echo(f"tickwork api: ready on {server.url} (db {redact(url)}; {access.value})")
 
+            def stop() -> None:
+                for server in servers:
+                    server.stop()
+
             try:
-                serve_until_signal(start, server.stop)
+                serve_until_signal(start, stop)
             finally:
                 presence.stop()
-                server.stop()  # idempotent; closes the socket even if it never served
+                stop()  # idempotent; closes the socket even if it never served
         finally:
             client.close()
     finally:

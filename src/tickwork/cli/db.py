@@ -19,8 +19,9 @@ app.add_typer(db_app, name="db")
 
 @db_app.command("migrate")
 def migrate(db: DbOption = "") -> None:
-    """Apply pending schema migrations (safe to run from several hosts at once)."""
-    with Client.open(db, migrate=False) as client:
+    """Apply pending schema migrations (safe to run from several hosts at once); on SQLite,
+    create the file (and its directory) when there is none."""
+    with Client.open(db, migrate=False, create=True) as client:
         applied = client.migrate()
         current, latest = client.schema_version()
     if applied:

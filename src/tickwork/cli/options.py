@@ -154,6 +154,15 @@ ConcurrencyOption = Annotated[
     ),
 ]
 """A worker's concurrency (``tickwork worker`` and ``tickwork run``); None: the config's."""
+ExitOnUnavailableOption = Annotated[
+    bool,
+    typer.Option(
+        "--exit-on-unavailable",
+        help="Exit 1 at once when the database does not answer at start, instead of waiting "
+        "for it. Env TICKWORK_EXIT_ON_UNAVAILABLE.",
+    ),
+]
+
 AllowShellOption = Annotated[
     bool,
     typer.Option(

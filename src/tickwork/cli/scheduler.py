@@ -6,6 +6,9 @@ timing flag overrides the ``TICKWORK_*`` environment variable of the same name
 SIGTERM or SIGINT the node stops triggering, resigns leadership (a standby takes over at
 its next attempt, without waiting out the lease) and exits 0.
 
+Started while the database does not answer, it waits for it, logging the wait once, and
+then starts (``--exit-on-unavailable``: exit 1 at once instead; :mod:`tickwork.node`).
+
 Logs go to stderr, one line per event, with the transition word first: ``lead``,
 ``resign``, ``trigger``, ``skip``, ``cancel``, ``rescue``, ``prune``.
 """
@@ -20,13 +23,14 @@ import typer
 from tickwork.cli.app import app
 from tickwork.cli.options import (
     DbOption,
+    ExitOnUnavailableOption,
     LogFormatOption,
     LogLevelOption,
     duration_flag,
     duration_option,
 )
 from tickwork.cli.output import redact
-from tickwork.cli.serve import configure_logging, serve_until_signal
+from tickwork.cli.serve import StopWait, configure_logging, serve_until_signal
 from tickwork.config import TRIGGER_BATCH, Config
 from tickwork.node import Node
 from tickwork.worker.registry import Registry
@@ -90,6 +94,7 @@ def scheduler(
             "env TICKWORK_TRIGGER_BATCH.",
         ),
     ] = None,
+    exit_on_unavailable: ExitOnUnavailableOption = False,
     log_level: LogLevelOption = "INFO",
     log_format: LogFormatOption = "text",
 ) -> None:
@@ -105,13 +110,14 @@ def scheduler(
         retention=duration_flag("retention", retention),
         poll_interval=duration_flag("poll_interval", poll_interval),
         trigger_batch=trigger_batch,
+        exit_on_unavailable=True if exit_on_unavailable else None,
     )
     configure_logging(log_level, log_format)
 
     node = Node(config, Registry(), worker=False)
     try:
 
-        def start() -> None:
+        def start(wait: StopWait) -> None:
             log.info(
                 "scheduler node=%s db=%s lease=%gs renew=%gs",
                 config.node_id,
@@ -119,7 +125,7 @@ def scheduler(
                 config.leader_lease.total_seconds(),
                 config.leader_renew.total_seconds(),
             )
-            node.start()
+            node.start(wait)  # during an outage: waits for the database (tickwork.node)
 
         serve_until_signal(start, node.stop)
         log.info("scheduler node=%s stopped", config.node_id)

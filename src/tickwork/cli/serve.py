@@ -167,13 +167,21 @@ def configure_logging(level: str, fmt: str) -> None:
     root.propagate = False
 
 
+StopWait = Callable[[float], bool]
+"""``wait(seconds)``: wait that long, or less if a stop signal comes; True when one came."""
+
+
 def serve_until_signal(
-    start: Callable[[], None],
+    start: Callable[[StopWait], None],
     stop: Callable[[], None],
     *,
     hurry: Callable[[], None] | None = None,
 ) -> None:
-    """Run a long-lived command: ``start()``, wait for SIGTERM or SIGINT, then ``stop()``.
+    """Run a long-lived command: ``start(wait)``, wait for SIGTERM or SIGINT, then ``stop()``.
+
+    A ``start`` that waits for something (the database, at start during an outage) sleeps
+    with ``wait(seconds)``, which a signal ends at once (True); it then returns early, and
+    ``stop()`` runs as after any signal (so it must cope with a partial start).
 
     A second signal during ``stop()`` calls ``hurry()`` (cut a grace period short). Signal
     handlers are restored on the way out, so tests can call commands in-process.
@@ -198,7 +206,7 @@ def serve_until_signal(
         os.set_blocking(wake_w, False)
         for sig in STOP_SIGNALS:
             previous[sig] = signal.signal(sig, on_signal)
-        start()
+        start(lambda seconds: _wait_readable(wake_r, seconds))
         try:
             while not _wait_readable(wake_r, 1.0):
                 pass

@@ -9,6 +9,9 @@ Without ``--db`` the database is the app's (its ``App(db_url)``), else ``TICKWOR
 else ``./tickwork.db``. Every flag overrides the ``TICKWORK_*`` environment variable of
 the same name (``--run-lease`` and ``TICKWORK_RUN_LEASE``), which overrides the default.
 
+Started while the database does not answer, it waits for it, logging the wait once, and
+then starts (``--exit-on-unavailable``: exit 1 at once instead; :mod:`tickwork.node`).
+
 On the first SIGTERM or SIGINT the worker stops claiming, lets running handlers finish for
 up to ``--shutdown-grace``, releases what is left to other workers (no attempt spent) and
 exits 0. A second signal cuts the grace short.
@@ -28,6 +31,7 @@ from tickwork.cli.options import (
     AppOption,
     ConcurrencyOption,
     DbOption,
+    ExitOnUnavailableOption,
     HttpAllowOption,
     LogFormatOption,
     LogLevelOption,
@@ -35,7 +39,7 @@ from tickwork.cli.options import (
     duration_option,
 )
 from tickwork.cli.output import redact
-from tickwork.cli.serve import configure_logging, serve_until_signal
+from tickwork.cli.serve import StopWait, configure_logging, serve_until_signal
 from tickwork.config import (
     CLAIM_BATCH,
     HTTP_ALLOW_FLAG,
@@ -136,6 +140,7 @@ def worker(
             help="This worker's name on the runs it claims (default: host-pid-random).",
         ),
     ] = None,
+    exit_on_unavailable: ExitOnUnavailableOption = False,
     log_level: LogLevelOption = "INFO",
     log_format: LogFormatOption = "text",
 ) -> None:
@@ -155,13 +160,14 @@ def worker(
         claim_batch=claim_batch,
         http_allow=http_allow_flag(http_allow),
         inject_faults=FaultRates.parse(inject_faults) if inject_faults is not None else None,
+        exit_on_unavailable=True if exit_on_unavailable else None,
     )
     registry = loaded.registry if loaded is not None else Registry()
 
     node = Node(config, registry, scheduler=False)
     try:
 
-        def start() -> None:
+        def start(wait: StopWait) -> None:
             log.info(
                 "worker node=%s db=%s lease=%gs heartbeat=%gs grace=%gs http-allow=%s",
                 config.node_id,
@@ -171,7 +177,7 @@ def worker(
                 config.shutdown_grace.total_seconds(),
                 ",".join(config.http_allow) or "none",
             )
-            node.start()
+            node.start(wait)  # during an outage: waits for the database (tickwork.node)
 
         serve_until_signal(start, node.stop, hurry=node.hurry)
     finally:

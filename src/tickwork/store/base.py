@@ -188,8 +188,9 @@ class Store(abc.ABC):
         The schedule is resolved against the store's clock (a delay becomes an instant; an
         interval without anchor is anchored now) and ``next_run_at`` set to its first slot.
         If that slot is already due (a one-off job at or before now), its run is created
-        ``queued`` in the same transaction and the job is ``completed`` (every slot
-        triggered), so an immediate job never waits for a scheduler.
+        ``queued`` in the same transaction and the job's schedule is ``completed`` (every
+        slot triggered: the job reads ``queued``, as its run), so an immediate job never
+        waits for a scheduler.
 
         Idempotency: when ``spec.idempotency_key`` is set and the tenant already has a job
         with that key, that job is returned with ``created=False`` and nothing is written,
@@ -229,7 +230,9 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def get_job(self, job_id: int, *, tenant: str | None = None) -> Job:
-        """The job, or JobNotFound."""
+        """The job, or JobNotFound. Its ``state`` is derived as :meth:`JobState.of
+        <tickwork.job.JobState.of>` says: from its schedule state and, for a one-off job,
+        its latest run (by slot)."""
 
     @abc.abstractmethod
     def list_jobs(
@@ -243,6 +246,7 @@ class Store(abc.ABC):
         search: str | None = None,
     ) -> Page[Job]:
         """Jobs, newest first (descending id), ``limit`` at most, ids below ``after``;
+        ``state``: only jobs in that (derived) state, as :meth:`get_job` would say it;
         ``search``: only jobs whose name or task contains it (case-insensitive text, no
         wildcards)."""
 
@@ -250,7 +254,8 @@ class Store(abc.ABC):
     def cancel_job(
         self, job_id: int, *, tenant: str | None = None, now: datetime | None = None
     ) -> Job:
-        """active|paused|completed -> cancelled; its queued and failed runs -> cancelled.
+        """Schedule active|paused|completed -> cancelled; its queued and failed runs ->
+        cancelled.
 
         A running run is left to finish (cancel it with :meth:`cancel_run` to stop it).
         Cancelling a cancelled job returns it unchanged. JobNotFound for unknown ids.
@@ -262,7 +267,8 @@ class Store(abc.ABC):
     ) -> Job:
         """active -> paused: no slot is triggered until resume. Runs already queued run.
 
-        Pausing a paused job returns it unchanged; a cancelled or completed job raises
+        Pausing a paused job returns it unchanged; a cancelled job, or a one-off job whose
+        slot was triggered (its schedule completed), raises
         InvalidTransition.
         """
 
@@ -276,7 +282,8 @@ class Store(abc.ABC):
         the trigger runs it late under its misfire policy (dropping the only slot of a job
         would lose the job).
 
-        Resuming an active job returns it unchanged; a cancelled or completed job raises
+        Resuming an active job returns it unchanged; a cancelled job, or one whose schedule
+        completed, raises
         InvalidTransition.
         """
 
@@ -294,8 +301,8 @@ class Store(abc.ABC):
         (rows another trigger holds are skipped, not waited on). For each, the due slots are
         planned by :func:`tickwork.job.plan_slots` (misfire and overlap policies); runs are
         inserted ``queued`` with ``run_at = scheduled_for``; ``next_run_at`` moves to the
-        first slot after now (a job with no slot left becomes ``completed``); skipped slots
-        go to the slot ledger; overlap ``replace`` cancels the job's unfinished runs (a
+        first slot after now (a job with no slot left: its schedule ``completed``); skipped
+        slots go to the slot ledger; overlap ``replace`` cancels the job's unfinished runs (a
         running one's attempt record ends ``cancelled``).
 
         Fencing: the call applies only while ``epoch`` is the current, unexpired leader
@@ -663,7 +670,7 @@ class Store(abc.ABC):
     def delete_calendar(self, name: str) -> None:
         """Delete the calendar ``name``. CalendarInUse (naming the jobs) while an active or
         paused job uses it, CalendarNotFound when there is none; nothing is deleted then.
-        Cancelled and completed jobs keep their copy and need no calendar."""
+        Cancelled jobs and jobs with no slot left keep their copy and need no calendar."""
 
     # -- fault injection (tickwork.faults) -------------------------------------------------
 

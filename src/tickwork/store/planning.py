@@ -24,9 +24,9 @@ from tickwork.job import (
     ONE_OFF_LEAD,
     Job,
     JobSpec,
-    JobState,
     MisfirePolicy,
     OverlapPolicy,
+    ScheduleState,
     plan_slots,
     run_policy,
 )
@@ -66,7 +66,7 @@ class NewRun(Generic[J]):
 class JobAdvance:
     job_id: int
     next_run_at: datetime | None
-    state: JobState
+    state: ScheduleState
 
 
 @dataclass(slots=True)
@@ -109,8 +109,8 @@ def plan_batch(jobs: Sequence[J], unfinished_job_ids: set[int], now: datetime) -
         )
         for slot in plan.run_slots:
             batch.runs.append(NewRun(job, slot))
-        state = JobState.ACTIVE if plan.next_run_at is not None else JobState.COMPLETED
-        if state is JobState.COMPLETED and isinstance(job.schedule, Cron):
+        state = ScheduleState.ACTIVE if plan.next_run_at is not None else ScheduleState.COMPLETED
+        if state is ScheduleState.COMPLETED and isinstance(job.schedule, Cron):
             _log_completed(job.id, job.schedule, now)
         batch.advances.append(JobAdvance(job.id, plan.next_run_at, state))
         for skipped in plan.skipped:

@@ -6,7 +6,16 @@ from datetime import timedelta
 from typing import Any
 
 from tickwork import schedule as schedules
-from tickwork.job import Job, JobSpec, JobState, MisfirePolicy, OverlapPolicy, Run, RunState
+from tickwork.job import (
+    Job,
+    JobSpec,
+    JobState,
+    MisfirePolicy,
+    OverlapPolicy,
+    Run,
+    RunState,
+    ScheduleState,
+)
 from tickwork.retry import RetryPolicy
 from tickwork.store.base import (
     ApiKey,
@@ -20,7 +29,7 @@ from tickwork.store.base import (
 )
 from tickwork.store.driver import Codec, Row
 
-_JOB_STATE = {s.value: s for s in JobState}
+_SCHEDULE_STATE = {s.value: s for s in ScheduleState}
 _RUN_STATE = {s.value: s for s in RunState}
 _MISFIRE = {p.value: p for p in MisfirePolicy}
 _OVERLAP = {p.value: p for p in OverlapPolicy}
@@ -50,17 +59,23 @@ def job_params(spec: JobSpec, resolved: schedules.Schedule, c: Codec) -> dict[st
     }
 
 
-def job(r: Row, c: Codec) -> Job:
+def job(r: Row, c: Codec, latest_run: str | None = None) -> Job:
+    """A job row as its record. Its state is derived (:meth:`JobState.of`) from the stored
+    schedule state and, for a completed one-off job, ``latest_run``: the state of its latest
+    run, which the job reads (``run_state`` of the read queries: :func:`read_job`). A row
+    written just now needs none (a new or changed job has no finished run to read as)."""
     from_time = c.from_time
     timeout = r["timeout"]
+    schedule = c.from_schedule(r["schedule"])
+    stored = _SCHEDULE_STATE.get(r["state"]) or ScheduleState(r["state"])
     return Job(
         id=r["id"],
         tenant=r["tenant"],
         name=r["name"],
         task=r["task"],
         args=c.from_json(r["args"]),
-        schedule=c.from_schedule(r["schedule"]),
-        state=_JOB_STATE.get(r["state"]) or JobState(r["state"]),
+        schedule=schedule,
+        state=JobState.of(stored, isinstance(schedule, schedules.Once), latest_run),
         next_run_at=from_time(r["next_run_at"]),
         queue=r["queue"],
         priority=r["priority"],
@@ -74,6 +89,17 @@ def job(r: Row, c: Codec) -> Job:
         updated_at=from_time(r["updated_at"]),
         trace_context=r["trace_context"],
     )
+
+
+def read_job(r: Row, c: Codec) -> Job:
+    """A row of a job read (``get_job``, ``list_jobs`` ...): one with the ``run_state``
+    column, the state of the job's latest run when its schedule is completed."""
+    return job(r, c, r["run_state"])
+
+
+def schedule_state(r: Row) -> ScheduleState:
+    """The stored state of a job row: what pause, resume, cancel and trigger act on."""
+    return _SCHEDULE_STATE.get(r["state"]) or ScheduleState(r["state"])
 
 
 def run(r: Row, c: Codec) -> Run:

@@ -53,6 +53,8 @@ from tickwork.job import (
     JobState,
     OverlapPolicy,
     Run,
+    RunState,
+    ScheduleState,
     run_policy,
 )
 from tickwork.store import rows as mapping
@@ -109,6 +111,7 @@ class PostgresStore(SqlStore):
         url: str,
         *,
         migrate: bool = False,
+        connect: bool = True,
         pool_size: int = POOL_MAX_SIZE,
         application_name: str = DEFAULT_APPLICATION_NAME,
     ) -> None:
@@ -129,8 +132,9 @@ class PostgresStore(SqlStore):
         reads its own tasks apart (complete_then_claim_own) until that says none are."""
         self._after = ""
         """Fair share's cursor: the tenant this store's last limited claim reached."""
-        with self._conn():  # fail now, not at the first call, if it cannot connect at all
-            pass
+        if connect:  # fail now, not at the first call, if it cannot connect at all
+            with self._conn():
+                pass
         if migrate:
             self.migrate()
 
@@ -186,28 +190,69 @@ class PostgresStore(SqlStore):
         # now. The records returned are built here from the specs, not read back.
         if not specs:
             return []
-        with self._submitting(conn) as tx:
-            t = now_in(tx, now)
-            specs = self._bound_batch(tx, specs)
-            _check_names(tx, specs)
-            batch = _Batch.of(specs, t)
-            rows: list[tuple[Any, ...]] = []
+        if conn is not None:  # in the caller's transaction: its pace is the caller's
+            with borrowed(conn, json_loads) as tx:
+                t = now_in(tx, now)
+                batch = _Batch.of(self._bound_batch(tx, specs), t)
+                _check_names(tx, batch.specs)
+                rows = self._insert_batch(tx, batch.all_params())
+                done = batch.submitted(tx, rows)
+                if any(r.created for r in done):
+                    notify(tx, CHANNEL_JOBS, *([CHANNEL_RUNS] if any(r.run for r in done) else []))
+            return done
+        # Hazard: every tickwork session lets the server end a transaction that waits on its
+        # client for 2 s (pool.IDLE_IN_TRANSACTION_TIMEOUT: a vanished client must not hold
+        # locks), and a batch of thousands of jobs is seconds of Python on a loaded host
+        # (its schedules, its JSON, a garbage collection). So that work happens outside
+        # the transaction: before it, at a time read from the store's clock first, and
+        # after it (the records). The transaction is one pipeline, BEGIN to COMMIT under a
+        # single Sync, so the server never waits on this process in between: it arms that
+        # timeout only after a Sync, which is why BEGIN and COMMIT are sent as statements
+        # (psycopg's transaction() syncs after BEGIN). The price: a process stopped while it
+        # sends (SIGSTOP) keeps its new rows locked until it goes on or dies, which only a
+        # concurrent submit of the same name or key waits on.
+        with self._conn() as c:
+            t = now if now is not None else now_in(c, None)
+            calendars: dict[str, Any] = {}
+            batch = _Batch.of(self._bound_batch(c, specs, calendars), t)
+            _check_names(c, batch.specs)  # a name taken meanwhile: the unique index says so
+            params = batch.all_params()
+            cursors: list[Any] = []
             try:
-                for start in range(0, len(specs), SUBMIT_STATEMENT_ROWS):
-                    rows += (
-                        tx.cursor(row_factory=tuple_row)
-                        .execute(Q["submit_jobs"], batch.params(start, SUBMIT_STATEMENT_ROWS))
-                        .fetchall()
-                    )
+                with c.pipeline() as p:
+                    c.execute("BEGIN")
+                    if calendars and _calendars_changed(c, p, calendars):
+                        # Changed since it was read: bound again, now under the locks.
+                        batch = _Batch.of(self._bound_batch(c, specs), t)
+                        params = batch.all_params()
+                    # First after a Sync (the calendars'): a small message, read at once,
+                    # so that the server no longer counts this transaction idle.
+                    notify(c, CHANNEL_JOBS, *([CHANNEL_RUNS] if any(batch.slots) else []))
+                    for chunk in params:
+                        cursor = c.cursor(row_factory=tuple_row)
+                        cursors.append(cursor.execute(Q["submit_jobs"], chunk))
+                    c.execute("COMMIT")
             except pg_errors.UniqueViolation:  # a name taken by a concurrent submit
                 raise ValidationError(
                     "a job name in the batch was taken meanwhile; nothing was submitted",
                     field="name",
                 ) from None
-            done = batch.submitted(tx, rows)
-            if any(r.created for r in done):
-                notify(tx, CHANNEL_JOBS, *([CHANNEL_RUNS] if any(r.run for r in done) else []))
-        return done
+            # (A batch whose every key matched a job notified for nothing: a spare wake-up.)
+            rows = [row for cursor in cursors for row in cursor.fetchall()]
+            return batch.submitted(c, rows)
+
+    @staticmethod
+    def _insert_batch(tx: Conn, params: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = []
+        try:
+            for chunk in params:
+                rows += tx.cursor(row_factory=tuple_row).execute(Q["submit_jobs"], chunk).fetchall()
+        except pg_errors.UniqueViolation:  # a name taken by a concurrent submit
+            raise ValidationError(
+                "a job name in the batch was taken meanwhile; nothing was submitted",
+                field="name",
+            ) from None
+        return rows
 
     def _submitting(self, caller: object | None) -> AbstractContextManager[Conn]:
         """The transaction a submit writes in: a pooled connection's own, or a savepoint
@@ -223,14 +268,24 @@ class PostgresStore(SqlStore):
             spec, lambda name: conn.execute(Q["calendar_for_share"], {"name": name}).fetchone()
         )
 
-    @classmethod
-    def _bound_batch(cls, conn: Conn, specs: Sequence[JobSpec]) -> Sequence[JobSpec]:
-        """The batch with each cron schedule's calendar bound; an unknown calendar is the
-        fault of its job's index."""
+    @staticmethod
+    def _bound_batch(
+        conn: Conn, specs: Sequence[JobSpec], read: dict[str, Any] | None = None
+    ) -> Sequence[JobSpec]:
+        """The batch with each cron schedule's calendar bound, each calendar read once (and
+        kept in ``read``, by name, when given); an unknown calendar is the fault of its
+        job's index."""
+        rows: dict[str, Any] = {} if read is None else read
+
+        def lookup(name: str) -> Any:
+            if name not in rows:
+                rows[name] = conn.execute(Q["calendar_for_share"], {"name": name}).fetchone()
+            return rows[name]
+
         bound = list(specs)
         for i, spec in enumerate(specs):
             try:
-                bound[i] = cls._bound(conn, spec)
+                bound[i] = bind_calendar(spec, lookup)
             except ValidationError as exc:
                 raise exc.at(i) from None
         return bound
@@ -242,7 +297,7 @@ class PostgresStore(SqlStore):
         due_once = isinstance(resolved, schedules.Once) and first <= t
         params = mapping.job_params(spec, resolved, PG_CODEC)
         params.update(
-            state=JobState.COMPLETED if due_once else JobState.ACTIVE,
+            state=ScheduleState.COMPLETED if due_once else ScheduleState.ACTIVE,
             next_run_at=None if due_once else first,
             now=t,
         )
@@ -258,13 +313,13 @@ class PostgresStore(SqlStore):
                 Q["job_by_idempotency_key"], {"tenant": spec.tenant, "key": spec.idempotency_key}
             ).fetchone()
             assert existing is not None
-            return Submitted(_job(existing), created=False)
+            return Submitted(mapping.read_job(existing, PG_CODEC), created=False)
         if due_once:
             run_row = conn.execute(
                 Q["insert_runs"], {"job_ids": [row["id"]], "slots": [first], "now": t}
             ).fetchone()
             assert run_row is not None
-            job = _job(row)
+            job = mapping.job(row, PG_CODEC, RunState.QUEUED)  # it reads as its new run
             run = new_run(job, run_row["id"], run_row["scheduled_for"], run_row["created_at"])
             return Submitted(job, created=True, run=run)
         return Submitted(_job(row), created=True)
@@ -753,6 +808,21 @@ def _run(r: DictRow) -> Run:
     return mapping.run(r, PG_CODEC)
 
 
+def _calendars_changed(conn: Conn, pipeline: Any, read: dict[str, Any]) -> bool:
+    """Whether a calendar of ``read`` (rows by name, read before the transaction) is not
+    as it was, now that the transaction holds it (FOR SHARE: its update or delete waits
+    for this submit, and this submit for them)."""
+    cursors = {name: conn.execute(Q["calendar_for_share"], {"name": name}) for name in sorted(read)}
+    pipeline.sync()
+    for name, cursor in cursors.items():
+        now, before = cursor.fetchone(), read[name]
+        if (now is None) != (before is None):
+            return True
+        if now is not None and before is not None and now["definition"] != before["definition"]:
+            return True
+    return False
+
+
 def _check_names(conn: Conn, specs: Sequence[JobSpec]) -> None:
     """ValidationError, naming the first job at fault, when a name repeats within the batch
     or is taken in its tenant (names are unique per tenant)."""
@@ -790,7 +860,7 @@ def _template(
         "tenant": spec.tenant,
         "task": spec.task,
         "schedule": schedule.to_json(),
-        "state": (JobState.ACTIVE if slot is None else JobState.COMPLETED).value,
+        "state": (ScheduleState.ACTIVE if slot is None else ScheduleState.COMPLETED).value,
         "queue": spec.queue,
         "priority": spec.priority,
         "max_attempts": retry.max_attempts,
@@ -833,6 +903,14 @@ class _Batch:
             for r, f in zip(resolved, firsts, strict=True)
         ]
         return cls(specs, t, resolved, firsts, slots)
+
+    def all_params(self) -> list[dict[str, Any]]:
+        """``submit_jobs``'s parameters for the whole batch, a statement each
+        ``SUBMIT_STATEMENT_ROWS`` jobs."""
+        return [
+            self.params(start, SUBMIT_STATEMENT_ROWS)
+            for start in range(0, len(self.specs), SUBMIT_STATEMENT_ROWS)
+        ]
 
     def params(self, start: int, count: int) -> dict[str, Any]:
         """``submit_jobs``'s parameters for ``count`` specs from ``start``: what the jobs
@@ -899,7 +977,9 @@ class _Batch:
                 Q["jobs_by_idempotency_keys"],
                 {"tenants": [s.tenant for s in keyed], "keys": [s.idempotency_key for s in keyed]},
             ).fetchall()
-            existing = {(r["tenant"], r["idempotency_key"]): _job(r) for r in found}
+            existing = {
+                (r["tenant"], r["idempotency_key"]): mapping.read_job(r, PG_CODEC) for r in found
+            }
             for i, spec in zip(missing, keyed, strict=True):
                 out[i] = Submitted(existing[(spec.tenant, cast(str, spec.idempotency_key))], False)
         return [s for s in out if s is not None]
@@ -915,7 +995,12 @@ class _Batch:
             # As stored: JSON turns a tuple into a list, a number key into text.
             args=json.loads(json.dumps(spec.args)) if spec.args else {},
             schedule=self.resolved[i],
-            state=JobState.ACTIVE if slot is None else JobState.COMPLETED,
+            # As :func:`~tickwork.store.rows.job` reads it: a job due now, as its new run.
+            state=JobState.of(
+                ScheduleState.ACTIVE if slot is None else ScheduleState.COMPLETED,
+                isinstance(self.resolved[i], schedules.Once),
+                None if slot is None else RunState.QUEUED,
+            ),
             next_run_at=self.firsts[i] if slot is None else None,
             queue=spec.queue,
             priority=spec.priority,

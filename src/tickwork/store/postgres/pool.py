@@ -64,7 +64,9 @@ KEEPALIVES_COUNT = 3
 IDLE_IN_TRANSACTION_TIMEOUT = 2000
 """Milliseconds the server lets a tickwork session idle inside a transaction before it
 ends the session (rolling back, releasing its locks). tickwork's transactions never wait
-on anything but the database between statements: milliseconds, not seconds."""
+on anything but the database between statements: milliseconds, not seconds (a bulk submit,
+whose preparation grows with its batch, prepares it before its transaction and sends that
+as one pipeline)."""
 CLIENT_CHECK_INTERVAL = 2000
 """Milliseconds between the server's checks that a running query's client is still there."""
 POOL_MAX_SIZE = 10

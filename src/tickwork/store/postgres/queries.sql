@@ -70,7 +70,9 @@ FROM s LEFT JOIN j ON j.id = s.id LEFT JOIN r ON r.job_id = s.id
 ORDER BY s.ord;
 
 -- name: jobs_by_idempotency_keys
-SELECT j.* FROM tickwork_jobs j
+SELECT j.*, CASE WHEN j.state = 'completed' THEN (
+        SELECT r.state FROM tickwork_runs r WHERE r.job_id = j.id
+        ORDER BY r.scheduled_for DESC LIMIT 1) END AS run_state FROM tickwork_jobs j
 JOIN unnest(%(tenants)s::text[], %(keys)s::text[]) AS k (tenant, key)
     ON j.tenant = k.tenant AND j.idempotency_key = k.key;
 
@@ -80,7 +82,10 @@ JOIN unnest(%(tenants)s::text[], %(names)s::text[]) AS k (tenant, name)
     ON j.tenant = k.tenant AND j.name = k.name;
 
 -- name: job_by_idempotency_key
-SELECT * FROM tickwork_jobs WHERE tenant = %(tenant)s AND idempotency_key = %(key)s;
+SELECT j.*, CASE WHEN j.state = 'completed' THEN (
+        SELECT r.state FROM tickwork_runs r WHERE r.job_id = j.id
+        ORDER BY r.scheduled_for DESC LIMIT 1) END AS run_state
+FROM tickwork_jobs j WHERE j.tenant = %(tenant)s AND j.idempotency_key = %(key)s;
 
 -- name: job_by_name_for_update
 SELECT * FROM tickwork_jobs WHERE tenant = %(tenant)s AND name = %(name)s FOR UPDATE;
@@ -108,24 +113,45 @@ ON CONFLICT ON CONSTRAINT tickwork_runs_slot DO NOTHING
 RETURNING id, job_id, scheduled_for, created_at;
 
 -- name: get_job
-SELECT * FROM tickwork_jobs
-WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s);
+-- A job read carries run_state: its latest run's state once its schedule is completed (a
+-- one-off job reads as that run: JobState.of in tickwork/job.py).
+SELECT j.*, CASE WHEN j.state = 'completed' THEN (
+        SELECT r.state FROM tickwork_runs r WHERE r.job_id = j.id
+        ORDER BY r.scheduled_for DESC LIMIT 1) END AS run_state
+FROM tickwork_jobs j
+WHERE j.id = %(id)s AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s);
 
 -- name: get_job_for_update
-SELECT * FROM tickwork_jobs
-WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
-FOR UPDATE;
+SELECT j.*, CASE WHEN j.state = 'completed' THEN (
+        SELECT r.state FROM tickwork_runs r WHERE r.job_id = j.id
+        ORDER BY r.scheduled_for DESC LIMIT 1) END AS run_state
+FROM tickwork_jobs j
+WHERE j.id = %(id)s AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s)
+FOR UPDATE OF j;
 
 -- name: list_jobs
-SELECT * FROM tickwork_jobs
-WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
-  AND (%(state)s::text IS NULL OR state = %(state)s)
-  AND (%(task)s::text IS NULL OR task = %(task)s)
-  AND (%(search)s::text IS NULL
-       OR strpos(lower(coalesce(name, '')), lower(%(search)s)) > 0
-       OR strpos(lower(task), lower(%(search)s)) > 0)
-  AND (%(after)s::bigint IS NULL OR id < %(after)s)
-ORDER BY id DESC LIMIT %(limit)s;
+-- %(state)s is the job's state as JobState.of derives it (tickwork/job.py), not the stored
+-- one: a one-off job is 'scheduled' until triggered, then its latest run's state
+-- ('finished' when no run is left); a recurring job with no slot left is 'finished'.
+SELECT * FROM (
+    SELECT j.*, CASE WHEN j.state = 'completed' THEN (
+        SELECT r.state FROM tickwork_runs r WHERE r.job_id = j.id
+        ORDER BY r.scheduled_for DESC LIMIT 1) END AS run_state
+    FROM tickwork_jobs j
+    WHERE (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s)
+      AND (%(task)s::text IS NULL OR j.task = %(task)s)
+      AND (%(search)s::text IS NULL
+           OR strpos(lower(coalesce(j.name, '')), lower(%(search)s)) > 0
+           OR strpos(lower(j.task), lower(%(search)s)) > 0)
+      AND (%(after)s::bigint IS NULL OR j.id < %(after)s)
+) AS j
+WHERE %(state)s::text IS NULL OR %(state)s::text = CASE
+    WHEN j.state = 'active' AND j.schedule->>'kind' = 'once' THEN 'scheduled'
+    WHEN j.state = 'completed' AND j.schedule->>'kind' = 'once'
+        THEN coalesce(j.run_state, 'finished')
+    WHEN j.state = 'completed' THEN 'finished'
+    ELSE j.state END
+ORDER BY j.id DESC LIMIT %(limit)s;
 
 -- name: set_job_state
 UPDATE tickwork_jobs SET state = %(state)s, next_run_at = %(next_run_at)s, updated_at = %(now)s

@@ -82,7 +82,7 @@ class CalendarTransitions(SqlCore):
                         "id": job.id,
                         "schedule": self.codec.schedule(bound),
                         "next_run_at": time(job.next_run_at if due else found.slot),
-                        "state": job.state,
+                        "state": rows.schedule_state(job_row),
                         "now": time(t),
                     },
                 )

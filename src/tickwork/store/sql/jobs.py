@@ -9,7 +9,7 @@ from operator import attrgetter
 
 from tickwork import schedule as schedules
 from tickwork.errors import InvalidTransition, JobNotFound, ValidationError
-from tickwork.job import ONE_OFF_LEAD, Job, JobSpec, JobState, Run
+from tickwork.job import ONE_OFF_LEAD, Job, JobSpec, JobState, Run, ScheduleState
 from tickwork.records import page_of
 from tickwork.store import rows
 from tickwork.store.base import (
@@ -55,9 +55,10 @@ class JobTransitions(SqlCore):
                         raise
             if row is not None:
                 current = rows.job(row, self.codec)
+                stored = rows.schedule_state(row)
                 unchanged = same_schedule(current.schedule, spec.schedule)
                 resolved = current.schedule if unchanged else spec.schedule.resolve(t)
-                live = current.state in (JobState.ACTIVE, JobState.PAUSED)
+                live = stored in (ScheduleState.ACTIVE, ScheduleState.PAUSED)
                 if live and spec_matches(current, spec, resolved):
                     return Submitted(current, created=False)
                 next_run_at = current.next_run_at if unchanged and live else resolved.first_slot(t)
@@ -65,7 +66,7 @@ class JobTransitions(SqlCore):
                 params.update(
                     id=current.id,
                     now=self.codec.time(t),
-                    state=current.state if current.state is JobState.PAUSED else JobState.ACTIVE,
+                    state=stored if stored is ScheduleState.PAUSED else ScheduleState.ACTIVE,
                     next_run_at=self.codec.time(next_run_at),
                 )
                 updated = tx.one(self.q["update_job_spec"], params)
@@ -79,7 +80,7 @@ class JobTransitions(SqlCore):
             row = tx.one(self.q["get_job"], {"id": job_id, "tenant": tenant})
         if row is None:
             raise JobNotFound(job_id)
-        return rows.job(row, self.codec)
+        return rows.read_job(row, self.codec)
 
     def list_jobs(
         self,
@@ -96,16 +97,17 @@ class JobTransitions(SqlCore):
         params["limit"] = limit + 1  # one more: is there a next page?
         with self.driver.read() as tx:
             found = tx.all(self.q["list_jobs"], params)
-        return page_of([rows.job(r, self.codec) for r in found], limit, attrgetter("id"))
+        return page_of([rows.read_job(r, self.codec) for r in found], limit, attrgetter("id"))
 
-    def _job_for_update(self, tx: Tx, job_id: int, tenant: str | None) -> Job:
+    def _job_for_update(self, tx: Tx, job_id: int, tenant: str | None) -> tuple[Job, ScheduleState]:
+        """The job, locked, and its schedule's stored state (what the transitions act on)."""
         row = tx.one(self.q["get_job_for_update"], {"id": job_id, "tenant": tenant})
         if row is None:
             raise JobNotFound(job_id)
-        return rows.job(row, self.codec)
+        return rows.read_job(row, self.codec), rows.schedule_state(row)
 
     def _set_state(
-        self, tx: Tx, job_id: int, state: JobState, next_run_at: datetime | None, t: datetime
+        self, tx: Tx, job_id: int, state: ScheduleState, next_run_at: datetime | None, t: datetime
     ) -> Job:
         time = self.codec.time
         row = tx.one(
@@ -121,26 +123,26 @@ class JobTransitions(SqlCore):
     ) -> Job:
         with self.driver.write() as tx:
             t = tx.now(now)
-            job = self._job_for_update(tx, job_id, tenant)
-            if job.state is JobState.CANCELLED:
+            job, stored = self._job_for_update(tx, job_id, tenant)
+            if stored is ScheduleState.CANCELLED:
                 return job
             tx.all(
                 self.q["cancel_waiting_runs_of_job"],
                 {"job_id": job_id, "now": self.codec.time(t), "reason": "job cancelled"},
             )
-            return self._set_state(tx, job_id, JobState.CANCELLED, None, t)
+            return self._set_state(tx, job_id, ScheduleState.CANCELLED, None, t)
 
     def pause_job(
         self, job_id: int, *, tenant: str | None = None, now: datetime | None = None
     ) -> Job:
         with self.driver.write() as tx:
             t = tx.now(now)
-            job = self._job_for_update(tx, job_id, tenant)
-            if job.state is JobState.PAUSED:
+            job, stored = self._job_for_update(tx, job_id, tenant)
+            if stored is ScheduleState.PAUSED:
                 return job
-            if job.state is not JobState.ACTIVE:
+            if stored is not ScheduleState.ACTIVE:
                 raise InvalidTransition("job", job_id, job.state, "pause")
-            return self._set_state(tx, job_id, JobState.PAUSED, job.next_run_at, t)
+            return self._set_state(tx, job_id, ScheduleState.PAUSED, job.next_run_at, t)
 
     def resume_job(
         self, job_id: int, *, tenant: str | None = None, now: datetime | None = None
@@ -148,10 +150,10 @@ class JobTransitions(SqlCore):
         time = self.codec.time
         with self.driver.write() as tx:
             t = tx.now(now)
-            job = self._job_for_update(tx, job_id, tenant)
-            if job.state is JobState.ACTIVE:
+            job, stored = self._job_for_update(tx, job_id, tenant)
+            if stored is ScheduleState.ACTIVE:
                 return job
-            if job.state is not JobState.PAUSED:
+            if stored is not ScheduleState.PAUSED:
                 raise InvalidTransition("job", job_id, job.state, "resume")
             next_run_at = job.next_run_at
             if not isinstance(job.schedule, schedules.Once):
@@ -170,7 +172,7 @@ class JobTransitions(SqlCore):
                             "now": time(t),
                         },
                     )
-            state = JobState.ACTIVE if next_run_at is not None else JobState.COMPLETED
+            state = ScheduleState.ACTIVE if next_run_at is not None else ScheduleState.COMPLETED
             return self._set_state(tx, job_id, state, next_run_at, t)
 
     def trigger_job(
@@ -178,8 +180,8 @@ class JobTransitions(SqlCore):
     ) -> Run:
         with self.driver.write() as tx:
             t = self.codec.time(tx.now(now))
-            job = self._job_for_update(tx, job_id, tenant)
-            if job.state is JobState.CANCELLED:
+            job, stored = self._job_for_update(tx, job_id, tenant)
+            if stored is ScheduleState.CANCELLED:
                 raise InvalidTransition("job", job_id, job.state, "trigger")
             row = tx.one(self.q["trigger_job"], {"job_id": job_id, "now": t})
             if row is None:  # a run already holds this very microsecond's slot

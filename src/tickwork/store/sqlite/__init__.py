@@ -30,15 +30,21 @@ from typing import Any, cast
 from tickwork import schedule as schedules
 from tickwork.clock import from_micros, to_micros
 from tickwork.config import RUN_LEASE, TRIGGER_BATCH
-from tickwork.errors import LeadershipLost, LeaseLost, MigrationError, ValidationError
+from tickwork.errors import (
+    LeadershipLost,
+    LeaseLost,
+    MigrationError,
+    StoreMissing,
+    ValidationError,
+)
 from tickwork.job import (
     ONE_OFF_LEAD,
     ClaimedRun,
     JobSpec,
-    JobState,
     OverlapPolicy,
     Run,
     RunState,
+    ScheduleState,
 )
 from tickwork.store import rows
 from tickwork.store.base import (
@@ -89,13 +95,26 @@ LATEST_VERSION = MIGRATIONS[-1][0]
 C = SQLITE_CODEC
 
 
+def _holds_a_database(path: Path) -> bool:
+    """Whether ``path`` is a file with something in it (SQLite takes an empty file for a new
+    database, and its first write would make it one)."""
+    try:
+        return path.is_file() and path.stat().st_size > 0
+    except OSError:
+        return False
+
+
 class SqliteStore(SqlStore):
     capabilities = frozenset()
 
-    def __init__(self, url: str, *, migrate: bool | None = None) -> None:
+    def __init__(self, url: str, *, migrate: bool | None = None, create: bool = True) -> None:
+        """``create``: see :func:`tickwork.store.open_store`; False opens an existing file
+        only (StoreMissing, and nothing made, for a missing or empty one)."""
         self.url = url
         self.path = path_from_url(url)
-        self.sqlite = SqliteDriver(url, self.path)
+        if not create and not _holds_a_database(self.path):
+            raise StoreMissing(str(self.path.resolve()), url)
+        self.sqlite = SqliteDriver(url, self.path, create=create)
         super().__init__(self.sqlite)
         # A file on this host has no outages to tell: a busy write lock is contention, and
         # the callers' own retries cover it.
@@ -178,7 +197,7 @@ class SqliteStore(SqlStore):
                 {"tenant": spec.tenant, "key": spec.idempotency_key},
             ).fetchone()
             if row is not None:
-                return Submitted(rows.job(row, C), created=False)
+                return Submitted(rows.read_job(row, C), created=False)
         if spec.name is not None:
             taken = conn.execute(
                 Q["job_by_name_for_update"], {"tenant": spec.tenant, "name": spec.name}
@@ -204,7 +223,7 @@ class SqliteStore(SqlStore):
         due_once = isinstance(resolved, schedules.Once) and first <= now_dt
         params = rows.job_params(spec, resolved, C)
         params.update(
-            state=JobState.COMPLETED if due_once else JobState.ACTIVE,
+            state=ScheduleState.COMPLETED if due_once else ScheduleState.ACTIVE,
             next_run_at=None if due_once else to_micros(first),
             now=t,
         )
@@ -216,7 +235,9 @@ class SqliteStore(SqlStore):
                 {"job_id": job_row["id"], "scheduled_for": to_micros(first), "now": t},
             ).fetchone()
             run = rows.run(run_row, C)
-        return Submitted(rows.job(job_row, C), created=True, run=run)
+        # A job due now reads as the run just queued with it.
+        latest = RunState.QUEUED if due_once else None
+        return Submitted(rows.job(job_row, C, latest), created=True, run=run)
 
     # -- triggering -------------------------------------------------------------------------
 

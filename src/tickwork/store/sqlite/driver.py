@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from tickwork import schedule as schedules
 from tickwork.clock import SYSTEM_CLOCK, from_micros, to_micros
@@ -117,9 +118,11 @@ class SqliteDriver(Driver):
     codec = SQLITE_CODEC
     queries = Q
 
-    def __init__(self, url: str, path: Path) -> None:
+    def __init__(self, url: str, path: Path, *, create: bool = True) -> None:
         self.url = url
         self.path = path
+        self.create = create
+        """False: connections open the file read-write only, never creating it."""
         self.signals: Signals = signals_for(path)
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
@@ -133,13 +136,14 @@ class SqliteDriver(Driver):
             if self._closed:
                 raise StoreUnavailable(f"store {self.url} is closed")
             try:
-                if self.path.parent != Path():
+                if self.create and self.path.parent != Path():
                     self.path.parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(
-                    self.path,
+                    self.path if self.create else f"file:{quote(str(self.path))}?mode=rw",
                     isolation_level=None,
                     check_same_thread=False,
                     timeout=BUSY_TIMEOUT_MS / 1000,
+                    uri=not self.create,
                 )
             except (sqlite3.Error, OSError) as exc:
                 raise StoreUnavailable(f"cannot open {self.path}: {exc}") from exc

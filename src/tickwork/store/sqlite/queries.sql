@@ -1,7 +1,10 @@
 -- Named queries for the SQLite store. Parameters are :named; times are integer microseconds.
 
 -- name: job_by_idempotency_key
-SELECT * FROM tickwork_jobs WHERE tenant = :tenant AND idempotency_key = :key;
+SELECT j.*, CASE WHEN j.state = 'completed' THEN (
+        SELECT r.state FROM tickwork_runs r WHERE r.job_id = j.id
+        ORDER BY r.scheduled_for DESC LIMIT 1) END AS run_state
+FROM tickwork_jobs j WHERE j.tenant = :tenant AND j.idempotency_key = :key;
 
 -- name: job_by_name_for_update
 -- Every write transaction holds the database's write lock (BEGIN IMMEDIATE): no row lock.
@@ -36,18 +39,40 @@ ON CONFLICT (job_id, scheduled_for) DO NOTHING
 RETURNING *;
 
 -- name: get_job
-SELECT * FROM tickwork_jobs WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant);
+-- A job read carries run_state: its latest run's state once its schedule is completed (a
+-- one-off job reads as that run: JobState.of in tickwork/job.py).
+SELECT j.*, CASE WHEN j.state = 'completed' THEN (
+        SELECT r.state FROM tickwork_runs r WHERE r.job_id = j.id
+        ORDER BY r.scheduled_for DESC LIMIT 1) END AS run_state
+FROM tickwork_jobs j WHERE j.id = :id AND (:tenant IS NULL OR j.tenant = :tenant);
 
 -- name: get_job_for_update
-SELECT * FROM tickwork_jobs WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant);
+SELECT j.*, CASE WHEN j.state = 'completed' THEN (
+        SELECT r.state FROM tickwork_runs r WHERE r.job_id = j.id
+        ORDER BY r.scheduled_for DESC LIMIT 1) END AS run_state
+FROM tickwork_jobs j WHERE j.id = :id AND (:tenant IS NULL OR j.tenant = :tenant);
 
 -- name: list_jobs
-SELECT * FROM tickwork_jobs
-WHERE (:tenant IS NULL OR tenant = :tenant) AND (:state IS NULL OR state = :state)
-  AND (:task IS NULL OR task = :task) AND (:after IS NULL OR id < :after)
-  AND (:search IS NULL OR instr(lower(coalesce(name, '')), lower(:search)) > 0
-       OR instr(lower(task), lower(:search)) > 0)
-ORDER BY id DESC LIMIT :limit;
+-- :state is the job's state as JobState.of derives it (tickwork/job.py), not the stored
+-- one: a one-off job is 'scheduled' until triggered, then its latest run's state
+-- ('finished' when no run is left); a recurring job with no slot left is 'finished'.
+SELECT * FROM (
+    SELECT j.*, CASE WHEN j.state = 'completed' THEN (
+        SELECT r.state FROM tickwork_runs r WHERE r.job_id = j.id
+        ORDER BY r.scheduled_for DESC LIMIT 1) END AS run_state
+    FROM tickwork_jobs j
+    WHERE (:tenant IS NULL OR j.tenant = :tenant)
+      AND (:task IS NULL OR j.task = :task) AND (:after IS NULL OR j.id < :after)
+      AND (:search IS NULL OR instr(lower(coalesce(j.name, '')), lower(:search)) > 0
+           OR instr(lower(j.task), lower(:search)) > 0)
+) AS j
+WHERE :state IS NULL OR :state = CASE
+    WHEN j.state = 'active' AND json_extract(j.schedule, '$.kind') = 'once' THEN 'scheduled'
+    WHEN j.state = 'completed' AND json_extract(j.schedule, '$.kind') = 'once'
+        THEN coalesce(j.run_state, 'finished')
+    WHEN j.state = 'completed' THEN 'finished'
+    ELSE j.state END
+ORDER BY j.id DESC LIMIT :limit;
 
 -- name: set_job_state
 UPDATE tickwork_jobs SET state = :state, next_run_at = :next_run_at, updated_at = :now

@@ -30,10 +30,10 @@ Pages
 ``/login``            the sign-in form; ``/logout`` signs out
 ====================  =========================================================================
 
-A completed job has no slot left; its badge says how its latest run ended ("completed ·
-run dead", coloured as a dead run), since "completed" alone does not. Completed and
-cancelled jobs offer no Run now and no Cancel job, and those POSTs are refused (409);
-an unfinished run has its own Cancel button.
+A job's badge is its state (:class:`~tickwork.job.JobState`): a one-off job reads as its
+run ("dead", coloured as a dead run). A job with no slot left (a one-off job once
+triggered, a cancelled or finished one) offers no Run now and no Cancel job, and those
+POSTs are refused (409); an unfinished run has its own Cancel button.
 
 Every page renders completely on the server and reads without JavaScript. With it, htmx
 re-fetches the live part of each page every :data:`REFRESH_SECONDS` from a fragment

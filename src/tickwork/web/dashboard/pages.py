@@ -19,7 +19,6 @@ from tickwork.inputs import job_state, parse_rate
 from tickwork.job import (
     Job,
     JobState,
-    RunState,
     check_label,
 )
 from tickwork.records import SlotFate
@@ -167,7 +166,6 @@ def _jobs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -
     kept = {k: v for k, v in (("state", state), ("task", task), ("q", search)) if v}
     return {
         "page": page,
-        "outcomes": _outcomes(client, viewer, page.items),
         "filters": {"state": state, "task": task, "q": search, "after": after},
         "job_states": [s.value for s in JobState],
         "fragment_url": "/fragments/jobs?" + urlencode({**kept, **_after(after)}),
@@ -178,19 +176,6 @@ def _jobs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -
             else None
         ),
     }
-
-
-def _outcomes(client: Client, viewer: Principal, jobs: list[Job]) -> dict[int, RunState]:
-    """The state of the latest run of each completed job: "completed" says only that no
-    slot is left, not how the job's work ended (its one run may be dead). One read per
-    completed job on the page, at most JOBS_PER_PAGE."""
-    outcomes = {}
-    for job in jobs:
-        if job.state is JobState.COMPLETED:
-            latest = client.list_runs(job_id=job.id, tenant=viewer.tenant, limit=1).items
-            if latest:
-                outcomes[job.id] = latest[0].state
-    return outcomes
 
 
 def _after(after: int | None) -> dict[str, int]:
@@ -224,8 +209,6 @@ def _job_live_context(client: Client, viewer: Principal, job_id: str) -> dict[st
     return {
         "job": job,
         "runs": runs,
-        # The job's badge says how its latest run ended once no slot is left (_outcomes).
-        "outcome": runs[0].state if job.state is JobState.COMPLETED and runs else None,
         "runs_truncated": len(runs) == RUNS_PER_JOB,
         "ledger": client.slot_ledger(job.id, tenant=viewer.tenant, limit=LEDGER_ROWS),
         "fate_help": FATE_HELP,
@@ -265,7 +248,6 @@ def job_fragment(request: Request, job_id: str) -> Response:
     return _page(request, "_job_live.html", _job_live_context, job_id)
 
 
-FINISHED_JOB_STATES = frozenset({JobState.COMPLETED, JobState.CANCELLED})
 FINISHED_JOB_REFUSALS = {
     "trigger": "Job {job} is {state}: it has no slot left, so it is not run again.",
     "cancel": (
@@ -275,7 +257,7 @@ FINISHED_JOB_REFUSALS = {
 }
 """What the dashboard answers (409) to Run now and Cancel job on a job with no slot left,
 whose page offers neither. (The JSON API and ``tickwork trigger`` keep the store's rule: a
-completed job may get an extra run.)"""
+one-off job already triggered may get an extra run.)"""
 
 
 @router.post("/jobs/{job_id}/{action}", response_model=None)
@@ -301,7 +283,7 @@ def job_action(request: Request, job_id: str, action: str) -> Response:
         ident = _job_id(job_id)
         if action in FINISHED_JOB_REFUSALS:
             job = client.get_job(ident, tenant=viewer.tenant)
-            if job.state in FINISHED_JOB_STATES:
+            if not job.state.has_slots:
                 message = FINISHED_JOB_REFUSALS[action].format(job=job.id, state=job.state)
                 return error_page(request, viewer, 409, message, back)
         command(ident, tenant=viewer.tenant)
