@@ -85,7 +85,7 @@ def test_a_calendar_edit_that_strands_a_job_is_refused_and_changes_nothing(store
     assert change.replanned == [daily.id]
 
 
-def test_a_job_whose_next_slot_the_search_cannot_find_is_completed_and_logged_once(
+def test_a_job_whose_next_slot_the_search_cannot_find_is_finished_and_logged_once(
     store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Every weekday closed for longer than the budget can walk, from 2027 on.
@@ -108,7 +108,7 @@ def test_a_job_whose_next_slot_the_search_cannot_find_is_completed_and_logged_on
     assert {r.job_id for r in last.runs} == {stuck.id, fine.id}  # its due slot still ran
     assert [r.job_id for r in again.runs] == [fine.id]
     done = store.get_job(stuck.id)
-    assert (done.state, done.next_run_at) == (JobState.COMPLETED, None)
+    assert (done.state, done.next_run_at) == (JobState.FINISHED, None)
     assert store.get_job(fine.id).next_run_at == datetime(2027, 1, 4, 9, tzinfo=UTC)
     lines = [r.getMessage() for r in caplog.records if f"job={stuck.id}" in r.getMessage()]
     assert len(lines) == 1, lines
