@@ -195,7 +195,7 @@ def body_routes() -> list[tuple[str, str]]:
     fill = {"{job_id}": "1", "{run_id}": "1", "{tenant}": "acme", "{name}": "cal",
             "{action}": "retry"}  # fmt: skip
     found = []
-    for route in [*api.router.routes, *dashboard.router.routes]:
+    for route in [*(r for router in api.ROUTERS for r in router.routes), *dashboard.router.routes]:
         assert isinstance(route, APIRoute)
         for method in sorted((route.methods or set()) - {"GET", "HEAD"}):
             if route.path in SIGN_IN_FORM:

@@ -35,7 +35,8 @@ EXAMPLES = 25
 """Generated requests per operation and mode."""
 OPERATIONS = sorted(
     f"{method} {route.path}"
-    for route in api.router.routes
+    for router in api.ROUTERS
+    for route in router.routes
     if isinstance(route, APIRoute)
     for method in route.methods
 )

@@ -2,8 +2,8 @@
 
 ::
 
-    /api/v1/...          the JSON API (tickwork.web.api); OpenAPI at /api/v1/openapi.json,
-                         browsable at /api/v1/docs
+    /api/v1/...          the JSON API (tickwork.web.api); OpenAPI at /api/v1/openapi.json
+                         (as JSON only: no page that loads scripts from a CDN)
     /                    the dashboard (tickwork.web.dashboard)
     /metrics             Prometheus metrics (tickwork.web.metrics); admin key, unless open
     /healthz             200 while the process serves requests (liveness)

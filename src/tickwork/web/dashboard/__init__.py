@@ -112,6 +112,6 @@ The modules: :mod:`~tickwork.web.dashboard.pages` (the pages and their commands)
 """
 
 from tickwork.web.dashboard import activity, pages, runs
-from tickwork.web.dashboard.render import router
+from tickwork.web.dashboard.session import router
 
 __all__ = ["activity", "pages", "router", "runs"]

@@ -15,7 +15,7 @@ from tickwork.client import Client
 from tickwork.web.auth import Principal
 from tickwork.web.dashboard import charts
 from tickwork.web.dashboard.pages import _page
-from tickwork.web.dashboard.render import router
+from tickwork.web.dashboard.session import router
 from tickwork.web.params import NameText, check, check_choice
 
 

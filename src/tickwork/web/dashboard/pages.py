@@ -32,7 +32,6 @@ from tickwork.web.dashboard.render import (
     error_page,
     failure,
     render,
-    router,
     tenant_path,
 )
 from tickwork.web.dashboard.session import (
@@ -41,6 +40,7 @@ from tickwork.web.dashboard.session import (
     is_htmx,
     local_path,
     return_page,
+    router,
     same_origin,
     sign_in_first,
     viewer_of,

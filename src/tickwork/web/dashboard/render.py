@@ -1,5 +1,5 @@
-"""The dashboard's rendering: its templates and their filters, the error page, the static
-files, and the router every dashboard module adds its routes to.
+"""The dashboard's rendering: its templates and their filters, the error page and the
+static files. It imports no other dashboard module (:mod:`.session` holds the router).
 
 Every ``{{ ... }}`` goes through :func:`_shown` (control and bidi characters as codes), and
 every page carries :data:`SECURITY_HEADERS` (see :mod:`tickwork.web.dashboard`).
@@ -10,18 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from importlib import resources
 from typing import Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import HTMLResponse, Response
-from fastapi.routing import APIRoute
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
-from starlette.concurrency import run_in_threadpool
 
 from tickwork import cron
 from tickwork.errors import StoreTimeout, TickworkError
@@ -33,40 +31,10 @@ from tickwork.job import (
 )
 from tickwork.records import format_rate
 from tickwork.schedule import format_seconds
-from tickwork.web.auth import Principal, carries_body
+from tickwork.web.auth import Principal
 from tickwork.web.errors import status_of, unavailable
 
 log = logging.getLogger("tickwork.web")
-
-SIGN_IN_FORMS = frozenset({"/login"})
-"""The one form read before its viewer is known: the sign-in form carries the key."""
-
-
-class ViewerFirst(APIRoute):
-    """A dashboard route that knows its viewer before it reads its form: a form posted
-    without a valid credential is sent to the sign-in form (as the route itself would)
-    with its body unread. FastAPI reads a route's form before anything in the route runs;
-    see :class:`tickwork.web.auth.CallerFirst`, the API's twin."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-        if self.body_field is None or self.path in SIGN_IN_FORMS:
-            return handler
-
-        async def viewer_first(request: Request) -> Response:
-            if carries_body(request.scope):
-                # Imported here: the session module builds on this one.
-                from tickwork.web.dashboard.session import sign_in_first, viewer_of
-
-                if await run_in_threadpool(viewer_of, request) is None:
-                    return sign_in_first(request)
-            return await handler(request)
-
-        return viewer_first
-
-
-router = APIRouter(include_in_schema=False, route_class=ViewerFirst)
-"""The dashboard's routes: pages, fragments, commands, sign-in and the static files."""
 
 REFRESH_SECONDS = 5
 """How often htmx re-fetches the live part of a page."""
@@ -116,8 +84,8 @@ def static_url(name: str) -> str:
     return f"/static/{name}?v={_STATIC[name][1]}"
 
 
-@router.get("/static/{name}")
 def static(name: str) -> Response:
+    """``GET /static/{name}``: one of :data:`STATIC_FILES` (routed in :mod:`.session`)."""
     if name not in _STATIC:
         return Response("not found\n", status_code=404, media_type="text/plain")
     body, version = _STATIC[name]

@@ -29,10 +29,11 @@ from tickwork.job import RunState
 from tickwork.records import DEFAULT_BULK, MAX_PAGE, AttemptEnd
 from tickwork.web.auth import Principal
 from tickwork.web.dashboard.pages import _after, _after_id, _Missing, _page, _parse_id
-from tickwork.web.dashboard.render import failure, router
+from tickwork.web.dashboard.render import failure
 from tickwork.web.dashboard.session import (
     client_of,
     cross_site,
+    router,
     same_origin,
     sign_in_first,
     viewer_of,

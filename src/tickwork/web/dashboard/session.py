@@ -3,17 +3,22 @@ session cookie, where a browser is sent back to, and the refusal of cross-site p
 
 The rules are in :mod:`tickwork.web.dashboard` ("Sign-in", "Cross-site requests"); the
 cross-site rule itself is the JSON API's, :func:`tickwork.web.auth.command_allowed`.
+
+Here too is the router every dashboard module adds its routes to: its routes know their
+viewer before they read a form (:class:`ViewerFirst`), so it lives beside the viewer.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
 from urllib.parse import urlencode, urlsplit
 
-from fastapi import Form, Request
+from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
+from starlette.concurrency import run_in_threadpool
 
 from tickwork.auth import SESSION_LIFETIME
 from tickwork.client import Client
@@ -23,10 +28,11 @@ from tickwork.web.auth import (
     Principal,
     Source,
     addressed_to_loopback,
+    carries_body,
     command_allowed,
     request_source,
 )
-from tickwork.web.dashboard.render import error_page, is_open, render, router
+from tickwork.web.dashboard.render import error_page, is_open, render, static
 from tickwork.web.errors import Unauthorized
 
 log = logging.getLogger("tickwork.web")
@@ -35,6 +41,32 @@ MAX_NEXT = 2000
 """The longest ``next`` (where a form returns to) that is followed; longer ones go home."""
 NOT_RETURNED_TO = ("/fragments/", "/static/", "/login", "/logout")
 """GET routes that are no page to return to after signing in."""
+SIGN_IN_FORMS = frozenset({"/login"})
+"""The one form read before its viewer is known: the sign-in form carries the key."""
+
+
+class ViewerFirst(APIRoute):
+    """A dashboard route that knows its viewer before it reads its form: a form posted
+    without a valid credential is sent to the sign-in form (as the route itself would)
+    with its body unread. FastAPI reads a route's form before anything in the route runs;
+    see :class:`tickwork.web.auth.CallerFirst`, the API's twin."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        if self.body_field is None or self.path in SIGN_IN_FORMS:
+            return handler
+
+        async def viewer_first(request: Request) -> Response:
+            if carries_body(request.scope) and await run_in_threadpool(viewer_of, request) is None:
+                return sign_in_first(request)
+            return await handler(request)
+
+        return viewer_first
+
+
+router = APIRouter(include_in_schema=False, route_class=ViewerFirst)
+"""The dashboard's routes: pages, fragments, commands, sign-in and the static files."""
+router.add_api_route("/static/{name}", static, methods=["GET"])
 
 
 # -- who is looking ------------------------------------------------------------------------
