@@ -19,8 +19,10 @@ from tickwork.testing import wait_until
 
 DEADLINE = 10.0
 """Seconds a condition may take to become true; generous, so a slow box fails on behaviour."""
-ON_TIME = timedelta(milliseconds=100)
-"""Upper bound asserted on trigger lag (typically well under 5 ms; CI boxes are slow)."""
+ON_TIME = timedelta(milliseconds=500)
+"""Upper bound asserted on trigger lag: half a per-second slot, far below the 30 s polls the
+tests set, so only a wake-up at the slot passes; the lag itself (typically under 5 ms) is
+measured by benchmarks/start_lag.py, not asserted here (a loaded box took 181 ms)."""
 
 
 def config(store: Store, **overrides: Any) -> Config:
@@ -50,11 +52,11 @@ def start(store: Store) -> Iterator[Callable[..., Scheduler]]:
         node.stop()
 
 
-def test_a_per_second_cron_job_is_queued_within_milliseconds_of_each_slot(
+def test_a_per_second_cron_job_is_queued_at_each_slot_not_at_the_next_poll(
     store: Store, start: Callable[..., Scheduler]
 ) -> None:
     job = store.submit(JobSpec(task="tests.tick", schedule=Cron("* * * * * *"))).job
-    start()
+    start(poll_interval=timedelta(seconds=30))
 
     wait_until(lambda: len(store.list_runs(job_id=job.id).items) >= 3, DEADLINE)
 
