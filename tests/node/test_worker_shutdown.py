@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 import pytest
 from worker_support import (
@@ -21,6 +22,7 @@ from worker_support import (
 
 from tickwork.app import App, Context
 from tickwork.job import Job, RunState
+from tickwork.records import Completion
 from tickwork.store import Store
 from tickwork.testing import wait_until
 from tickwork.worker import Worker
@@ -204,13 +206,15 @@ class FailsToComplete(WrappedStore):
         self.calls = 0
         self.failed = threading.Event()
 
-    def complete_many(self, *args: object, **kwargs: object) -> object:
+    def complete_many(
+        self, completions: Sequence[Completion], *, now: datetime | None = None
+    ) -> list[int]:
         self.calls += 1
         if self._left > 0:
             self._left -= 1
             self.failed.set()
             raise RuntimeError("a surprise")
-        return self._inner.complete_many(*args, **kwargs)  # type: ignore[arg-type]
+        return self._inner.complete_many(completions, now=now)
 
 
 def stop_while_running(app: App, store: FailsToComplete, caplog: pytest.LogCaptureFixture) -> Job:
