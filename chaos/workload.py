@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from tickwork import App
-from tickwork.worker import Context
+from tickwork.tasks import Context
 
 HISTORY_ENV = "CHAOS_HISTORY"
 NODE_ENV = "CHAOS_NODE"

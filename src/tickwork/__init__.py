@@ -19,7 +19,7 @@ from tickwork.app import App
 from tickwork.errors import TickworkError, ValidationError
 from tickwork.job import Job, JobState, MisfirePolicy, OverlapPolicy, Run, RunState
 from tickwork.retry import RetryPolicy
-from tickwork.worker.task import Context, Discard, Retry, Task
+from tickwork.tasks.task import Context, Discard, Retry, Task
 
 __version__ = "0.1.0"
 

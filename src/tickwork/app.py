@@ -40,7 +40,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, ParamSpec, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack, overload
 
 from tickwork.client import Client
 from tickwork.clock import SYSTEM_CLOCK, Clock
@@ -61,9 +61,11 @@ from tickwork.records import TaskLimits, check_task_limits
 from tickwork.retry import RetryPolicy
 from tickwork.schedule import DstWarning
 from tickwork.store import Store, open_store
-from tickwork.worker import Worker
-from tickwork.worker.registry import Registry
-from tickwork.worker.task import Context, Discard, Retry, Task, TaskDefaults
+from tickwork.tasks.registry import Registry
+from tickwork.tasks.task import Context, Discard, Retry, Task, TaskDefaults
+
+if TYPE_CHECKING:
+    from tickwork.worker import Worker
 
 log = logging.getLogger("tickwork")
 
@@ -362,6 +364,8 @@ class App:
     def worker(self, **overrides: Any) -> Worker:
         """A worker for this app's tasks on its store (not started). ``overrides`` replace
         config fields: ``app.worker(concurrency=4, allow_shell=True)``."""
+        from tickwork.worker import Worker  # here: a client of the app loads no worker
+
         return Worker(self.store, self.registry, replace(self.config, **overrides), self.clock)
 
 

@@ -59,8 +59,8 @@ from tickwork.schedule import Once
 from tickwork.scheduler import Scheduler
 from tickwork.stats import percentile
 from tickwork.store import SQLITE_PREFIX, Store, open_store
+from tickwork.tasks.task import Context
 from tickwork.worker import Worker, default_concurrency
-from tickwork.worker.task import Context
 
 log = logging.getLogger("tickwork.bench")
 

@@ -93,9 +93,9 @@ from tickwork.schedule import (
     Once,
 )
 from tickwork.store import Store, open_store
-from tickwork.worker.otel import traced
-from tickwork.worker.registry import Registry
-from tickwork.worker.task import Task
+from tickwork.tasks.registry import Registry
+from tickwork.tasks.task import Task
+from tickwork.tracing import traced
 
 MAX_FIRE_TIMES = 1000
 

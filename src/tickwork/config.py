@@ -71,7 +71,7 @@ AllowEntry = ipaddress.IPv4Network | ipaddress.IPv6Network | str
 
 
 def parse_http_allow(entry: str) -> AllowEntry:
-    """One ``--http-allow`` entry (see :mod:`tickwork.worker.egress`), or ValidationError.
+    """One ``--http-allow`` entry (see :mod:`tickwork.tasks.egress`), or ValidationError.
 
     A network in CIDR form (``10.0.0.0/8``, ``fd00::/8``; host bits must be zero), a bare
     address (``127.0.0.1``: a /32, ``::1``: a /128), or a host name (``localhost``,
@@ -136,7 +136,7 @@ class Config:
     allow_shell: bool = False
     http_allow: tuple[str, ...] = ()
     """Networks and host names ``http`` runs may reach beyond public addresses (see
-    :mod:`tickwork.worker.egress`); a string is split on commas."""
+    :mod:`tickwork.tasks.egress`); a string is split on commas."""
     app_module: str | None = None
     inject_faults: FaultRates | None = None
     """Faults a worker injects on purpose, for staging (:mod:`tickwork.faults`); a string

@@ -5,7 +5,7 @@ that names the field.
 
 Every interface (the Python API, the CLI, the HTTP API) checks through these, so each says
 the same thing about bad input, and before anything is written. Task names are checked
-against a :class:`~tickwork.worker.registry.Registry`: its tasks and the built-ins ``shell``
+against a :class:`~tickwork.tasks.registry.Registry`: its tasks and the built-ins ``shell``
 and ``http``; a task's args against its handler's signature (and, for built-ins, their
 types), so a job that no worker could run is refused at submit rather than found dead later.
 """
@@ -58,8 +58,8 @@ from tickwork.schedule import (
     parse_duration,
     parse_instant,
 )
-from tickwork.worker.registry import Registry
-from tickwork.worker.task import Task
+from tickwork.tasks.registry import Registry
+from tickwork.tasks.task import Task
 
 Duration = timedelta | float | int | str
 """A length of time: a timedelta, seconds, or text such as ``"90s"``, ``"10m"``, ``"1h30m"``."""

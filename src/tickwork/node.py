@@ -34,8 +34,8 @@ from tickwork.scheduler import Scheduler
 from tickwork.service import Backoff
 from tickwork.store import open_store
 from tickwork.store.base import Store
+from tickwork.tasks.registry import Registry
 from tickwork.worker import Worker
-from tickwork.worker.registry import Registry
 
 log = logging.getLogger("tickwork")
 

@@ -33,7 +33,7 @@ from tickwork.records import Node
 from tickwork.service import Service
 from tickwork.skew import SkewWatch
 from tickwork.store.roles import NodeRegistry
-from tickwork.worker.builtins import SHELL
+from tickwork.tasks.builtins import SHELL
 
 log = logging.getLogger("tickwork")
 

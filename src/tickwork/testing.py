@@ -51,10 +51,11 @@ from tickwork.job import DEFAULT_QUEUE, DEFAULT_TENANT, ClaimedRun, Job, Run, Ru
 from tickwork.records import Completion, Page, run_error
 from tickwork.retry import DEFAULT_MAX_ATTEMPTS
 from tickwork.schedule import Once
-from tickwork.worker.builtins import HTTP
-from tickwork.worker.executor import Attempt, Outcome, call, call_async
+from tickwork.tasks.builtins import HTTP
+from tickwork.tasks.task import Context, Task
+from tickwork.worker.executor import Attempt, call, call_async
 from tickwork.worker.observe import Tracing
-from tickwork.worker.task import Context, Task
+from tickwork.worker.outcome import Outcome
 
 T = TypeVar("T")
 

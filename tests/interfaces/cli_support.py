@@ -13,7 +13,7 @@ from typing import Any
 from tickwork.inputs import make_spec
 from tickwork.job import Job, JobSpec, Run
 from tickwork.store import Store
-from tickwork.worker.registry import Registry
+from tickwork.tasks.registry import Registry
 
 CLI_TIMEOUT = 60.0
 

@@ -28,10 +28,10 @@ from schemathesis.specs.openapi.schemas import OpenApiSchema
 
 from tickwork.client import Client
 from tickwork.store import Store
+from tickwork.tasks.registry import Registry
+from tickwork.tasks.task import Task
 from tickwork.web import api
 from tickwork.web.app import create_app
-from tickwork.worker.registry import Registry
-from tickwork.worker.task import Task
 
 EXAMPLES = 25
 """Generated requests per operation and mode."""

@@ -18,8 +18,8 @@ from tickwork.client import Client
 from tickwork.errors import InvalidArgs
 from tickwork.job import RunState
 from tickwork.store import open_store
+from tickwork.tasks.builtins import MAX_REDIRECTS, shown_url
 from tickwork.testing import wait_until
-from tickwork.worker.builtins import MAX_REDIRECTS, shown_url
 
 SECRET = "s3cr3t-token-0123"
 ATTEMPTS = 3

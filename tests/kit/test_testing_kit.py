@@ -13,8 +13,8 @@ from tickwork import App, Discard, Retry
 from tickwork.errors import InvalidArgs, UnknownTask
 from tickwork.job import RunState
 from tickwork.schedule import DstWarning
+from tickwork.tasks.task import Context
 from tickwork.testing import FakeClock, TickworkTestKit
-from tickwork.worker.task import Context
 
 
 @pytest.fixture

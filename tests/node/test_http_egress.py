@@ -26,10 +26,10 @@ from tickwork.app import App
 from tickwork.errors import InvalidArgs
 from tickwork.job import Job, Run, RunState
 from tickwork.store import Store
+from tickwork.tasks.builtins import MAX_REDIRECTS
+from tickwork.tasks.egress import EgressPolicy, VettedHTTPSConnection
 from tickwork.testing import wait_until
 from tickwork.worker import Worker
-from tickwork.worker.builtins import MAX_REDIRECTS
-from tickwork.worker.egress import EgressPolicy, VettedHTTPSConnection
 
 SECRET = "the-secret-only-loopback-may-read"
 STREAM_PAUSE = 0.05

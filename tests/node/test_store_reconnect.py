@@ -22,8 +22,9 @@ from tickwork.job import JobSpec, RunState
 from tickwork.schedule import Once
 from tickwork.store import open_store
 from tickwork.store.base import CHANNEL_RUNS
+from tickwork.tasks import Context
 from tickwork.testing import wait_until
-from tickwork.worker import Context, Worker
+from tickwork.worker import Worker
 
 pytestmark = pytest.mark.usefixtures("pg_database")
 

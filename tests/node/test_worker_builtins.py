@@ -19,8 +19,8 @@ from worker_support import DEADLINE, finished, in_state, make_app, running
 from tickwork.app import App
 from tickwork.job import RunState
 from tickwork.store import Store
+from tickwork.tasks.builtins import OUTPUT_TAIL_BYTES
 from tickwork.testing import wait_until
-from tickwork.worker.builtins import OUTPUT_TAIL_BYTES
 
 
 @pytest.fixture

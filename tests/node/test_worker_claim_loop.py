@@ -12,8 +12,9 @@ from tickwork.errors import StoreUnavailable
 from tickwork.job import ClaimedRun, Run, RunState
 from tickwork.store import Store
 from tickwork.store.base import Completion
+from tickwork.tasks import Context
 from tickwork.testing import wait_until
-from tickwork.worker import Context, Worker
+from tickwork.worker import Worker
 
 
 class OutageStore(CountingStore):

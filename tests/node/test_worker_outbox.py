@@ -15,7 +15,7 @@ from tickwork.app import App, Context
 from tickwork.job import Run, RunState
 from tickwork.store import Store
 from tickwork.testing import wait_until
-from tickwork.worker import IDLE_RECHECK
+from tickwork.worker.worker import IDLE_RECHECK
 
 WAKE_LIMIT = timedelta(seconds=2)
 """From the commit to the run's start: generous for a loaded box, and well under the

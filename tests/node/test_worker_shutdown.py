@@ -24,10 +24,10 @@ from tickwork.app import App, Context
 from tickwork.job import Job, RunState
 from tickwork.records import Completion
 from tickwork.store import Store
+from tickwork.tasks.task import Task
 from tickwork.testing import wait_until
 from tickwork.worker import Worker
 from tickwork.worker.reporter import SURPRISE_LIMIT
-from tickwork.worker.task import Task
 
 
 def slow_task(app: App) -> tuple[Task[..., str], threading.Event, threading.Event]:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tickwork.config import Config, parse_http_allow
 from tickwork.errors import ValidationError
-from tickwork.worker.egress import EgressPolicy, EgressRefused, refusal
+from tickwork.tasks.egress import EgressPolicy, EgressRefused, refusal
 
 ipv4s = st.integers(0, 2**32 - 1).map(IPv4Address)
 ipv6s = st.integers(0, 2**128 - 1).map(IPv6Address)

@@ -2,7 +2,7 @@
 ``src/tickwork`` (at the top of a module or inside a function) goes to its own layer or one
 to its left, and the faces (``cli/``, ``web/``) reach the store only through the client.
 
-    domain  <-  store  <-  scheduler / worker  <-  client / node  <-  cli / web
+    domain  <-  tasks  <-  store  <-  scheduler / worker  <-  client / node  <-  cli / web
 """
 
 from __future__ import annotations
@@ -15,18 +15,19 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src"
 PACKAGE = SRC / "tickwork"
 
-DOMAIN, STORE, ROLES, CLIENT, FACES = range(5)
-LAYER_NAMES = ("domain", "store", "scheduler/worker", "client/node", "cli/web")
+DOMAIN, TASKS, STORE, ROLES, CLIENT, FACES = range(6)
+LAYER_NAMES = ("domain", "tasks", "store", "scheduler/worker", "client/node", "cli/web")
 
 # Everything not named here is domain: pure values and rules, no I/O.
 LAYERS: dict[str, int] = {
+    "tickwork.tasks": TASKS,  # the task model: what the client and the worker both need
     "tickwork.store": STORE,
     "tickwork.scheduler": ROLES,
     "tickwork.worker": ROLES,
     "tickwork.service": ROLES,  # the loop shape the services share
     "tickwork.presence": ROLES,  # the node row of a process with no scheduler or worker
     "tickwork.client": CLIENT,
-    "tickwork.inputs": CLIENT,  # checks task names against a worker Registry
+    "tickwork.inputs": CLIENT,  # the checks of what callers type
     "tickwork.node": CLIENT,
     "tickwork.app": CLIENT,
     "tickwork.bench": CLIENT,

@@ -9,7 +9,7 @@ import pytest
 
 from tickwork.app import App
 from tickwork.errors import ValidationError
-from tickwork.worker.task import TaskDefaults
+from tickwork.tasks.task import TaskDefaults
 
 
 @pytest.fixture

@@ -19,8 +19,9 @@ from tickwork.schedule import Cron, Once
 from tickwork.scheduler import Scheduler
 from tickwork.service import Service
 from tickwork.store import Store, open_store
+from tickwork.tasks import Context
 from tickwork.testing import FakeClock, wait_until
-from tickwork.worker import Context, Worker
+from tickwork.worker import Worker
 
 START = datetime(2030, 1, 7, 8, 58, 30, tzinfo=UTC)
 PROMPT = 2.0

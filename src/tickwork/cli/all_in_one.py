@@ -47,7 +47,7 @@ from tickwork.cli.serve import StopWait, configure_logging, serve_until_signal
 from tickwork.cli.worker import app_and_db, http_allow_flag
 from tickwork.config import Config
 from tickwork.node import Node, when_store_answers
-from tickwork.worker.registry import Registry
+from tickwork.tasks.registry import Registry
 
 log = logging.getLogger("tickwork")
 

@@ -59,7 +59,7 @@ from tickwork.client import Client
 from tickwork.config import Config, default_node_id
 from tickwork.errors import TickworkError, ValidationError
 from tickwork.node import when_store_answers
-from tickwork.worker.registry import Registry
+from tickwork.tasks.registry import Registry
 
 log = logging.getLogger("tickwork.web")
 

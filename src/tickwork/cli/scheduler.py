@@ -33,7 +33,7 @@ from tickwork.cli.output import redact
 from tickwork.cli.serve import StopWait, configure_logging, serve_until_signal
 from tickwork.config import TRIGGER_BATCH, Config
 from tickwork.node import Node
-from tickwork.worker.registry import Registry
+from tickwork.tasks.registry import Registry
 
 log = logging.getLogger("tickwork.scheduler")
 

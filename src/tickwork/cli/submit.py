@@ -64,8 +64,8 @@ from tickwork.client import Client
 from tickwork.errors import UnknownTask, ValidationError
 from tickwork.inputs import job_spec, make_spec
 from tickwork.job import JobSpec, parse_args
-from tickwork.worker.builtins import HTTP, SHELL
-from tickwork.worker.registry import Registry
+from tickwork.tasks.builtins import HTTP, SHELL
+from tickwork.tasks.registry import Registry
 
 
 def _opt(flag: str, metavar: str, text: str) -> Any:

@@ -4,7 +4,7 @@ It runs the built-in ``http`` task, ``shell`` with ``--allow-shell``, and the ta
 ``--app MODULE`` (an importable module, or ``module:attribute``, holding an ``App``).
 ``http`` runs connect to public addresses only, plus what ``--http-allow`` names
 (networks and host names, repeatable or comma-separated; see
-:mod:`tickwork.worker.egress`).
+:mod:`tickwork.tasks.egress`).
 Without ``--db`` the database is the app's (its ``App(db_url)``), else ``TICKWORK_DB``,
 else ``./tickwork.db``. Every flag overrides the ``TICKWORK_*`` environment variable of
 the same name (``--run-lease`` and ``TICKWORK_RUN_LEASE``), which overrides the default.
@@ -50,7 +50,7 @@ from tickwork.config import (
 from tickwork.errors import ValidationError
 from tickwork.faults import INJECT_FAULTS_FLAG, FaultRates
 from tickwork.node import Node
-from tickwork.worker.registry import Registry
+from tickwork.tasks.registry import Registry
 
 log = logging.getLogger("tickwork.worker")
 

@@ -31,8 +31,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from datetime import timedelta
+from dataclasses import replace
 from enum import StrEnum
 from typing import Any
 
@@ -40,8 +39,9 @@ from tickwork.clock import Clock
 from tickwork.errors import InvalidArgs
 from tickwork.job import ClaimedRun, result_problem
 from tickwork.records import AttemptEnd
+from tickwork.tasks.task import Context, Discard, Retry, Task, TaskFailed
 from tickwork.worker.observe import CURRENT_RUN, Scope, Tracing, attempt_span, tracing_on
-from tickwork.worker.task import Context, Discard, Retry, Task, TaskFailed
+from tickwork.worker.outcome import Outcome
 
 log = logging.getLogger("tickwork.worker")
 
@@ -55,21 +55,6 @@ class AttemptState(StrEnum):
     TIMED_OUT = "timed_out"  # a timeout failure will be reported; the handler is stopped
     ABANDONED = "abandoned"  # lease lost or run cancelled: nothing is reported
     RELEASED = "released"  # shutdown: the run is released to others
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What an attempt came to. A failure's ``error`` is its exception line (``Type:
-    message``) or why the worker failed it, ``traceback`` the handler's when it raised, and
-    ``ended`` how its record in the run's history says it ended (``Store.fail``)."""
-
-    succeeded: bool
-    result: dict[str, Any] | None = None
-    error: str | None = None
-    retry_after: timedelta | None = None
-    discard: bool = False
-    traceback: str | None = None
-    ended: AttemptEnd = AttemptEnd.FAILED
 
 
 class Attempt:

@@ -45,8 +45,8 @@ from tickwork.errors import StoreUnavailable
 from tickwork.faults import CRASH_AFTER_HANDLER, FAIL, STALL_PAST_LEASE, FaultRates
 from tickwork.service import Service
 from tickwork.store.base import FaultMark, Store
+from tickwork.tasks.task import Context, Task, TaskFailed
 from tickwork.worker.executor import Attempt
-from tickwork.worker.task import Context, Task, TaskFailed
 
 log = logging.getLogger("tickwork.worker")
 

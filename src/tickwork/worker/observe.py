@@ -36,7 +36,7 @@ from tickwork.clock import Clock
 from tickwork.job import ClaimedRun, Job
 
 if TYPE_CHECKING:
-    from tickwork.worker.executor import Outcome
+    from tickwork.worker.outcome import Outcome
 
 log = logging.getLogger("tickwork.worker")
 

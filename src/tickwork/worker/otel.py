@@ -12,10 +12,8 @@ Spans
     stack trace), as OpenTelemetry's own instrumentations record one.
 
 Trace context
-    A job submitted while a span is active stores that span's W3C ``traceparent`` with the
-    job; each run attempt's span is *linked* to it (not a child: a cron job's runs go on for
-    months after the request that declared it ended), as Celery's and River's
-    instrumentations do.
+    Each run attempt's span is *linked* to the ``traceparent`` its job was submitted with
+    (:mod:`tickwork.tracing`).
 
 Nothing here imports ``opentelemetry`` unless the application has already imported it: an
 application that does not use OpenTelemetry pays nothing and needs nothing installed.
@@ -23,42 +21,18 @@ application that does not use OpenTelemetry pays nothing and needs nothing insta
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from tickwork.job import ClaimedRun, JobSpec
+from tickwork.job import ClaimedRun
 
 if TYPE_CHECKING:
-    from tickwork.worker.executor import Outcome
+    from tickwork.worker.outcome import Outcome
 
 TRACER_NAME = "tickwork"
 SPAN_NAME = "tickwork.run"
-
-
-def traceparent() -> str | None:
-    """The W3C ``traceparent`` of the span active now, or None (no span, or OpenTelemetry
-    not in use)."""
-    if "opentelemetry.trace" not in sys.modules:
-        return None
-    from opentelemetry import trace
-
-    context = trace.get_current_span().get_span_context()
-    if not context.is_valid:
-        return None
-    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
-
-
-def traced(spec: JobSpec) -> JobSpec:
-    """``spec`` with the active span's traceparent (when it has none and a span is active):
-    what the client submits, so the job's runs' spans link to the submitter's."""
-    if spec.trace_context is not None:
-        return spec
-    parent = traceparent()
-    return spec if parent is None else replace(spec, trace_context=parent)
 
 
 def _link(parent: str | None) -> list[Any]:

@@ -39,7 +39,8 @@ from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.errors import FencingError, StoreError, StoreUnavailable
 from tickwork.service import Backoff, Service
 from tickwork.store.base import Completion, Store
-from tickwork.worker.executor import NOTHING_RETURNED, Attempt, Outcome
+from tickwork.worker.executor import NOTHING_RETURNED, Attempt
+from tickwork.worker.outcome import Outcome
 
 log = logging.getLogger("tickwork.worker")
 

@@ -25,7 +25,7 @@
     webhook's token often rides in its query; the headers and the body never appear.
     A URL with a control character or a space is refused at submit (HTTP cannot send it).
 
-    Where it may connect is the worker's egress policy (:mod:`tickwork.worker.egress`):
+    Where it may connect is the worker's egress policy (:mod:`tickwork.tasks.egress`):
     public addresses, plus what the worker's ``--http-allow`` names, plus anything when
     the job says ``"allow_private": true`` (only an admin key may submit that over HTTP).
     A refused destination ends the run ``dead`` at once. Redirects (301, 302, 303, 307,
@@ -38,7 +38,7 @@
 How a shell command's process tree dies with its run
 ----------------------------------------------------
 The command does not run as the worker's direct child. The worker starts a tiny Python
-*shim* (:mod:`tickwork.worker.shellshim`) in a new session (so a new process group, out
+*shim* (:mod:`tickwork.tasks.shellshim`) in a new session (so a new process group, out
 of reach of the terminal's Ctrl-C), and the shim forks and execs the command inside that
 group. Then:
 
@@ -83,13 +83,13 @@ from typing import Any
 from urllib.parse import SplitResult, urljoin, urlsplit, urlunsplit
 
 from tickwork.errors import InvalidArgs
-from tickwork.worker.egress import (
+from tickwork.tasks.egress import (
     EgressPolicy,
     EgressRefused,
     VettedHTTPConnection,
     VettedHTTPSConnection,
 )
-from tickwork.worker.task import Context, Discard, Retry, Task, TaskFailed
+from tickwork.tasks.task import Context, Discard, Retry, Task, TaskFailed
 
 SHELL = "shell"
 HTTP = "http"

@@ -35,7 +35,7 @@ Checked where the connection is made, on every hop
     connect, so a DNS answer that changes in between (DNS rebinding) changes nothing. The
     ``Host`` header and the TLS server name (SNI, certificate check) stay the URL's host
     name. A redirect is a new connection, so each hop is resolved and checked the same
-    way (:mod:`tickwork.worker.builtins` caps redirects at 5 and follows only http and
+    way (:mod:`tickwork.tasks.builtins` caps redirects at 5 and follows only http and
     https).
 
 Widening it, on purpose

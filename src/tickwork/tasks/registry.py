@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from tickwork.errors import UnknownTask, ValidationError
-from tickwork.worker.builtins import BUILTINS
-from tickwork.worker.task import Task
+from tickwork.tasks.builtins import BUILTINS
+from tickwork.tasks.task import Task
 
 
 class Registry:

@@ -4,7 +4,7 @@ It runs as the leader of a new session (the worker starts it so), asks the kerne
 SIGTERM when its parent dies (``prctl(PR_SET_PDEATHSIG)``), forks and execs the command in
 its own process group, waits for it and exits with the command's status. On SIGTERM it
 kills the whole group, itself included, with SIGKILL: so a worker that dies, even by
-SIGKILL, takes its commands' process trees with it. See :mod:`tickwork.worker.builtins`.
+SIGKILL, takes its commands' process trees with it. See :mod:`tickwork.tasks.builtins`.
 
 Run as a script with ``-I -S`` (isolated, no site): it starts in about 20 ms and imports
 only the standard library, never tickwork.
