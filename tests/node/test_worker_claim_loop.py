@@ -52,7 +52,7 @@ def test_completions_survive_a_store_outage_and_are_written_once(store: Store) -
 
     jobs = [app.submit(quick) for _ in range(12)]
     flaky = OutageStore(app.store, failures=3)
-    worker = Worker(flaky, app.registry, app.config)  # type: ignore[arg-type]
+    worker = Worker(flaky, app.registry, app.config)
     worker.start()
     try:
         runs = [in_state(store, job, RunState.SUCCEEDED) for job in jobs]
@@ -76,7 +76,7 @@ def test_unwritten_outcomes_hold_back_claims(store: Store) -> None:
     jobs = [app.submit(broken) for _ in range(10)]
     slow = OutageStore(app.store)
     slow.gate.clear()  # failures wait: the store is slow to take them
-    worker = Worker(slow, app.registry, app.config)  # type: ignore[arg-type]
+    worker = Worker(slow, app.registry, app.config)
     worker.start()
     try:
         wait_until(lambda: len(worker.held) == 3 and worker.executor.busy == 0, DEADLINE)

@@ -162,7 +162,7 @@ def test_completions_are_written_in_batches(store: Store) -> None:
 
     jobs = [app.submit(quick) for _ in range(100)]
     counting = CountingStore(app.store)
-    worker = Worker(counting, app.registry, app.config)  # type: ignore[arg-type]
+    worker = Worker(counting, app.registry, app.config)
     worker.start()
     try:
         wait_until(lambda: len(worker.held) == 50, DEADLINE)
@@ -223,7 +223,7 @@ def stop_while_running(app: App, store: FailsToComplete, caplog: pytest.LogCaptu
     caplog.set_level(logging.INFO, logger="tickwork")
     slow, started, finish = slow_task(app)
     job = app.submit(slow)
-    worker = Worker(store, app.registry, app.config)  # type: ignore[arg-type]
+    worker = Worker(store, app.registry, app.config)
     worker.start()
     stopping = threading.Thread(target=worker.stop_gracefully, args=(timedelta(seconds=10),))
     try:

@@ -25,9 +25,9 @@ from tickwork.store.base import (
     LISTEN_NOTIFY,
     LeaseStatus,
     Listener,
-    Store,
     TaskLimits,
 )
+from tickwork.store.roles import WorkerStore
 from tickwork.tasks.builtins import HTTP, SHELL, http_task
 from tickwork.tasks.egress import EgressPolicy
 from tickwork.tasks.registry import Registry
@@ -87,7 +87,7 @@ class Worker(Service):
 
     def __init__(
         self,
-        store: Store,
+        store: WorkerStore,
         registry: Registry,
         config: Config | None = None,
         clock: Clock = SYSTEM_CLOCK,
