@@ -218,7 +218,8 @@ def tickwork_worker(
     from tickwork.config import Config
     from tickwork.scheduler import Scheduler
     from tickwork.store.postgres import PostgresStore
-    from tickwork.worker import Registry, Task, Worker
+    from tickwork.tasks import Registry, Task
+    from tickwork.worker import Worker
 
     done = threading.Event()
     rec = Recorder(expect, done.set)

@@ -67,7 +67,8 @@ def worker_main(url: str, handler: str, concurrency: int) -> None:
     """One worker process: READY once its store answers, work after GO, stop at STOP."""
     from tickwork.config import Config
     from tickwork.store import open_store
-    from tickwork.worker import Registry, Task, Worker
+    from tickwork.tasks import Registry, Task
+    from tickwork.worker import Worker
 
     async def io_async(ctx: Any) -> None:
         await asyncio.sleep(SLEEP)

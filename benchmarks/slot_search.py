@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from tickwork.budget import SEARCH_BUDGET
 from tickwork.calendar import Calendar, make_calendar
 from tickwork.client import upcoming
 from tickwork.cron import DstRepeat
@@ -27,7 +28,6 @@ from tickwork.explain import slot_before
 from tickwork.job import DEFAULT_MISFIRE_GRACE, Job, JobState, MisfirePolicy, OverlapPolicy
 from tickwork.retry import RetryPolicy
 from tickwork.schedule import Cron
-from tickwork.search import SEARCH_BUDGET
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
 WEEKDAYS = make_calendar("x")

@@ -37,7 +37,8 @@ from tickwork.job import JobSpec
 from tickwork.schedule import Once
 from tickwork.store.base import Completion
 from tickwork.store.sqlite import SqliteStore
-from tickwork.worker import Registry, Task, Worker
+from tickwork.tasks import Registry, Task
+from tickwork.worker import Worker
 
 NOOP = "noop"
 CLAIM_BATCH = 100

@@ -152,7 +152,7 @@ def instrument_worker(store: Any, timings: Timings) -> None:
 
 
 def registry_for(timings: Timings) -> Any:
-    from tickwork.worker import Registry, Task
+    from tickwork.tasks import Registry, Task
 
     async def noop(ctx: Any) -> None:
         now = time.time()

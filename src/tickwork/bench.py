@@ -60,7 +60,6 @@ from tickwork.scheduler import Scheduler
 from tickwork.stats import percentile
 from tickwork.store import SQLITE_PREFIX, Store, open_store
 from tickwork.tasks.task import Context
-from tickwork.worker import Worker, default_concurrency
 
 log = logging.getLogger("tickwork.bench")
 
@@ -207,6 +206,9 @@ Progress = Callable[[str], None]
 
 def run_bench(options: BenchOptions, progress: Progress | None = None) -> BenchResult:
     """Run the three phases (see the module docstring); ``progress`` hears what is next."""
+    # The worker is imported where it runs: `import tickwork.cli` loads no worker.
+    from tickwork.worker import default_concurrency
+
     say = progress or (lambda message: None)
     work_dir = Path(tempfile.mkdtemp(prefix="tickwork-bench-"))
     try:
@@ -258,6 +260,8 @@ def _kind(url: str) -> str:
 def _measure(
     store: Store, config: Config, options: BenchOptions, work_dir: Path, say: Progress
 ) -> BenchResult:
+    concurrency = config.concurrency
+    assert concurrency is not None  # run_bench resolved the default
     template = make_spec(
         bench_app().registry, TASK_NAME
     )  # due now: each submit queues its run at once
@@ -291,7 +295,7 @@ def _measure(
         store=_kind(config.db_url),
         runs=options.runs,
         workers=options.workers,
-        concurrency=config.concurrency or default_concurrency(bench_app().registry),
+        concurrency=concurrency,
         submit_seconds=submit_seconds,
         drain_seconds=drain_seconds,
         lag_rate=options.lag_rate,
@@ -503,6 +507,8 @@ class WorkerProcesses:
 
 def worker_main(argv: Sequence[str] | None = None) -> None:
     """One bench worker process: ``DB_URL CONCURRENCY`` (see :class:`WorkerProcesses`)."""
+    from tickwork.worker import Worker
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     url, concurrency = argv if argv is not None else sys.argv[1:3]
     handler = logging.StreamHandler(sys.stderr)

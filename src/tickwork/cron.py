@@ -43,7 +43,7 @@ from tickwork.clock import LATEST
 from tickwork.errors import InvalidCron, InvalidTimezone
 
 if TYPE_CHECKING:
-    from tickwork.search import Budget
+    from tickwork.budget import Budget
 
 NICKNAMES = {
     "@yearly": "0 0 1 1 *",
@@ -295,7 +295,7 @@ def fires(
     """The slots strictly after ``after`` (and not after ``until``), ascending, under a DST
     policy (None: Debian cron's, see the module docstring), each slot a DST change touches
     with its ``note``, and the slots the policy skips as ``skipped`` entries. Each fire
-    time examined is a step of ``budget``, which raises :class:`tickwork.search.Exhausted`
+    time examined is a step of ``budget``, which raises :class:`tickwork.budget.Exhausted`
     when spent.
 
     Worked example, ``30 2 * * *`` in Europe/Berlin: on 2026-03-29 02:30 does not exist;

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from tickwork import cron
+from tickwork.budget import Budget
 from tickwork.job import Job, JobState, Run, RunState
 from tickwork.records import (
     Lease,
@@ -24,7 +25,6 @@ from tickwork.records import (
     format_rate,
 )
 from tickwork.schedule import Cron, Interval, Once, check_instant, read_time
-from tickwork.search import Budget
 
 ONE_US = timedelta(microseconds=1)
 

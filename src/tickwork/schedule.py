@@ -31,11 +31,12 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from tickwork import cron
+from tickwork.budget import SEARCH_BUDGET, Budget, Exhausted
 from tickwork.calendar import Calendar, HolidayPolicy, calendar_from_definition, check_business_day
 from tickwork.clock import EARLIEST, LATEST, utc
 from tickwork.cron import DstGap, DstRepeat, Fire
 from tickwork.errors import InvalidSchedule, NeverFires, ValidationError
-from tickwork.search import SEARCH_BUDGET, Budget, Exhausted, calendar_fires, never_reason
+from tickwork.search import calendar_fires, never_reason
 
 MIN_INTERVAL = timedelta(seconds=1)
 """The shortest interval a job may repeat at."""
@@ -189,7 +190,7 @@ class Cron:
 
     def search(self, after: datetime, *, budget: Budget | None = None) -> Search:
         """The first slot that runs strictly after ``after``, searched within ``budget``
-        (one of :data:`~tickwork.search.SEARCH_BUDGET` steps when None), and whether the
+        (one of :data:`~tickwork.budget.SEARCH_BUDGET` steps when None), and whether the
         budget ran out before one was found."""
         if self.plain:
             return Search(cron.next_after(self.expr, self.tz, after))

@@ -27,12 +27,13 @@ known for a span of years (the ``holidays`` package: to 2100 for most), and past
 calendar is its weekend and its own dates.
 
 **The budget.** One search (the next slot; the upcoming slots; explain's slot before, a
-bisection; a calendar edit's re-plan of one job) may take :data:`SEARCH_BUDGET` steps,
-where a step is a candidate day, a month, a day stepped over to find a business day, or a
-fire time examined (a DST policy's, too, without a calendar: :func:`tickwork.cron.fires`).
-When they are spent the search stops, and says so (:attr:`Budget.exhausted`): a submit is
-refused (:class:`~tickwork.errors.NeverFires`), a listing ends early, the trigger completes
-the job. A rare rule needs a few dozen steps; the worst search costs a small fraction of a
+bisection; a calendar edit's re-plan of one job) may take
+:data:`~tickwork.budget.SEARCH_BUDGET` steps, where a step is a candidate day, a month, a
+day stepped over to find a business day, or a fire time examined (a DST policy's, too,
+without a calendar: :func:`tickwork.cron.fires`). When they are spent the search stops,
+and says so (:attr:`~tickwork.budget.Budget.exhausted`): a submit is refused
+(:class:`~tickwork.errors.NeverFires`), a listing ends early, the trigger completes the
+job. A rare rule needs a few dozen steps; the worst search costs a small fraction of a
 second (``benchmarks/slot_search.py``). A plain expression (no calendar, no DST policy)
 is cronsim's alone, each step of which gives up after 50 years.
 """
@@ -48,49 +49,14 @@ from itertools import pairwise
 from typing import Protocol
 
 from tickwork import cron
+from tickwork.budget import Budget
 from tickwork.calendar import SEARCH_DAYS, Calendar, HolidayPolicy
 from tickwork.clock import LATEST
 from tickwork.cron import MAX_SHIFT, DstGap, DstRepeat, Fire
 
-SEARCH_BUDGET = 10_000
-"""Steps one search for slots may take: each candidate day, month, day stepped over to find
-a business day, or fire time examined is one. The 29th of February on a business day,
-eight years ahead, takes 11; a rule the weekend rules out is told in none; a search that
-spends them all takes 10 ms (days) to 0.2 s (fire times of a DST policy) of CPU here
-(``benchmarks/slot_search.py``). What needs most is an every-second rule in a repeated
-hour: 3,600 for the hour's second pass."""
-
 _ONE_US = timedelta(microseconds=1)
 _LAST_DAY = LATEST.date() + timedelta(days=1)
 """The last local date a slot can fall on in any zone (UTC offsets are under a day)."""
-
-
-class Exhausted(Exception):
-    """A search spent its budget (control flow inside this module and :mod:`cron`, caught
-    at the edge of every search)."""
-
-
-class Budget:
-    """What one search may still spend (``left`` steps), shared by everything that search
-    does; ``reached`` is how far (a local date) it got."""
-
-    __slots__ = ("left", "reached", "spent")
-
-    def __init__(self, steps: int | None = None) -> None:
-        self.left = SEARCH_BUDGET if steps is None else steps
-        self.spent = 0
-        self.reached: date | None = None
-
-    def spend(self, steps: int = 1) -> None:
-        """Spend ``steps``; Exhausted once more was spent than there was."""
-        self.spent += steps
-        self.left -= steps
-        if self.left < 0:
-            raise Exhausted
-
-    @property
-    def exhausted(self) -> bool:
-        return self.left < 0
 
 
 class Rule(Protocol):

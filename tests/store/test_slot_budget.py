@@ -11,11 +11,11 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
+from tickwork.budget import SEARCH_BUDGET
 from tickwork.calendar import make_calendar
 from tickwork.errors import CalendarStrandsJobs, NeverFires
 from tickwork.job import JobSpec, JobState
 from tickwork.schedule import Cron
-from tickwork.search import SEARCH_BUDGET
 from tickwork.store import Store
 
 T0 = datetime(2026, 12, 29, 12, tzinfo=UTC)  # a Tuesday

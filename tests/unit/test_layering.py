@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "tickwork.service": ROLES,  # the loop shape the services share
     "tickwork.presence": ROLES,  # the node row of a process with no scheduler or worker
     "tickwork.client": CLIENT,
+    "tickwork.admin": CLIENT,  # the client's administration calls
     "tickwork.inputs": CLIENT,  # the checks of what callers type
     "tickwork.node": CLIENT,
     "tickwork.app": CLIENT,

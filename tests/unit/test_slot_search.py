@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 from tests.unit.slot_reference import TooSlow, reference_fires
 
 from tickwork import cron
+from tickwork.budget import SEARCH_BUDGET, Budget
 from tickwork.calendar import Calendar, make_calendar
 from tickwork.errors import InvalidSchedule, NeverFires, ValidationError
 from tickwork.explain import slot_before
 from tickwork.job import DEFAULT_MISFIRE_GRACE, Job, JobState, MisfirePolicy, OverlapPolicy
 from tickwork.retry import RetryPolicy
 from tickwork.schedule import Cron
-from tickwork.search import SEARCH_BUDGET, Budget
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)  # a Friday
 WEEKDAYS = make_calendar("x")  # Saturday and Sunday off, no holidays

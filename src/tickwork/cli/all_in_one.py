@@ -46,7 +46,6 @@ from tickwork.cli.output import echo, redact
 from tickwork.cli.serve import StopWait, configure_logging, serve_until_signal
 from tickwork.cli.worker import app_and_db, http_allow_flag
 from tickwork.config import Config
-from tickwork.node import Node, when_store_answers
 from tickwork.tasks.registry import Registry
 
 log = logging.getLogger("tickwork")
@@ -72,6 +71,8 @@ def run(
     log_format: LogFormatOption = "text",
 ) -> None:
     """Run a scheduler, a worker and the HTTP API in this process (./tickwork.db by default)."""
+    from tickwork.node import Node, when_store_answers  # here: the other commands load no worker
+
     configure_logging(log_level, log_format)
     proxies = trusted_proxies(forwarded_allow_ips)
     loaded, url = app_and_db(app_module, db)

@@ -58,7 +58,6 @@ from tickwork.cli.worker import app_and_db
 from tickwork.client import Client
 from tickwork.config import Config, default_node_id
 from tickwork.errors import TickworkError, ValidationError
-from tickwork.node import when_store_answers
 from tickwork.tasks.registry import Registry
 
 log = logging.getLogger("tickwork.web")
@@ -109,6 +108,8 @@ def api(
     log_format: LogFormatOption = "text",
 ) -> None:
     """Serve the HTTP API, the dashboard and /metrics (keys required off loopback)."""
+    from tickwork.node import when_store_answers  # here: the other commands load no worker
+
     configure_logging(log_level, log_format)
     proxies = trusted_proxies(forwarded_allow_ips)
     loaded, url = app_and_db(app_module, db)

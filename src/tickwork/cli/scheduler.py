@@ -32,7 +32,6 @@ from tickwork.cli.options import (
 from tickwork.cli.output import redact
 from tickwork.cli.serve import StopWait, configure_logging, serve_until_signal
 from tickwork.config import TRIGGER_BATCH, Config
-from tickwork.node import Node
 from tickwork.tasks.registry import Registry
 
 log = logging.getLogger("tickwork.scheduler")
@@ -99,6 +98,8 @@ def scheduler(
     log_format: LogFormatOption = "text",
 ) -> None:
     """Run a scheduler node: lead (trigger due jobs, rescue, prune) or stand by."""
+    from tickwork.node import Node  # here: the other commands load no worker
+
     config = Config.from_env(
         db_url=db,
         node_id=node_id,

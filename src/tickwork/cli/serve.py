@@ -46,7 +46,7 @@ from typing import Any
 
 from tickwork.errors import ValidationError
 from tickwork.job import BIDI_CONTROLS
-from tickwork.worker.observe import RunContextFilter, run_fields
+from tickwork.tasks.logcontext import RunContextFilter, run_fields
 
 LOG_FORMATS = ("text", "json")
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)

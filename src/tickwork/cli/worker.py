@@ -49,7 +49,6 @@ from tickwork.config import (
 )
 from tickwork.errors import ValidationError
 from tickwork.faults import INJECT_FAULTS_FLAG, FaultRates
-from tickwork.node import Node
 from tickwork.tasks.registry import Registry
 
 log = logging.getLogger("tickwork.worker")
@@ -145,6 +144,8 @@ def worker(
     log_format: LogFormatOption = "text",
 ) -> None:
     """Run a worker: claim runs, execute them, report; stop gracefully on SIGTERM."""
+    from tickwork.node import Node  # here: the other commands load no worker
+
     configure_logging(log_level, log_format)
     loaded, url = app_and_db(app_module, db)
     config = Config.from_env(

@@ -88,7 +88,8 @@ Stopping (:meth:`Worker.stop_gracefully`)
 """
 
 from tickwork.tasks import Context, Discard, Registry, Retry, Task
-from tickwork.worker.worker import Worker, claimable_tasks, default_concurrency
+from tickwork.worker.capability import claimable_tasks, default_concurrency
+from tickwork.worker.worker import Worker
 
 __all__ = [
     "Context",

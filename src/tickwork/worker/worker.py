@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from tickwork.clock import SYSTEM_CLOCK, Clock
-from tickwork.config import ASYNC_CONCURRENCY, SYNC_CONCURRENCY, Config
+from tickwork.config import Config
 from tickwork.errors import FaultInjectionRefused, StoreUnavailable
 from tickwork.job import ClaimedRun
 from tickwork.service import Backoff, Service
@@ -25,13 +25,19 @@ from tickwork.store.base import (
     LISTEN_NOTIFY,
     LeaseStatus,
     Listener,
-    TaskLimits,
 )
 from tickwork.store.roles import WorkerStore
-from tickwork.tasks.builtins import HTTP, SHELL, http_task
+from tickwork.tasks.builtins import HTTP, http_task
 from tickwork.tasks.egress import EgressPolicy
 from tickwork.tasks.registry import Registry
 from tickwork.tasks.task import Context, Task
+from tickwork.worker.capability import (
+    claimable_tasks,
+    default_concurrency,
+    never_run,
+    task_limits,
+    why_refused,
+)
 from tickwork.worker.executor import Attempt, AttemptState, Executor
 from tickwork.worker.faults import FaultInjector
 from tickwork.worker.heartbeat import Heartbeat
@@ -269,18 +275,6 @@ class Worker(Service):
             **self.skew.info(),
         }
 
-    def _task_limits(self) -> dict[str, TaskLimits]:
-        """Each of this worker's own tasks' limits (unlimited: clears those an older version
-        of the code declared). Built-in tasks declare none."""
-        found = (self.registry.find(name) for name in self.registry.names())
-        return {
-            task.name: TaskLimits(
-                task.defaults.max_running, task.defaults.rate, task.defaults.burst
-            )
-            for task in found
-            if task is not None and not task.builtin
-        }
-
     def _register(self) -> None:
         """Show this worker in the cluster view; a failure here stops nothing."""
         try:
@@ -366,7 +360,7 @@ class Worker(Service):
             if not self._limits_written:
                 # Before the first claim: a task's limit must hold from this worker's
                 # first run of it, so a failure here is retried like a failed claim.
-                self.store.register_task_limits(self._task_limits())
+                self.store.register_task_limits(task_limits(self.registry))
                 self._limits_written = True
             sent = self.clock.monotonic()  # the lease surely began no earlier than this
             rejected, runs = self.store.complete_and_claim(
@@ -458,7 +452,8 @@ class Worker(Service):
 
     def _attempts(self, runs: list[ClaimedRun], lease_until: float) -> list[Attempt]:
         """Claimed runs as attempts to execute, now held; a run refused here (see
-        :meth:`_refusal`) is held too, but its outcome is reported at once instead."""
+        :func:`~tickwork.worker.capability.why_refused`) is held too, but its outcome is
+        reported at once instead."""
         made: list[Attempt] = []
         refused: list[tuple[Attempt, Outcome]] = []
         monotonic = self.clock.monotonic
@@ -505,27 +500,11 @@ class Worker(Service):
         # http is a built-in (no app can replace it): this worker's own, under its egress
         # policy.
         task = self._http if run.task == HTTP else self.registry.find(run.task)
-        refusal = self._refusal(run, task)
+        allow_shell = self.config.allow_shell
+        refusal = why_refused(run, task, self.registry, self.node_id, allow_shell=allow_shell)
         if task is None or refusal is not None:
-            return Task(run.task, _unknown), refusal
+            return Task(run.task, never_run), refusal
         return task, None
-
-    def _refusal(self, run: ClaimedRun, task: Task[..., Any] | None) -> Outcome | None:
-        """Why this worker does not execute ``run`` (its ``task`` here, None: unknown)."""
-        if task is None:
-            return Outcome(
-                False,
-                error=f"task {run.task!r} is not registered on worker {self.node_id} "
-                f"(known: {', '.join(self.registry.names())})",
-            )
-        if task.name == SHELL and not self.config.allow_shell:
-            return Outcome(
-                False,
-                error=f"worker {self.node_id} does not run shell tasks (start workers with "
-                "--allow-shell, and route shell jobs to a queue only they consume)",
-                discard=True,
-            )
-        return None
 
     # -- callbacks from the executor, heartbeat and reporter threads -----------------------
 
@@ -644,36 +623,5 @@ class Worker(Service):
             return [a for a in self._held.values() if a.state is AttemptState.RUNNING]
 
 
-def claimable_tasks(registry: Registry, *, allow_shell: bool = False) -> list[str]:
-    """The tasks a worker of ``registry`` runs, so claims runs of, by name: its app's, the
-    built-in ``http``, and ``shell`` only when it runs shell commands (``allow_shell``)."""
-    return [name for name in registry.names() if name != SHELL or allow_shell]
-
-
-def default_concurrency(registry: Registry, *, allow_shell: bool = False) -> int:
-    """A worker's concurrency when none is configured: ASYNC_CONCURRENCY (200) when every
-    task of its app is ``async def``, else SYNC_CONCURRENCY (10).
-
-    A sync run holds a pool thread while it runs, and CPU-bound handlers on 200 threads
-    would only thrash a few cores; async runs share the event loop's one thread, where a
-    slot costs a coroutine. The built-in ``http`` task does not count (it waits on the
-    network, not on a core), ``shell`` does when this worker runs it (its commands may be
-    CPU-bound). A worker with no task of its own (built-ins only) gets the sync default.
-    """
-    counted = [
-        task
-        for name in registry.names()
-        if (task := registry.find(name)) is not None
-        and (not task.builtin or (task.name == SHELL and allow_shell))
-    ]
-    if counted and all(task.is_async for task in counted):
-        return ASYNC_CONCURRENCY
-    return SYNC_CONCURRENCY
-
-
 def _never() -> bool:
     return False
-
-
-def _unknown(ctx: Context, **args: Any) -> None:
-    raise AssertionError("never called: the run is refused before execution")
