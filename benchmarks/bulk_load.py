@@ -63,7 +63,7 @@ def load_runs(url: str, *, finished: int, queued: int, tenants: int = 1) -> None
                     "shift": shift,
                     "tenants": tenants,
                 }
-                conn.execute(_RUNS, params)  # type: ignore[arg-type]
+                conn.execute(_RUNS, params)
                 first += -(-n // RUNS_PER_JOB)
         conn.execute("VACUUM ANALYZE tickwork_jobs")
         conn.execute("VACUUM ANALYZE tickwork_runs")
@@ -81,5 +81,5 @@ def _jobs(conn: psycopg.Connection[tuple[object, ...]], n: int, state: str) -> i
     """Insert ``n`` jobs; return the first new id."""
     row = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM tickwork_jobs").fetchone()
     assert row is not None
-    conn.execute(_JOBS, {"n": n, "state": state})  # type: ignore[arg-type]
+    conn.execute(_JOBS, {"n": n, "state": state})
     return int(str(row[0]))

@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -68,7 +69,7 @@ def drain(url: str, runs: int, tasks: list[str] | None) -> tuple[float, list[flo
         while claimed < runs:
             t0 = time.perf_counter()
             # Without tasks= when None: the same call the code before the filter took.
-            given = {} if tasks is None else {"tasks": tasks}
+            given: dict[str, Any] = {} if tasks is None else {"tasks": tasks}
             _, got = store.complete_and_claim(done, "bench", limit=CLAIM_LIMIT, **given)
             times.append((time.perf_counter() - t0) * 1000)
             if not got:

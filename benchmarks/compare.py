@@ -417,12 +417,12 @@ async def enqueue(system: str, url: str, dues: Sequence[float] | None, n: int) -
         app = App(url)
         app.task(name=NOOP)(_never_run)
         try:
-            jobs: list[dict[str, Any]] = []
+            submits: list[dict[str, Any]] = []
             for due, count in buckets:
                 job = {"task": NOOP} if due is None else {"task": NOOP, "at": _utc(due)}
-                jobs += [job] * count
+                submits += [job] * count
             for start in range(0, n, SUBMIT_BATCH):
-                app.submit_many(jobs[start : start + SUBMIT_BATCH])
+                app.submit_many(submits[start : start + SUBMIT_BATCH])
         finally:
             app.close()
     return time.perf_counter() - t0

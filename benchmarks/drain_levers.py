@@ -48,8 +48,8 @@ from psycopg.rows import DictRow, dict_row
 from tickwork.job import Run
 from tickwork.store import rows as mapping
 from tickwork.store.base import Completion
-from tickwork.store.postgres import PostgresStore, Q
-from tickwork.store.postgres.driver import PG_CODEC
+from tickwork.store.postgres import PostgresStore
+from tickwork.store.postgres.driver import PG_CODEC, Q
 from tickwork.store.queries import for_queues
 
 BATCH = 100
@@ -188,7 +188,7 @@ def sample(server: str, name: str, runs: int) -> float:
         PostgresStore(url, migrate=True).close()
         if lean:
             with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute(f"DROP INDEX IF EXISTS {', '.join(LEAN_DROPS)}")  # type: ignore[arg-type]
+                conn.execute(f"DROP INDEX IF EXISTS {', '.join(LEAN_DROPS)}")
         load_runs(url, finished=0, queued=runs)
         t0 = time.perf_counter()
         done = drain(url)

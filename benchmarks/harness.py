@@ -34,12 +34,12 @@ def fresh_database(server: str, prefix: str) -> Iterator[str]:
     """Create an empty database, yield its URL, drop it afterwards (connections forced off)."""
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(database_url(server, "postgres"), autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+        admin.execute(f'CREATE DATABASE "{name}"')
     try:
         yield database_url(server, name)
     finally:
         with psycopg.connect(database_url(server, "postgres"), autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def percentile(values: Sequence[float], p: float) -> float:

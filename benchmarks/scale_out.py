@@ -191,7 +191,7 @@ RUNNING = "lease_expires_at IS NOT NULL AND state = 'running'"  # the lease inde
 
 def count(conn: psycopg.Connection[Any], where: str) -> int:
     """Runs matching ``where``, read through a partial index (never the finished runs)."""
-    row = conn.execute(f"SELECT count(*) FROM tickwork_runs WHERE {where}").fetchone()  # type: ignore[arg-type]
+    row = conn.execute(f"SELECT count(*) FROM tickwork_runs WHERE {where}").fetchone()
     return int(row[0]) if row else 0
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from tickwork.budget import SEARCH_BUDGET
 from tickwork.calendar import Calendar, make_calendar
 from tickwork.client import upcoming
+from tickwork.cron import DstRepeat
 from tickwork.errors import NeverFires
 from tickwork.explain import slot_before
 from tickwork.job import DEFAULT_MISFIRE_GRACE, Job, JobState, MisfirePolicy, OverlapPolicy
@@ -67,7 +68,7 @@ def at(year: int, month: int, day: int, hour: int = 0) -> datetime:
 
 def cases() -> list[tuple[str, Callable[[], object]]]:
     second_pass = datetime(2026, 10, 25, 0, 59, 59, tzinfo=UTC)  # 02:59:59 CEST, Berlin
-    per_second = Cron("* * * * * *", "Europe/Berlin", dst_repeat="once")
+    per_second = Cron("* * * * * *", "Europe/Berlin", dst_repeat=DstRepeat.ONCE)
     closed = closed_for_decades()
     leap = rule("0 9 29 2 *")
     moved = rule("* * * * * 6", on_holiday="next-business-day")

@@ -30,7 +30,9 @@ from bulk_load import load_runs
 from harness import PG_SERVER, fmt, fresh_database, machine, percentile, table
 
 from tickwork.store.base import Completion
-from tickwork.store.postgres import PostgresStore, Q, for_queues
+from tickwork.store.postgres import PostgresStore
+from tickwork.store.postgres.driver import Q
+from tickwork.store.queries import for_queues
 
 CLAIM_LIMIT = 100
 WARMUP_BATCHES = 3
@@ -96,7 +98,7 @@ def plans(url: str) -> list[str]:
             ),
         ):
             explain = "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + query
-            rows = conn.execute(explain, args).fetchall()  # type: ignore[arg-type]
+            rows = conn.execute(explain, args).fetchall()
             out.append(f"{name}: {_summary([str(r[0]) for r in rows])}")
         conn.rollback()
     return out

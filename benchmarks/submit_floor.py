@@ -70,7 +70,7 @@ def server_built(url: str, jobs: int, statement: str, *, drop_fk: bool = False) 
             conn.commit()
         t0 = time.perf_counter()
         for start in range(0, jobs, BATCH):
-            conn.execute(statement, {"n": min(BATCH, jobs - start)})  # type: ignore[arg-type]
+            conn.execute(statement, {"n": min(BATCH, jobs - start)})
             conn.commit()
         return time.perf_counter() - t0
 

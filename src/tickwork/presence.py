@@ -32,7 +32,7 @@ from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.records import Node
 from tickwork.service import Service
 from tickwork.skew import SkewWatch
-from tickwork.store.base import Store
+from tickwork.store.roles import NodeRegistry
 from tickwork.tasks.builtins import SHELL
 
 log = logging.getLogger("tickwork")
@@ -46,7 +46,7 @@ class Presence(Service):
 
     def __init__(
         self,
-        store: Store,
+        store: NodeRegistry,
         kind: str,
         node_id: str,
         *,
@@ -154,7 +154,7 @@ class WorkerWatch:
     worth failing a submit for."""
 
     def __init__(
-        self, store: Store, *, ttl: timedelta = WATCH_TTL, clock: Clock = SYSTEM_CLOCK
+        self, store: NodeRegistry, *, ttl: timedelta = WATCH_TTL, clock: Clock = SYSTEM_CLOCK
     ) -> None:
         self.store = store
         self.ttl = ttl.total_seconds()

@@ -120,7 +120,8 @@ class SyntheticRun:
             if abs(run["scheduled_for"] - slot) < 1e-6 and job in (None, run["job_id"])
         ]
         assert len(found) == 1, (slot, job, found)
-        return found[0]
+        run: dict[str, Any] = found[0]
+        return run
 
     def lines_of(self, run_id: int, ev: str | None = None) -> list[dict[str, Any]]:
         return [line for line in self.history if line["run"] == run_id and ev in (None, line["ev"])]

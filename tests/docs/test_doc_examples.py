@@ -29,7 +29,7 @@ from examples import (
 )
 
 if TYPE_CHECKING:
-    from conftest import PgServer
+    from tests.conftest import PgServer
 
 RUNNING_PAGES = [page for page in PAGES if any(b.runs for b in blocks(page))]
 MOST_NOT_RUN = 8

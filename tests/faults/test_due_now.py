@@ -5,6 +5,8 @@ gets a second run (the unique slot key), through single and bulk submits alike."
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from worker_fault_app import app as fault_app
 from worker_procs import DEADLINE, Cluster
@@ -60,7 +62,7 @@ def test_with_a_scheduler_running_too_each_job_runs_once(store: Store, cluster: 
     cluster.worker("w2", "--concurrency", "20")
     client = Client(store, fault_app.registry)
     wait_until(lambda: store.leader() is not None, DEADLINE)
-    jobs = [{"task": "work", "args": {"tag": f"now{i}"}} for i in range(60)]
+    jobs: list[dict[str, Any]] = [{"task": "work", "args": {"tag": f"now{i}"}} for i in range(60)]
     # Due a moment later: the scheduler triggers these, beside the ones due now.
     jobs += [{"task": "work", "args": {"tag": f"soon{i}"}, "delay": 0.3} for i in range(20)]
     submitted = client.submit_many(jobs)

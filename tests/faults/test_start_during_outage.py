@@ -17,6 +17,7 @@ import sys
 import urllib.request
 from collections.abc import Iterator
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -96,7 +97,7 @@ def test_a_worker_and_a_scheduler_started_before_the_database_run_runs_once_it_i
         assert child.proc.poll() is None, child.log()
         # Two lines for the whole wait, whatever the number of tries.
         assert len(lines(child, LOST)) == 1, child.log()
-        wait_until(lambda c=child: lines(c, BACK), DEADLINE)
+        wait_until(partial(lines, child, BACK), DEADLINE)
         assert len(lines(child, BACK)) == 1, child.log()
         assert lines(child, r"WARNING|ERROR") == lines(child, LOST), child.log()
     started = lines(worker, r"INFO tickwork\.worker: worker w1 started")

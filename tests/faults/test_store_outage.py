@@ -22,7 +22,7 @@ import pytest
 from worker_procs import DEADLINE, Cluster
 
 from chaos.net import Proxy
-from tickwork.job import JobSpec, RunState
+from tickwork.job import JobSpec, Run, RunState
 from tickwork.schedule import Once
 from tickwork.store import Store, open_store
 from tickwork.testing import wait_until
@@ -74,7 +74,8 @@ def test_a_worker_rides_out_an_outage_quietly_and_is_back_at_speed(
         back = time.monotonic()
 
         # The long run finishes once, with its first claim's token: completed, not rescued.
-        done = wait_until(lambda: _finished(direct, long.run.id), timeout=15)
+        run_id = long.run.id
+        done = wait_until(lambda: _finished(direct, run_id), timeout=15)
         assert done.state is RunState.SUCCEEDED
         assert done.attempt == 1
         assert done.result == {"pid": worker.pid, "token": long_token(nodes, long.run.id)}
@@ -98,7 +99,7 @@ def test_a_worker_rides_out_an_outage_quietly_and_is_back_at_speed(
     assert lines(log, r"WARNING|ERROR") == lines(log, r"WARNING.* lost: "), log
 
 
-def _finished(store: Store, run_id: int) -> object:
+def _finished(store: Store, run_id: int) -> Run | None:
     run = store.get_run(run_id)
     return run if run.state in (RunState.SUCCEEDED, RunState.DEAD) else None
 

@@ -17,9 +17,9 @@ import pytest
 from worker_procs import DEADLINE, Cluster
 
 from chaos import pg
-from tickwork.job import JobSpec, RunState
+from tickwork.job import JobSpec, Run, RunState
 from tickwork.schedule import Once
-from tickwork.store import open_store
+from tickwork.store import Store, open_store
 from tickwork.testing import wait_until
 
 pytestmark = pytest.mark.slow
@@ -72,9 +72,6 @@ def _waiting_commits(server: pg.PgCluster) -> int:
     return int(rows[0][0])
 
 
-def _finished(store: object, run_id: int) -> object:
-    from tickwork.store import Store
-
-    assert isinstance(store, Store)
+def _finished(store: Store, run_id: int) -> Run | None:
     found = store.get_run(run_id)
     return found if found.state in (RunState.SUCCEEDED, RunState.DEAD) else None

@@ -62,7 +62,7 @@ def test_a_handler_outlasting_the_grace_is_released_and_run_once_by_another_work
 
     second = cluster.worker("second")
     final = wait_until(
-        lambda: (r := store.get_run(run.id)).state is RunState.SUCCEEDED and r, DEADLINE
+        lambda: r if (r := store.get_run(run.id)).state is RunState.SUCCEEDED else None, DEADLINE
     )
     assert final.attempt == 1
     assert final.worker == "second"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from worker_procs import DEADLINE, Cluster
@@ -82,7 +83,7 @@ def test_a_run_waits_for_a_worker_with_its_task_and_spends_no_attempt(
         return run if run.state is RunState.SUCCEEDED else None
 
     for run_id in (work.id, shell.id):
-        done = wait_until(lambda r=run_id: finished(r), DEADLINE)
+        done = wait_until(partial(finished, run_id), DEADLINE)
         assert (done.attempt, done.fencing_token, done.worker) == (1, 1, "capable")
     [start] = cluster.events("start")
     assert (start["run"], start["attempt"], start["pid"]) == (work.id, 1, capable.pid)

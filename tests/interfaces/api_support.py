@@ -19,6 +19,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 import httpx
+import httpx2
 import psycopg
 
 from tickwork.client import Client
@@ -186,8 +187,9 @@ def run_tickwork(*argv: str, timeout: float = 60.0) -> subprocess.CompletedProce
     )
 
 
-def error_of(answer: httpx.Response) -> dict[str, Any]:
-    """The error envelope's inner object, after checking the envelope's shape."""
+def error_of(answer: httpx.Response | httpx2.Response) -> dict[str, Any]:
+    """The error envelope's inner object, after checking the envelope's shape (of a served
+    API's answer, or a TestClient's: Starlette's is httpx2's)."""
     body = answer.json()
     assert set(body) == {"error"}, body
     error: dict[str, Any] = body["error"]

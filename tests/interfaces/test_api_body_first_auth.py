@@ -125,6 +125,7 @@ def send_all_quietly(sock: socket.socket, data: bytes) -> None:
 
 def healthz_times(base: str, stop: threading.Event, into: list[float]) -> None:
     parts = urlsplit(base)
+    assert parts.hostname is not None
     while not stop.is_set():
         conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
         began = time.monotonic()

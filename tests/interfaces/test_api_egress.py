@@ -136,20 +136,19 @@ def test_only_an_admin_key_may_submit_an_http_job_with_allow_private(
 ) -> None:
     _, tenant_key = client.create_api_key(tenant="acme")
     _, admin_key = client.create_api_key(tenant="ops", admin=True)
-    job = {"task": "http", "args": {"url": secret_url(secret), "allow_private": True}}
+    args = {"url": secret_url(secret), "allow_private": True}
+    job = {"task": "http", "args": args}
     before = counts(client)
 
     with serving(run_argv(store_url)) as server, server.http(tenant_key) as acme:
         refused = {
-            value: acme.post(
-                "/api/v1/jobs", json={**job, "args": {**job["args"], "allow_private": value}}
-            )
+            value: acme.post("/api/v1/jobs", json={**job, "args": {**args, "allow_private": value}})
             for value in (True, False, "yes")
         }
         stored_after_refusals = counts(client)
         with server.http(admin_key) as admin:
             wrong_type = admin.post(
-                "/api/v1/jobs", json={**job, "args": {**job["args"], "allow_private": 1}}
+                "/api/v1/jobs", json={**job, "args": {**args, "allow_private": 1}}
             )
             accepted = admin.post("/api/v1/jobs", json={**job, "tenant": "acme"})
             run = finished_run(acme, accepted.json()["id"])

@@ -255,7 +255,7 @@ def test_explain_at_the_last_slot_of_the_calendar_answers(store_url: str, client
 
 def test_a_time_out_of_range_is_refused_at_submit_too(store_url: str, client: Client) -> None:
     _, key = client.create_api_key(tenant="acme")
-    schedules = [
+    schedules: list[dict[str, Any]] = [
         {"at": "9999-12-31T23:59:59+00:00"},
         {"at": "1900-01-01T00:00:00Z"},
         {"every": 60, "anchor": "0001-01-01T00:00:00+00:00"},

@@ -93,7 +93,7 @@ HTTP_ARGS = st.fixed_dictionaries(
     {"url": st.just("https://example.com/hook")},
     optional={"method": st.sampled_from(["GET", "POST"]), "json": st.one_of(JSON, nested())},
 )
-SCHEDULES = st.one_of(
+SCHEDULES: st.SearchStrategy[dict[str, Any]] = st.one_of(
     st.just({}),
     st.fixed_dictionaries({"at": TIMES}),
     st.fixed_dictionaries({"delay": st.sampled_from([0, 1.5, 60, 3e9])}),

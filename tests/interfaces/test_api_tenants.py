@@ -3,6 +3,8 @@ its own tenant only; bad input is a 4xx with the JSON error body and changes not
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from api_support import bearer, error_of
 from fastapi.testclient import TestClient
@@ -106,7 +108,7 @@ BAD_LIMITS = (
     ("patch", {"concurrency": 3}, "concurrency"),
 )  # fmt: skip
 """Limits refused with 422: a value of the wrong type or out of range, or an unknown field."""
-DISAGREEING_LIMITS = (
+DISAGREEING_LIMITS: tuple[tuple[str, dict[str, Any], str], ...] = (
     ("put", {"burst": 5}, "burst"), ("patch", {}, "body"),
     ("patch", {"rate": None, "burst": 3}, "burst"),
 )  # fmt: skip

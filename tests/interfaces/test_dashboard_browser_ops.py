@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
@@ -38,9 +39,7 @@ pytestmark = pytest.mark.slow
 SECOND = timedelta(seconds=1)
 
 
-def finished(
-    client: Client, slot: datetime, lag: timedelta, outcome: str, **fields: object
-) -> None:
+def finished(client: Client, slot: datetime, lag: timedelta, outcome: str, **fields: Any) -> None:
     """A run of slot ``slot`` started ``lag`` late and ending ``outcome`` a second later,
     written straight to the store at those times."""
     store = client.store
@@ -51,7 +50,7 @@ def finished(
         retry=RetryPolicy(max_attempts=attempts),
         args={"url": "https://example.com/"},
         **fields,
-    )  # type: ignore[arg-type]
+    )
     run = store.submit(spec, now=slot).run
     assert run is not None
     [held] = store.claim("w-test", limit=1, now=slot + lag)

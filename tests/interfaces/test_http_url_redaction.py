@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -22,6 +23,10 @@ from tickwork.testing import wait_until
 
 SECRET = "s3cr3t-token-0123"
 ATTEMPTS = 3
+
+
+def is_dead(client: Client, run_id: int) -> bool:
+    return client.get_run(run_id).state is RunState.DEAD
 
 
 class Hook(BaseHTTPRequestHandler):
@@ -77,8 +82,7 @@ def test_a_token_in_the_query_is_logged_as_stars_on_every_failed_attempt(
         for submitted in jobs.values():
             assert submitted.run is not None
             run_id = submitted.run.id
-            wait_until(lambda r=run_id: client.get_run(r).state is RunState.DEAD, 30,
-                       what=f"run {run_id} dead")  # fmt: skip
+            wait_until(partial(is_dead, client, run_id), 30, what=f"run {run_id} dead")
     log = worker.output()
     errors = {path: client.get_run(j.run.id).error or "" for path, j in jobs.items() if j.run}
     client.close()

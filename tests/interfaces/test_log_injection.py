@@ -17,6 +17,7 @@ import re
 import socket
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -47,6 +48,10 @@ can still carry. CR, NEL and LINE SEPARATOR end a line for a terminal or ``split
 FORBIDDEN = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 """What no log output may hold raw (a line feed only ends a record, or a traceback line)."""
 SECRET = "s3cr3t-token"
+
+
+def is_dead(client: Client, run_id: int) -> bool:
+    return client.get_run(run_id).state is RunState.DEAD
 
 
 # -- what the output must look like ------------------------------------------------------------
@@ -316,8 +321,7 @@ def test_a_jobs_url_tenant_and_error_cannot_forge_a_line_of_the_workers_log(
         argv += ["--no-api"]
     with tickwork(tmp_path, *argv) as worker:
         for run_id in runs.values():
-            wait_until(lambda r=run_id: client.get_run(r).state is RunState.DEAD, 30,
-                       what=f"run {run_id} dead")  # fmt: skip
+            wait_until(partial(is_dead, client, run_id), 30, what=f"run {run_id} dead")
         time.sleep(0.3)  # the worker logs the outcome as it reports it
     output = worker.output()
     client.close()

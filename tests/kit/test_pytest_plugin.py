@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from conftest import PgServer
+    from tests.conftest import PgServer
 
 pytest_plugins = ["pytester"]
 

@@ -29,12 +29,12 @@ def test_drain_runs_what_is_due_now_inline_sync_and_async(
     seen: list[str] = []
 
     @tickwork_app.task
-    def greet(ctx, who: str) -> dict[str, str]:
+    def greet(ctx: Context, who: str) -> dict[str, str]:
         seen.append(who)
         return {"greeted": who}
 
     @tickwork_app.task
-    async def shout(ctx, who: str) -> str:
+    async def shout(ctx: Context, who: str) -> str:
         await asyncio.sleep(0)
         return who.upper()
 
@@ -60,7 +60,7 @@ def test_a_retrying_task_is_retried_by_moving_the_clock_until_it_succeeds(
     calls: list[int] = []
 
     @tickwork_app.task(max_attempts=5, backoff=(10, 60))
-    def charge(ctx, amount: int) -> None:
+    def charge(ctx: Context, amount: int) -> None:
         calls.append(ctx.attempt)
         if ctx.attempt == 2:
             raise Retry(after=30, reason="rate limited")
@@ -89,7 +89,7 @@ def test_a_task_failing_every_attempt_ends_dead_and_drain_stops(
     tickwork_app: App, tickwork_kit: TickworkTestKit
 ) -> None:
     @tickwork_app.task(max_attempts=3)
-    def broken(ctx) -> None:
+    def broken(ctx: Context) -> None:
         raise ValueError("always")
 
     tickwork_app.submit(broken)
@@ -104,7 +104,7 @@ def test_drain_without_retries_leaves_the_retry_waiting(
     tickwork_app: App, tickwork_kit: TickworkTestKit
 ) -> None:
     @tickwork_app.task(max_attempts=2)
-    def broken(ctx) -> None:
+    def broken(ctx: Context) -> None:
         raise ValueError("nope")
 
     tickwork_app.submit(broken)
@@ -118,7 +118,7 @@ def test_a_cron_job_fires_at_the_right_instants_across_both_dst_changes(
     tickwork_app: App, tickwork_kit: TickworkTestKit, tickwork_clock: FakeClock
 ) -> None:
     @tickwork_app.task
-    def nightly(ctx) -> None:
+    def nightly(ctx: Context) -> None:
         pass
 
     tickwork_clock.set(datetime(2030, 3, 29, 12, tzinfo=UTC))
@@ -150,7 +150,7 @@ def test_advance_fires_every_interval_slot_and_an_outage_follows_the_misfire_pol
     tickwork_app: App, tickwork_kit: TickworkTestKit
 ) -> None:
     @tickwork_app.task
-    def poll(ctx) -> None:
+    def poll(ctx: Context) -> None:
         pass
 
     tickwork_app.schedule(poll, every=timedelta(minutes=10), name="live")
@@ -173,11 +173,11 @@ def test_assertions_on_what_was_submitted(
     tickwork_app: App, tickwork_kit: TickworkTestKit, tickwork_clock: FakeClock
 ) -> None:
     @tickwork_app.task
-    def send(ctx, to: str, subject: str = "") -> None:
+    def send(ctx: Context, to: str, subject: str = "") -> None:
         pass
 
     @tickwork_app.task
-    def other(ctx) -> None:
+    def other(ctx: Context) -> None:
         pass
 
     def signup(email: str) -> None:  # the code under test
@@ -212,7 +212,7 @@ def test_drain_fails_the_test_when_a_task_resubmits_itself_for_ever(
     tickwork_app: App, tickwork_kit: TickworkTestKit
 ) -> None:
     @tickwork_app.task
-    def again(ctx) -> None:
+    def again(ctx: Context) -> None:
         tickwork_app.submit(again)
 
     tickwork_app.submit(again)
@@ -234,7 +234,7 @@ def test_the_docs_dst_example_runs_each_slot_at_its_time_with_drain(
     sent: list[tuple[datetime, datetime]] = []
 
     @tickwork_app.task
-    def nightly_report(ctx) -> None:
+    def nightly_report(ctx: Context) -> None:
         sent.append((ctx.scheduled_for, tickwork_clock.now()))
 
     tickwork_clock.set(datetime(2030, 3, 29, 12, tzinfo=UTC))
@@ -255,7 +255,7 @@ def test_advance_applies_the_overlap_policy_slot_by_slot(
     tickwork_app: App, tickwork_kit: TickworkTestKit
 ) -> None:
     @tickwork_app.task
-    def sync_feed(ctx) -> None:
+    def sync_feed(ctx: Context) -> None:
         pass
 
     job = tickwork_app.schedule(sync_feed, every=timedelta(minutes=10), overlap="forbid")

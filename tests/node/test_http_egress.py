@@ -479,7 +479,11 @@ def tls_service(tmp_path: Path) -> Iterator[tuple[ThreadingHTTPServer, ssl.SSLCo
     names: list[str] = []
     server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_side.load_cert_chain(cert, key)
-    server_side.sni_callback = lambda sock, name, context: names.append(str(name)) and None
+
+    def note_name(sock: ssl.SSLObject, name: str | None, context: ssl.SSLContext) -> None:
+        names.append(str(name))
+
+    server_side.sni_callback = note_name
     client_side = ssl.create_default_context(cafile=str(cert))
     with serving("127.0.0.1") as httpd:
         httpd.socket = server_side.wrap_socket(httpd.socket, server_side=True)

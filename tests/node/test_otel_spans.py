@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from worker_support import finished, make_app, running
 
-from tickwork import Retry
+from tickwork import Context, Retry
 from tickwork.cli.serve import configure_logging
 from tickwork.job import RunState
 from tickwork.store import Store
@@ -44,7 +44,13 @@ def spans() -> Iterator[InMemorySpanExporter]:
 
 def attempt_spans(exporter: InMemorySpanExporter, task: str) -> list[ReadableSpan]:
     found = [s for s in exporter.get_finished_spans() if s.name == f"tickwork.run {task}"]
-    return sorted(found, key=lambda s: s.attributes["tickwork.attempt"] if s.attributes else 0)
+    return sorted(found, key=attempt_of)
+
+
+def attempt_of(span: ReadableSpan) -> int:
+    attempt = (span.attributes or {}).get("tickwork.attempt", 0)
+    assert isinstance(attempt, int), attempt
+    return attempt
 
 
 def test_each_attempt_is_a_span_linked_to_the_span_that_submitted_the_job(
@@ -54,7 +60,7 @@ def test_each_attempt_is_a_span_linked_to_the_span_that_submitted_the_job(
     tracer = trace.get_tracer("tests")
 
     @app.task(max_attempts=3)
-    def charge(ctx, amount: int) -> None:
+    def charge(ctx: Context, amount: int) -> None:
         with tracer.start_as_current_span("charge.call-gateway"):
             if ctx.attempt == 1:
                 raise Retry(after=0, reason="gateway busy")
@@ -104,7 +110,7 @@ def test_an_async_handler_dead_on_its_last_attempt_and_a_job_submitted_without_a
     app = make_app(store)
 
     @app.task(max_attempts=1)
-    async def fragile(ctx) -> None:
+    async def fragile(ctx: Context) -> None:
         raise ValueError("bad input")
 
     with app:
@@ -153,7 +159,7 @@ def test_a_failed_attempts_span_records_the_exception_as_an_event(
     app = make_app(store)
 
     @app.task(max_attempts=1)
-    def fragile(ctx) -> None:
+    def fragile(ctx: Context) -> None:
         raise ValueError("bad input")
 
     with app:
@@ -179,7 +185,7 @@ def test_a_handlers_log_lines_carry_its_spans_trace_and_span_ids(
     try:
 
         @app.task
-        def charge(ctx) -> None:
+        def charge(ctx: Context) -> None:
             ctx.logger.info("charging")
 
         with app:
@@ -207,7 +213,10 @@ def test_the_text_format_ends_a_line_in_a_span_with_its_ids(
     with tracer.start_as_current_span("outer") as outer:
         RunContextFilter().filter(record)
     context = outer.get_span_context()
-    assert record.run_context == (f" [trace={context.trace_id:032x} span={context.span_id:016x}]")
+    # The filter sets these attributes on the record (logging's documented way to carry them).
+    assert record.__dict__["run_context"] == (
+        f" [trace={context.trace_id:032x} span={context.span_id:016x}]"
+    )
     bare = logging.LogRecord("tickwork.task.x", logging.INFO, __file__, 1, "hello", (), None)
     RunContextFilter().filter(bare)
-    assert (bare.run_context, bare.trace_id) == ("", None)
+    assert (bare.__dict__["run_context"], bare.__dict__["trace_id"]) == ("", None)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 from worker_support import finished, make_app, running
 
+from tickwork import Context
 from tickwork.cli.serve import configure_logging
 from tickwork.job import RunState
 from tickwork.store import Store
@@ -47,13 +48,13 @@ def run_two_handlers(store: Store) -> tuple[dict[str, object], dict[str, object]
     mine = logging.getLogger("myapp")
 
     @app.task
-    def sync_task(ctx) -> None:
+    def sync_task(ctx: Context) -> None:
         both_in.wait()
         ctx.logger.info("pool via ctx")
         mine.info("pool via app logger")
 
     @app.task
-    async def async_task(ctx) -> None:
+    async def async_task(ctx: Context) -> None:
         await asyncio.to_thread(both_in.wait)
         ctx.logger.info("loop via ctx")
         mine.info("loop via app logger")

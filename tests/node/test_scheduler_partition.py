@@ -28,7 +28,9 @@ import pytest
 from tickwork.config import Config
 from tickwork.scheduler import Scheduler
 from tickwork.store import open_store
-from tickwork.store.postgres import PostgresStore, Q
+from tickwork.store.postgres import PostgresStore
+from tickwork.store.postgres.driver import Q
+from tickwork.store.roles import LeaderStore
 from tickwork.testing import wait_until
 
 LEASE = timedelta(seconds=3)
@@ -37,7 +39,7 @@ FAILOVER_BOUND = LEASE + RENEW + timedelta(seconds=2)
 """The promise: failover after any leader fault, a mid-transaction partition included."""
 
 
-def standby_scheduler(store: PostgresStore, url: str) -> Scheduler:
+def standby_scheduler(store: LeaderStore, url: str) -> Scheduler:
     config = Config(
         db_url=url,
         node_id="standby",
@@ -153,9 +155,9 @@ def test_a_standby_that_may_not_end_the_stuck_session_says_so_once_per_incident(
     # one warning says it, not one per beat.
     role = f"tw_standby_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(pg_database, autocommit=True) as admin:
-        admin.execute(f'CREATE ROLE "{role}" LOGIN IN ROLE pg_read_all_stats')  # type: ignore[arg-type]
-        admin.execute(f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{role}"')  # type: ignore[arg-type]
-        admin.execute(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{role}"')  # type: ignore[arg-type]
+        admin.execute(f'CREATE ROLE "{role}" LOGIN IN ROLE pg_read_all_stats')
+        admin.execute(f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{role}"')
+        admin.execute(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{role}"')
     leader_store = open_store(pg_database)
     standby_store = open_store(as_role(pg_database, role))
     short = timedelta(milliseconds=200)
@@ -186,5 +188,5 @@ def test_a_standby_that_may_not_end_the_stuck_session_says_so_once_per_incident(
         leader_store.close()
         standby_store.close()
         with psycopg.connect(pg_database, autocommit=True) as admin:
-            admin.execute(f'DROP OWNED BY "{role}"')  # type: ignore[arg-type]
-            admin.execute(f'DROP ROLE "{role}"')  # type: ignore[arg-type]
+            admin.execute(f'DROP OWNED BY "{role}"')
+            admin.execute(f'DROP ROLE "{role}"')

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from datetime import timedelta
 
 import psycopg
@@ -95,10 +96,9 @@ def test_a_worker_is_back_at_speed_after_its_sessions_are_ended(
 ) -> None:
     store = open_store(pg_database)
     # Polling every 5 s: only a notification can start a run within a second.
-    config = Config(
-        db_url=pg_database,
-        node_id="reconnecting-worker",
-        **{**FAST, "poll_interval": timedelta(seconds=5)},
+    config = replace(
+        Config(db_url=pg_database, node_id="reconnecting-worker", **FAST),
+        poll_interval=timedelta(seconds=5),
     )
     app = App(config=config)
     started: list[float] = []

@@ -101,7 +101,9 @@ def test_a_cancelled_shell_run_kills_the_whole_process_group(
     worker = app.worker()
     with running(worker):
         run = in_state(store, job, RunState.RUNNING)
-        pgid = int(wait_until(lambda: group.exists() and group.read_text().strip(), DEADLINE))
+        pgid = int(
+            wait_until(lambda: group.read_text().strip() if group.exists() else None, DEADLINE)
+        )
         store.cancel_run(run.id)
         wait_until(lambda: worker.executor.busy == 0, DEADLINE)  # the handler saw the kill
     # Nothing of the group is left to write a file later.

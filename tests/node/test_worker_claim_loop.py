@@ -9,7 +9,7 @@ from typing import Any
 from worker_support import DEADLINE, CountingStore, in_state, make_app
 
 from tickwork.errors import StoreUnavailable
-from tickwork.job import RunState
+from tickwork.job import ClaimedRun, Run, RunState
 from tickwork.store import Store
 from tickwork.store.base import Completion
 from tickwork.tasks import Context
@@ -29,21 +29,18 @@ class OutageStore(CountingStore):
 
     def complete_and_claim(
         self, completions: Sequence[Completion], worker: str, **kwargs: Any
-    ) -> tuple[list[int], list[Any]]:
+    ) -> tuple[list[int], list[ClaimedRun]]:
         if completions:
             with self._lock:
                 failing = self.failures > 0
                 self.failures -= failing
             if failing:
                 raise StoreUnavailable("connection refused (injected)")
-        result: tuple[list[int], list[Any]] = self.__getattr__("complete_and_claim")(
-            completions, worker, **kwargs
-        )
-        return result
+        return super().complete_and_claim(completions, worker, **kwargs)
 
-    def fail(self, *args: Any, **kwargs: Any) -> Any:
+    def fail(self, run_id: int, fencing_token: int, error: str, **kwargs: Any) -> Run:
         self.gate.wait(10)
-        return self.__getattr__("fail")(*args, **kwargs)
+        return super().fail(run_id, fencing_token, error, **kwargs)
 
 
 def test_completions_survive_a_store_outage_and_are_written_once(store: Store) -> None:
@@ -55,7 +52,7 @@ def test_completions_survive_a_store_outage_and_are_written_once(store: Store) -
 
     jobs = [app.submit(quick) for _ in range(12)]
     flaky = OutageStore(app.store, failures=3)
-    worker = Worker(flaky, app.registry, app.config)  # type: ignore[arg-type]
+    worker = Worker(flaky, app.registry, app.config)
     worker.start()
     try:
         runs = [in_state(store, job, RunState.SUCCEEDED) for job in jobs]
@@ -79,7 +76,7 @@ def test_unwritten_outcomes_hold_back_claims(store: Store) -> None:
     jobs = [app.submit(broken) for _ in range(10)]
     slow = OutageStore(app.store)
     slow.gate.clear()  # failures wait: the store is slow to take them
-    worker = Worker(slow, app.registry, app.config)  # type: ignore[arg-type]
+    worker = Worker(slow, app.registry, app.config)
     worker.start()
     try:
         wait_until(lambda: len(worker.held) == 3 and worker.executor.busy == 0, DEADLINE)

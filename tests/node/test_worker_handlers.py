@@ -6,14 +6,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from worker_support import DEADLINE, WrappedStore, finished, in_state, only_run, running
 
 from tickwork.app import App, Context, Discard, Retry
-from tickwork.job import JobSpec, RunState
+from tickwork.job import ClaimedRun, JobSpec, RunState
+from tickwork.records import Completion
 from tickwork.schedule import Once
 from tickwork.store import Store
 from tickwork.testing import wait_until
@@ -324,8 +326,15 @@ class ClaimsEveryTask(WrappedStore):
     """A store whose claim ignores the tasks filter (as one of another implementation
     might): the worker's refusal is the last resort then."""
 
-    def complete_and_claim(self, *args: Any, tasks: Any = None, **kwargs: Any) -> Any:
-        return self._inner.complete_and_claim(*args, **kwargs)
+    def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        worker: str,
+        *,
+        tasks: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> tuple[list[int], list[ClaimedRun]]:
+        return super().complete_and_claim(completions, worker, **kwargs)
 
 
 def test_a_run_handed_over_without_the_filter_is_still_refused_saying_why(
@@ -333,7 +342,7 @@ def test_a_run_handed_over_without_the_filter_is_still_refused_saying_why(
 ) -> None:
     unknown = store.submit(JobSpec(task="elsewhere", schedule=Once(delay=timedelta(0)))).job
     shell = app.submit("shell", {"argv": ["true"]})
-    worker = Worker(cast(Store, ClaimsEveryTask(store)), app.registry, app.config)
+    worker = Worker(ClaimsEveryTask(store), app.registry, app.config)
     with running(worker):
         failed = in_state(store, unknown, RunState.FAILED, RunState.DEAD)
         dead = finished(store, shell)

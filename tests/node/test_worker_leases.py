@@ -7,6 +7,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -25,7 +26,8 @@ from worker_support import (
 
 from tickwork.app import App, Context
 from tickwork.config import Config
-from tickwork.job import RunState
+from tickwork.job import ClaimedRun, RunState
+from tickwork.records import Completion
 from tickwork.store import Store
 from tickwork.testing import wait_until
 from tickwork.worker import Worker
@@ -73,7 +75,7 @@ def test_one_heartbeat_call_extends_every_lease(app: App, store: Store) -> None:
 
     jobs = [app.submit(wait) for _ in range(5)]
     counting = CountingStore(app.store)
-    worker = Worker(counting, app.registry, app.config)  # type: ignore[arg-type]
+    worker = Worker(counting, app.registry, app.config)
     with running(worker):
         wait_until(lambda: len(worker.held) == 5, DEADLINE)
         wait_until(
@@ -235,7 +237,7 @@ def test_claims_never_exceed_free_capacity(store: Store) -> None:
         app.submit(hold)
     counting = CountingStore(app.store)
     config: Config = app.config
-    worker = Worker(counting, app.registry, config)  # type: ignore[arg-type]
+    worker = Worker(counting, app.registry, config)
     try:
         with running(worker):
             wait_until(lambda: len(worker.held) == 2, DEADLINE)
@@ -263,8 +265,10 @@ class StalledAfterClaim(WrappedStore):
         self.claimed = threading.Event()
         self.resume = threading.Event()
 
-    def complete_and_claim(self, *args: Any, **kwargs: Any) -> Any:
-        rejected, runs = self._inner.complete_and_claim(*args, **kwargs)
+    def complete_and_claim(
+        self, completions: Sequence[Completion], worker: str, **kwargs: Any
+    ) -> tuple[list[int], list[ClaimedRun]]:
+        rejected, runs = super().complete_and_claim(completions, worker, **kwargs)
         if runs and not self.claimed.is_set():
             began = time.monotonic()
             self.claimed.set()
@@ -278,7 +282,7 @@ def stalled_worker(app: App, stall: float) -> tuple[Worker, StalledAfterClaim]:
         app.config, run_lease=timedelta(seconds=1), run_heartbeat=timedelta(milliseconds=100)
     )
     store = StalledAfterClaim(app.store, stall)
-    return Worker(store, app.registry, config), store  # type: ignore[arg-type]
+    return Worker(store, app.registry, config), store
 
 
 def test_a_run_whose_lease_was_taken_over_while_its_worker_stalled_before_the_start_never_starts(

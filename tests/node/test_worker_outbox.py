@@ -52,7 +52,9 @@ def test_a_committed_submit_runs_once_started_within_moments_of_the_commit(
             row = conn.execute("SELECT clock_timestamp()").fetchone()
             assert row is not None
             committed_at: datetime = row[0]
-        (run,) = wait_until(lambda: executed and store.list_runs(job_id=job.id).items, DEADLINE)
+        (run,) = wait_until(
+            lambda: store.list_runs(job_id=job.id).items if executed else None, DEADLINE
+        )
         done = wait_until(lambda: _succeeded(store, run.id), DEADLINE)
         time.sleep(0.3)
     assert executed == [run.id]

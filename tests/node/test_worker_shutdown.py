@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 import pytest
 from worker_support import (
@@ -21,6 +22,7 @@ from worker_support import (
 
 from tickwork.app import App, Context
 from tickwork.job import Job, RunState
+from tickwork.records import Completion
 from tickwork.store import Store
 from tickwork.tasks.task import Task
 from tickwork.testing import wait_until
@@ -160,7 +162,7 @@ def test_completions_are_written_in_batches(store: Store) -> None:
 
     jobs = [app.submit(quick) for _ in range(100)]
     counting = CountingStore(app.store)
-    worker = Worker(counting, app.registry, app.config)  # type: ignore[arg-type]
+    worker = Worker(counting, app.registry, app.config)
     worker.start()
     try:
         wait_until(lambda: len(worker.held) == 50, DEADLINE)
@@ -204,13 +206,15 @@ class FailsToComplete(WrappedStore):
         self.calls = 0
         self.failed = threading.Event()
 
-    def complete_many(self, *args: object, **kwargs: object) -> object:
+    def complete_many(
+        self, completions: Sequence[Completion], *, now: datetime | None = None
+    ) -> list[int]:
         self.calls += 1
         if self._left > 0:
             self._left -= 1
             self.failed.set()
             raise RuntimeError("a surprise")
-        return self._inner.complete_many(*args, **kwargs)  # type: ignore[arg-type]
+        return self._inner.complete_many(completions, now=now)
 
 
 def stop_while_running(app: App, store: FailsToComplete, caplog: pytest.LogCaptureFixture) -> Job:
@@ -219,7 +223,7 @@ def stop_while_running(app: App, store: FailsToComplete, caplog: pytest.LogCaptu
     caplog.set_level(logging.INFO, logger="tickwork")
     slow, started, finish = slow_task(app)
     job = app.submit(slow)
-    worker = Worker(store, app.registry, app.config)  # type: ignore[arg-type]
+    worker = Worker(store, app.registry, app.config)
     worker.start()
     stopping = threading.Thread(target=worker.stop_gracefully, args=(timedelta(seconds=10),))
     try:

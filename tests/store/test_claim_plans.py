@@ -74,7 +74,9 @@ def explained(url: str, names: list[str], params: dict[str, Any]) -> dict[str, i
         conn.execute("ANALYZE tickwork_runs")
         for name in names:
             query = for_claimer(Q[name], None, params["tasks"])
-            (found,) = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + query, params).fetchone()
+            row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + query, params).fetchone()
+            assert row is not None
+            (found,) = row
             read[name] = rows_read(found[0]["Plan"])
         conn.rollback()
     return read

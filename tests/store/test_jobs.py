@@ -632,10 +632,10 @@ def test_a_page_that_ends_the_listing_exactly_says_it_is_the_last(
     for i in range(6):
         store.submit(one_off(t0, task=f"t{i}"), now=t0)
     for listing in (store.list_jobs, store.list_runs):
-        first = listing(limit=3)  # type: ignore[operator]
+        first = listing(limit=3)
         assert len(first.items) == 3
         assert first.next_cursor == first.items[-1].id
-        second = listing(after=first.next_cursor, limit=3)  # type: ignore[operator]
+        second = listing(after=first.next_cursor, limit=3)
         assert len(second.items) == 3
         assert second.next_cursor is None
 

@@ -45,8 +45,8 @@ def grew(before: RunTotals, after: RunTotals) -> bool:
     for key, n in before.outcomes.items():
         if after.outcomes.get(key, -1) < n:
             return False
-    for key, histogram in before.histograms.items():
-        later = after.histograms.get(key)
+    for pair, histogram in before.histograms.items():
+        later = after.histograms.get(pair)
         if later is None or later.total < histogram.total:
             return False
         if any(later.buckets.get(le, -1) < n for le, n in histogram.buckets.items()):

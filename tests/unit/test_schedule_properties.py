@@ -39,7 +39,7 @@ Field = tuple[str, frozenset[int]]
 @st.composite
 def field(draw: st.DrawFn, lo: int, hi: int, names: tuple[str, ...] = ()) -> Field:
     def show(v: int) -> str:
-        return names[v - lo] if names and draw(st.booleans()) else str(v)
+        return names[v - lo] if bool(names) and draw(st.booleans()) else str(v)
 
     values = st.integers(lo, hi)
     kind = draw(st.sampled_from(["every", "step", "one", "span", "span-step", "list"]))
@@ -146,7 +146,7 @@ def is_transition(zone: ZoneInfo, t: datetime) -> bool:
 def zone_and_start(draw: st.DrawFn) -> tuple[str, datetime]:
     tz = draw(st.sampled_from(ZONES))
     near = transitions(tz)
-    if near and draw(st.booleans()):
+    if bool(near) and draw(st.booleans()):
         start = draw(st.sampled_from(near)) + timedelta(minutes=draw(st.integers(-240, 240)))
     else:
         start = draw(

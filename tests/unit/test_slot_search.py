@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime, timedelta
 from itertools import islice, takewhile
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, note, settings
@@ -33,8 +34,8 @@ DE = make_calendar("de", country="DE")
 pytestmark = pytest.mark.timeout(20)  # today's search ran for minutes to hours
 
 
-def rule(expr: str, calendar: Calendar = WEEKDAYS, tz: str = "UTC", **rules: object) -> Cron:
-    return Cron(expr, tz, calendar=calendar.name, calendar_def=calendar, **rules)  # type: ignore[arg-type]
+def rule(expr: str, calendar: Calendar = WEEKDAYS, tz: str = "UTC", **rules: Any) -> Cron:
+    return Cron(expr, tz, calendar=calendar.name, calendar_def=calendar, **rules)
 
 
 def at(text: str) -> datetime:
@@ -156,7 +157,7 @@ RARE = [
 
 @pytest.mark.parametrize(("expr", "rules", "after", "expected"), RARE)
 def test_a_rare_rule_is_found(
-    expr: str, rules: dict[str, object], after: datetime, expected: str
+    expr: str, rules: dict[str, Any], after: datetime, expected: str
 ) -> None:
     schedule = rule(expr, **rules)
     assert schedule.first_slot(after) == at(expected)
@@ -256,7 +257,8 @@ def test_the_slot_before_a_rare_rule_is_found_within_its_windows() -> None:
 def test_the_year_past_the_calendars_end_is_no_error() -> None:
     late = at("9999-12-20T00:00")
     for schedule in (rule("0 9 * 12 *", business_day=23), rule("0 9 * * *", business_day=-1)):
-        assert schedule.next_after(late) is None or schedule.next_after(late) > late
+        following = schedule.next_after(late)
+        assert following is None or following > late
         with pytest.raises(ValidationError):
             schedule.first_slot(at("9999-12-31T12:00"))
 
@@ -362,7 +364,7 @@ def test_the_day_search_finds_the_slots_the_slot_search_found(
         raise
     running_old = [f.at for f in old if not f.skipped][:6]
     assert list(islice(schedule.iterate(after), len(running_old))) == running_old
-    assert found.slot == (running_old or [found.slot])[0]
+    assert found.slot == (running_old[0] if running_old else found.slot)
     assert schedule.calendar_def is not None
     worked = set(schedule.calendar_def.removed)
     zone = cron.zone(schedule.tz)

@@ -36,6 +36,7 @@ class Ticker(Service):
 
     def __init__(self, clock: FakeClock) -> None:
         super().__init__(clock)
+        self.clock: FakeClock = clock  # the test moves it
         self.woke = threading.Event()
 
     def run(self) -> None:
@@ -194,7 +195,9 @@ def test_a_worker_on_a_fake_clock_times_a_run_out_once_advanced_past_its_timeout
         clock.advance(1)
 
         assert stopped.wait(PROMPT)
-        dead = wait_until(lambda: (r := store.get_run(run.id)).state is RunState.DEAD and r)
+        dead = wait_until(
+            lambda: r if (r := store.get_run(run.id)).state is RunState.DEAD else None
+        )
         assert dead.error == "timed out after 30 s"
         assert dead.finished_at == START + timedelta(seconds=30)  # the clock's time
     finally:

@@ -26,7 +26,7 @@ from tickwork.scheduler.reaper import Reaper
 from tickwork.scheduler.rollup import Rollup
 from tickwork.scheduler.trigger import Trigger
 from tickwork.service import Service
-from tickwork.store.base import Store
+from tickwork.store.roles import LeaderStore
 
 
 class Scheduler:
@@ -40,7 +40,7 @@ class Scheduler:
 
     def __init__(
         self,
-        store: Store,
+        store: LeaderStore,
         config: Config,
         clock: Clock = SYSTEM_CLOCK,
         *,

@@ -57,7 +57,7 @@ from tickwork.config import Config
 from tickwork.errors import LeadershipLost, StoreError, StoreUnavailable
 from tickwork.service import Service
 from tickwork.skew import SkewWatch
-from tickwork.store.base import Store
+from tickwork.store.roles import LeaderStore
 
 log = logging.getLogger("tickwork.scheduler")
 
@@ -87,7 +87,7 @@ class Election(Service):
 
     def __init__(
         self,
-        store: Store,
+        store: LeaderStore,
         config: Config,
         clock: Clock = SYSTEM_CLOCK,
         on_change: Callable[[int | None], None] | None = None,

@@ -21,7 +21,8 @@ from tickwork.config import Config
 from tickwork.errors import StoreError
 from tickwork.scheduler.election import Election
 from tickwork.scheduler.periodic import LeaderPeriodic
-from tickwork.store.base import DEFAULT_PRUNE_BATCH, Store
+from tickwork.store.base import DEFAULT_PRUNE_BATCH
+from tickwork.store.roles import LeaderStore
 
 log = logging.getLogger("tickwork.scheduler")
 
@@ -36,7 +37,7 @@ class Pruner(LeaderPeriodic):
 
     def __init__(
         self,
-        store: Store,
+        store: LeaderStore,
         config: Config,
         election: Election,
         clock: Clock = SYSTEM_CLOCK,

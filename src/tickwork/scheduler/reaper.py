@@ -51,7 +51,8 @@ from tickwork.config import Config
 from tickwork.errors import StoreError, StoreUnavailable
 from tickwork.scheduler.election import Election
 from tickwork.service import Service
-from tickwork.store.base import DEFAULT_RESCUE_BATCH, Store
+from tickwork.store.base import DEFAULT_RESCUE_BATCH
+from tickwork.store.roles import LeaderStore
 
 log = logging.getLogger("tickwork.scheduler")
 
@@ -70,7 +71,7 @@ class Reaper(Service):
 
     def __init__(
         self,
-        store: Store,
+        store: LeaderStore,
         config: Config,
         election: Election,
         clock: Clock = SYSTEM_CLOCK,

@@ -27,7 +27,7 @@ from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.errors import StoreError
 from tickwork.scheduler.election import Election
 from tickwork.scheduler.periodic import LeaderPeriodic
-from tickwork.store.base import Store
+from tickwork.store.roles import LeaderStore
 
 log = logging.getLogger("tickwork.scheduler")
 
@@ -40,7 +40,7 @@ class Rollup(LeaderPeriodic):
 
     name = "rollup"
 
-    def __init__(self, store: Store, election: Election, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, store: LeaderStore, election: Election, clock: Clock = SYSTEM_CLOCK) -> None:
         super().__init__(election, clock)
         self.store = store
 

@@ -52,7 +52,8 @@ from tickwork.config import Config
 from tickwork.errors import LeadershipLost, StoreError, StoreUnavailable
 from tickwork.scheduler.election import Election
 from tickwork.service import Backoff, Service
-from tickwork.store.base import CHANNEL_JOBS, LISTEN_NOTIFY, Listener, Store, TriggerResult
+from tickwork.store.base import CHANNEL_JOBS, LISTEN_NOTIFY, Listener, TriggerResult
+from tickwork.store.roles import LeaderStore
 
 log = logging.getLogger("tickwork.scheduler")
 
@@ -78,7 +79,7 @@ class Trigger(Service):
 
     def __init__(
         self,
-        store: Store,
+        store: LeaderStore,
         config: Config,
         election: Election,
         clock: Clock = SYSTEM_CLOCK,

@@ -44,7 +44,8 @@ from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.errors import StoreUnavailable
 from tickwork.faults import CRASH_AFTER_HANDLER, FAIL, STALL_PAST_LEASE, FaultRates
 from tickwork.service import Service
-from tickwork.store.base import FaultMark, Store
+from tickwork.store.base import FaultMark
+from tickwork.store.roles import WorkerStore
 from tickwork.tasks.task import Context, Task, TaskFailed
 from tickwork.worker.executor import Attempt
 
@@ -72,7 +73,7 @@ class FaultInjector(Service):
     def __init__(
         self,
         rates: FaultRates,
-        store: Store,
+        store: WorkerStore,
         *,
         worker: str,
         lease: timedelta,

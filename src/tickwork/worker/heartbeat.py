@@ -40,7 +40,8 @@ from typing import Any
 from tickwork.clock import Clock
 from tickwork.errors import StoreUnavailable
 from tickwork.service import Backoff, Service
-from tickwork.store.base import LeaseStatus, Store
+from tickwork.store.base import LeaseStatus
+from tickwork.store.roles import WorkerStore
 
 log = logging.getLogger("tickwork.worker")
 
@@ -53,7 +54,7 @@ class Heartbeat(Service):
 
     def __init__(
         self,
-        store: Store,
+        store: WorkerStore,
         *,
         leases: Callable[[], Sequence[tuple[int, int]]],
         on_status: Callable[[dict[tuple[int, int], LeaseStatus], float], None],

@@ -38,7 +38,8 @@ from typing import Any, NamedTuple
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.errors import FencingError, StoreError, StoreUnavailable
 from tickwork.service import Backoff, Service
-from tickwork.store.base import Completion, Store
+from tickwork.store.base import Completion
+from tickwork.store.roles import WorkerStore
 from tickwork.worker.executor import NOTHING_RETURNED, Attempt
 from tickwork.worker.outcome import Outcome
 
@@ -75,7 +76,7 @@ class Reporter(Service):
 
     def __init__(
         self,
-        store: Store,
+        store: WorkerStore,
         *,
         on_reported: Callable[[list[Attempt], bool], None],
         clock: Clock = SYSTEM_CLOCK,

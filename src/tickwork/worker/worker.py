@@ -25,8 +25,8 @@ from tickwork.store.base import (
     LISTEN_NOTIFY,
     LeaseStatus,
     Listener,
-    Store,
 )
+from tickwork.store.roles import WorkerStore
 from tickwork.tasks.builtins import HTTP, http_task
 from tickwork.tasks.egress import EgressPolicy
 from tickwork.tasks.registry import Registry
@@ -93,7 +93,7 @@ class Worker(Service):
 
     def __init__(
         self,
-        store: Store,
+        store: WorkerStore,
         registry: Registry,
         config: Config | None = None,
         clock: Clock = SYSTEM_CLOCK,
