@@ -15,6 +15,16 @@ from tickwork.store.sqlite.driver import statements
 HERE = Path(__file__).parent
 MIGRATIONS = migration_files(HERE / "migrations")
 LATEST_VERSION = MIGRATIONS[-1][0]
+SCHEMA_FILE = HERE / "schema.sql"
+SCHEMA_HEADER = """\
+-- The schema the migrations make (SQLite), version {version}: read it here, change it in
+-- migrations/. Written by scripts/schema.py; tests/store/test_schema_file.py keeps it true.
+"""
+SCHEMA_OBJECTS = """
+    SELECT type, sql FROM sqlite_master
+    WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'
+    ORDER BY tbl_name, type = 'index', name
+"""
 
 
 class SqliteSchema(SqliteCore):
@@ -40,3 +50,14 @@ class SqliteSchema(SqliteCore):
         with self.sqlite.read() as tx:
             current = tx.all("PRAGMA user_version", {})[0][0]
         return int(current), LATEST_VERSION
+
+    def schema_sql(self) -> str:
+        """The schema this database has, as :data:`SCHEMA_FILE` holds it: each table as
+        SQLite keeps its statement (a column added later is appended to it), then its
+        indexes, in name order."""
+        with self.sqlite.read() as tx:
+            found = tx.all(SCHEMA_OBJECTS, {})
+        text = [SCHEMA_HEADER.format(version=self.schema_version()[0])]
+        for r in found:
+            text.append(("\n" if r["type"] == "table" else "") + r["sql"] + ";\n")
+        return "".join(text)
