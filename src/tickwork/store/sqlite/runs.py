@@ -258,10 +258,10 @@ class SqliteRuns(SqliteCore):
     ) -> Heartbeat:
         t = self._now(now)
         with self._write() as conn:
-            status, expires = self._beat(conn, run_id, fencing_token, t + _td_us(lease))
+            status, expires = self._beat(conn, run_id, fencing_token, t + C.duration(lease))
         if status is LeaseStatus.LOST:
             raise LeaseLost(run_id, fencing_token)
-        return Heartbeat(status, _dt(expires))
+        return Heartbeat(status, C.from_time(expires))
 
     def heartbeat_many(
         self,
@@ -275,7 +275,7 @@ class SqliteRuns(SqliteCore):
         t = self._now(now)
         with self._write() as conn:
             return {
-                run_id: self._beat(conn, run_id, token, t + _td_us(lease))[0]
+                run_id: self._beat(conn, run_id, token, t + C.duration(lease))[0]
                 for run_id, token in leases
             }
 

@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import cast
 
 from tickwork import schedule as schedules
-from tickwork.clock import from_micros, to_micros
 from tickwork.errors import ValidationError
 from tickwork.job import JobSpec, RunState, ScheduleState
 from tickwork.store import rows
@@ -75,20 +74,20 @@ class SqliteSubmit(SqliteCore):
         return self._insert_one(conn, spec, t)
 
     def _insert_job(self, tx: Tx, spec: JobSpec, t: datetime) -> Submitted:
-        return self._insert_one(cast(SqliteTx, tx).conn, spec, to_micros(t))
+        return self._insert_one(cast(SqliteTx, tx).conn, spec, C.time(t))
 
     def _insert_one(self, conn: sqlite3.Connection, spec: JobSpec, t: int) -> Submitted:
         spec = bind_calendar(
             spec, lambda name: conn.execute(Q["calendar_for_share"], {"name": name}).fetchone()
         )
-        now_dt = from_micros(t)
+        now_dt = C.from_time(t)
         resolved = spec.schedule.resolve(now_dt)
         first = resolved.first_slot(now_dt)
         due_once = isinstance(resolved, schedules.Once) and first <= now_dt
         params = rows.job_params(spec, resolved, C)
         params.update(
             state=ScheduleState.COMPLETED if due_once else ScheduleState.ACTIVE,
-            next_run_at=None if due_once else to_micros(first),
+            next_run_at=None if due_once else C.time(first),
             now=t,
         )
         job_row = conn.execute(Q["insert_job"], params).fetchone()
@@ -96,7 +95,7 @@ class SqliteSubmit(SqliteCore):
         if due_once:
             run_row = conn.execute(
                 Q["insert_runs"],
-                {"job_id": job_row["id"], "scheduled_for": to_micros(first), "now": t},
+                {"job_id": job_row["id"], "scheduled_for": C.time(first), "now": t},
             ).fetchone()
             run = rows.run(run_row, C)
         # A job due now reads as the run just queued with it.

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from tickwork.clock import from_micros, to_micros
 from tickwork.config import TRIGGER_BATCH
 from tickwork.errors import LeadershipLost
 from tickwork.job import ONE_OFF_LEAD, OverlapPolicy, Run
@@ -24,7 +23,7 @@ class SqliteTrigger(SqliteCore):
         self, epoch: int, *, limit: int = TRIGGER_BATCH, now: datetime | None = None
     ) -> TriggerResult:
         t = self._now(now)
-        now_dt = from_micros(t)
+        now_dt = C.from_time(t)
         with self._write() as conn:
             head = conn.execute(Q["trigger_head"], {"epoch": epoch, "now": t}).fetchone()
             if head is None or not head["leads"]:
@@ -53,7 +52,7 @@ class SqliteTrigger(SqliteCore):
             runs: list[Run] = []
             run_ids: dict[tuple[int, int], int] = {}
             for new in plan.runs:
-                slot = to_micros(new.scheduled_for)
+                slot = C.time(new.scheduled_for)
                 row = conn.execute(
                     Q["insert_runs"], {"job_id": new.job.id, "scheduled_for": slot, "now": t}
                 ).fetchone()
@@ -63,7 +62,12 @@ class SqliteTrigger(SqliteCore):
             conn.executemany(
                 Q["advance_jobs"],
                 [
-                    {"id": a.job_id, "next_run_at": _us(a.next_run_at), "state": a.state, "now": t}
+                    {
+                        "id": a.job_id,
+                        "next_run_at": C.time(a.next_run_at),
+                        "state": a.state,
+                        "now": t,
+                    }
                     for a in plan.advances
                 ],
             )
@@ -74,9 +78,7 @@ class SqliteTrigger(SqliteCore):
                     s.last_slot,
                     s.count,
                     s.fate,
-                    run_ids.get((s.job_id, to_micros(s.coalesced_into)))
-                    if s.coalesced_into
-                    else None,
+                    run_ids.get((s.job_id, C.time(s.coalesced_into))) if s.coalesced_into else None,
                     s.more,
                     now_dt,
                 )
@@ -87,8 +89,8 @@ class SqliteTrigger(SqliteCore):
                 [
                     {
                         "job_id": s.job_id,
-                        "first_slot": to_micros(s.first_slot),
-                        "last_slot": to_micros(s.last_slot),
+                        "first_slot": C.time(s.first_slot),
+                        "last_slot": C.time(s.last_slot),
                         "count": s.count,
                         "fate": s.fate,
                         "run_id": s.run_id,
@@ -110,14 +112,6 @@ class SqliteTrigger(SqliteCore):
             cancelled,
             len(jobs),
             len(jobs) >= limit,
-            _dt(next_due["at"]),
-            from_micros(next_due["now"]),
+            C.from_time(next_due["at"]),
+            C.from_time(next_due["now"]),
         )
-
-
-def _dt(us: int | None) -> datetime | None:
-    return from_micros(us) if us is not None else None
-
-
-def _us(dt: datetime | None) -> int | None:
-    return to_micros(dt) if dt is not None else None
