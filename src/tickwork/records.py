@@ -128,7 +128,9 @@ class LeaseStatus(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Heartbeat:
+class LeaseReport:
+    """What a heartbeat found: the lease held (and until when), or why not."""
+
     status: LeaseStatus
     lease_expires_at: datetime | None
 
@@ -261,7 +263,7 @@ class Lease:
 
 
 @dataclass(frozen=True, slots=True)
-class Node:
+class NodeRecord:
     """A scheduler, worker or API process that registered itself (``tickwork cluster``)."""
 
     id: str
@@ -520,7 +522,7 @@ class Cluster:
     """Who leads and which nodes are alive (``tickwork cluster``), by the store's clock."""
 
     leader: Lease | None  # None: no scheduler holds an unexpired leader lease
-    nodes: list[Node]  # most recently seen first
+    nodes: list[NodeRecord]  # most recently seen first
     now: datetime
 
 
@@ -770,7 +772,7 @@ def _check_range(field: str, value: float | None, floor: float, ceiling: float) 
 JsonValue = (
     Job
     | Run
-    | Node
+    | NodeRecord
     | ApiKey
     | SlotSkip
     | Lease

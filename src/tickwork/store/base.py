@@ -77,12 +77,12 @@ from tickwork.records import (
     CalendarRecord,
     Completion,
     FaultMark,
-    Heartbeat,
     InjectedRun,
     Keep,
     Lease,
+    LeaseReport,
     LeaseStatus,
-    Node,
+    NodeRecord,
     Page,
     QueueStatus,
     RescueResult,
@@ -114,8 +114,8 @@ __all__ = [
     "NODE_DEFAULT_BEAT", "NODE_FORGET_AFTER", "NODE_SILENT_BEATS", "NODE_SILENT_FLOOR",
     "ROLLUP_KEEP", "ROLLUP_SETTLE", "SESSION_FORGET_AFTER", "SESSION_SEEN_EVERY",
     "SKIP_LOCKED", "ApiKey", "AttemptEnd", "AttemptRecord", "CalendarChange", "CalendarRecord",
-    "Completion", "FaultMark", "Heartbeat", "InjectedRun", "Keep", "Lease", "LeaseStatus",
-    "Listener", "Node", "Page", "QueueStatus", "RescueResult", "RunAttempts", "RunFilter",
+    "Completion", "FaultMark", "InjectedRun", "Keep", "Lease", "LeaseReport", "LeaseStatus",
+    "Listener", "NodeRecord", "Page", "QueueStatus", "RescueResult", "RunAttempts", "RunFilter",
     "RunMinute", "RunStats", "RunTotals", "Session", "SlotFate", "SlotSkip", "Store", "Submitted",
     "TaskBacklog", "TaskLimits", "TaskStatus", "TenantLimits", "TenantStatus", "TriggerResult",
     "bulk_limit", "page_limit",
@@ -403,7 +403,7 @@ class Store(abc.ABC):
         *,
         lease: timedelta = RUN_LEASE,
         now: datetime | None = None,
-    ) -> Heartbeat:
+    ) -> LeaseReport:
         """Extend the lease to now + ``lease``, or say why not.
 
         HELD: extended. CANCELLED: the run was cancelled while held (stop, report nothing).
@@ -869,7 +869,7 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def list_nodes(
         self, *, seen_within: timedelta | None = None, now: datetime | None = None
-    ) -> list[Node]:
+    ) -> list[NodeRecord]:
         """Nodes, most recently seen first; only those seen within ``seen_within`` if given.
         Rows of nodes unseen for a day are deleted as a side effect."""
 

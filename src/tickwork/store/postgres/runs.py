@@ -17,7 +17,7 @@ from tickwork.config import RUN_LEASE
 from tickwork.errors import LeaseLost
 from tickwork.job import ClaimedRun, Run
 from tickwork.store import rows as mapping
-from tickwork.store.base import Completion, Heartbeat, LeaseStatus
+from tickwork.store.base import Completion, LeaseReport, LeaseStatus
 from tickwork.store.postgres.core import PgCore
 from tickwork.store.postgres.driver import PG_CODEC, Q
 from tickwork.store.postgres.pool import Conn
@@ -262,12 +262,12 @@ class PgRuns(PgCore):
         *,
         lease: timedelta = RUN_LEASE,
         now: datetime | None = None,
-    ) -> Heartbeat:
+    ) -> LeaseReport:
         rows = self._beat([(run_id, fencing_token)], lease, now)
         status, expires = rows[run_id]
         if status is LeaseStatus.LOST:
             raise LeaseLost(run_id, fencing_token)
-        return Heartbeat(status, expires)
+        return LeaseReport(status, expires)
 
     def heartbeat_many(
         self,

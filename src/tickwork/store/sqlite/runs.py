@@ -15,7 +15,7 @@ from tickwork.config import RUN_LEASE
 from tickwork.errors import LeaseLost
 from tickwork.job import ClaimedRun, Run, RunState
 from tickwork.store import rows
-from tickwork.store.base import Completion, Heartbeat, LeaseStatus
+from tickwork.store.base import Completion, LeaseReport, LeaseStatus
 from tickwork.store.limits import (
     TASK,
     TENANT,
@@ -255,13 +255,13 @@ class SqliteRuns(SqliteCore):
         *,
         lease: timedelta = RUN_LEASE,
         now: datetime | None = None,
-    ) -> Heartbeat:
+    ) -> LeaseReport:
         t = self._now(now)
         with self._write() as conn:
             status, expires = self._beat(conn, run_id, fencing_token, t + C.duration(lease))
         if status is LeaseStatus.LOST:
             raise LeaseLost(run_id, fencing_token)
-        return Heartbeat(status, C.from_time(expires))
+        return LeaseReport(status, C.from_time(expires))
 
     def heartbeat_many(
         self,
