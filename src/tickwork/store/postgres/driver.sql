@@ -83,3 +83,11 @@ FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_class x ON x.oid =
 WHERE c.relnamespace = current_schema()::regnamespace AND c.relname LIKE 'tickwork\_%'
   AND NOT EXISTS (SELECT FROM pg_constraint k WHERE k.conindid = i.indexrelid)
 ORDER BY c.relname, x.relname;
+
+-- name: schema_functions
+-- ... and tickwork's functions, whole.
+SELECT replace(pg_get_functiondef(p.oid),
+               'FUNCTION ' || quote_ident(current_schema()) || '.', 'FUNCTION ') AS definition
+FROM pg_proc p
+WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'tickwork\_%'
+ORDER BY p.proname, p.oid::regprocedure::text;

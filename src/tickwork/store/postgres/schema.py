@@ -54,11 +54,13 @@ class PgSchema(PgCore):
 
     def schema_sql(self) -> str:
         """The schema this database has, as :data:`SCHEMA_FILE` holds it: each tickwork
-        table with its columns and constraints, then its other indexes, in name order."""
+        table with its columns and constraints, then its other indexes, in name order; then
+        tickwork's functions."""
         with self._conn() as conn:
             columns = conn.execute(P["schema_columns"]).fetchall()
             constraints = conn.execute(P["schema_constraints"]).fetchall()
             indexes = conn.execute(P["schema_indexes"]).fetchall()
+            functions = conn.execute(P["schema_functions"]).fetchall()
         text = [SCHEMA_HEADER.format(version=self.schema_version()[0])]
         for table in sorted({r["table"] for r in columns}):
             lines = [_column(r) for r in columns if r["table"] == table]
@@ -69,6 +71,7 @@ class PgSchema(PgCore):
             ]
             text.append(f"\nCREATE TABLE {table} (\n    " + ",\n    ".join(lines) + "\n);\n")
             text += [f"{r['definition']};\n" for r in indexes if r["table"] == table]
+        text += [f"\n{r['definition'].rstrip()};\n" for r in functions]
         return "".join(text)
 
 
