@@ -30,8 +30,7 @@ from bulk_load import load_runs
 from harness import PG_SERVER, fmt, fresh_database, machine, percentile, table
 
 from tickwork.store.base import Completion
-from tickwork.store.postgres import PostgresStore
-from tickwork.store.postgres.driver import Q
+from tickwork.store.postgres import PostgresStore, Q
 from tickwork.store.queries import for_queues
 
 CLAIM_LIMIT = 100

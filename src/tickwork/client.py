@@ -63,7 +63,7 @@ from tickwork.records import (
     Cluster,
     Keep,
     Lease,
-    Node,
+    NodeRecord,
     Page,
     QueueStatus,
     RunAttempts,
@@ -153,7 +153,7 @@ def upcoming(schedule: Cron | Any, after: datetime, n: int) -> list[Fire]:
     return found
 
 
-def _consumes(node: Node, queue: str) -> bool:
+def _consumes(node: NodeRecord, queue: str) -> bool:
     """Whether a live worker claims from ``queue`` (no queues named: every queue)."""
     queues = node.info.get("queues")
     return not queues or queue in queues

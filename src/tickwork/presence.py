@@ -13,7 +13,7 @@ node row's info). A worker claims only runs of its own tasks (the claim's ``task
 a run whose task no live worker of its queue has waits, queued, until one starts: the
 queues view, ``explain``, ``/metrics`` (``tickwork_unserved_runs``) and a submit say so,
 from these rows. "Live" is not silent: seen within three of its heartbeat intervals
-(:meth:`~tickwork.records.Node.silent`). :class:`WorkerWatch` keeps that view for a
+(:meth:`~tickwork.records.NodeRecord.silent`). :class:`WorkerWatch` keeps that view for a
 client's submits, read again at most every few seconds.
 """
 
@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tickwork.clock import SYSTEM_CLOCK, Clock
-from tickwork.records import Node
+from tickwork.records import NodeRecord
 from tickwork.service import Service
 from tickwork.skew import SkewWatch
 from tickwork.store.roles import NodeRegistry
@@ -114,10 +114,10 @@ submits a task no worker has, many times a second, logs it once a minute)."""
 class LiveWorkers:
     """The live workers, from their node rows: which of them would claim a run."""
 
-    nodes: tuple[Node, ...]
+    nodes: tuple[NodeRecord, ...]
 
     @classmethod
-    def of(cls, nodes: Iterable[Node], now: datetime) -> LiveWorkers:
+    def of(cls, nodes: Iterable[NodeRecord], now: datetime) -> LiveWorkers:
         """The workers among ``nodes`` that are not silent at ``now`` (the store's clock)."""
         return cls(tuple(n for n in nodes if _is_worker(n) and not n.silent(now)))
 
@@ -192,19 +192,19 @@ class WorkerWatch:
             return True
 
 
-def _is_worker(node: Node) -> bool:
+def _is_worker(node: NodeRecord) -> bool:
     """A worker's row: its kind, or the tasks its info names (a row that names none is
     taken to have every task, as a worker too old to say would claim them all)."""
     return isinstance(node.info, dict) and (node.kind == "worker" or "tasks" in node.info)
 
 
-def _takes(node: Node, queue: str) -> bool:
+def _takes(node: NodeRecord, queue: str) -> bool:
     """Whether the worker claims from ``queue`` (no queues named: every queue)."""
     queues = node.info.get("queues")
     return not queues or queue in queues
 
 
-def _has(node: Node, task: str) -> bool:
+def _has(node: NodeRecord, task: str) -> bool:
     """Whether the worker claims runs of ``task``: one of its registry's, and ``shell``
     only when it runs shell commands."""
     if task == SHELL:

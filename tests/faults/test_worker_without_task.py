@@ -20,7 +20,7 @@ from worker_procs import DEADLINE, Cluster
 
 from tickwork.client import Client
 from tickwork.job import JobSpec, Run, RunState
-from tickwork.records import Node
+from tickwork.records import NodeRecord
 from tickwork.schedule import Once
 from tickwork.store import Store
 from tickwork.testing import wait_until
@@ -32,7 +32,7 @@ WATCH = 2.0
 every submit's notification on PostgreSQL)."""
 
 
-def node(store: Store, node_id: str) -> Node | None:
+def node(store: Store, node_id: str) -> NodeRecord | None:
     return next((n for n in store.list_nodes() if n.id == node_id), None)
 
 

@@ -14,7 +14,7 @@ from api_support import dead_run, error_of, run_tickwork, serving
 
 from tickwork.client import Client
 from tickwork.job import JobState, RunState
-from tickwork.records import Node
+from tickwork.records import NodeRecord
 from tickwork.store import open_store
 from tickwork.testing import wait_until
 from tickwork.web.auth import COOKIE_NAME
@@ -121,7 +121,7 @@ def test_on_loopback_without_keys_the_api_runs_open_with_a_warning(store_url: st
 def test_the_api_shows_in_the_cluster_with_its_clock_until_it_stops(
     store_url: str, client: Client
 ) -> None:
-    def present() -> list[Node] | None:
+    def present() -> list[NodeRecord] | None:
         nodes = client.cluster().nodes
         return nodes if nodes and nodes[0].clock is not None else None
 

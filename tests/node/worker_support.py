@@ -14,7 +14,7 @@ from typing import Any, ParamSpec, TypedDict, TypeVar
 from tickwork.app import App
 from tickwork.config import RUN_LEASE, Config
 from tickwork.job import FINISHED_RUN_STATES, ClaimedRun, Job, Run, RunState
-from tickwork.records import AttemptEnd, Completion, FaultMark, LeaseStatus, Node, TaskLimits
+from tickwork.records import AttemptEnd, Completion, FaultMark, LeaseStatus, NodeRecord, TaskLimits
 from tickwork.store import Store
 from tickwork.store.base import Listener
 from tickwork.store.health import StoreHealth
@@ -138,7 +138,7 @@ class WrappedStore:
 
     def list_nodes(
         self, *, seen_within: timedelta | None = None, now: datetime | None = None
-    ) -> list[Node]:
+    ) -> list[NodeRecord]:
         return self._call("list_nodes", self._inner.list_nodes, seen_within=seen_within, now=now)
 
     def listener(self, channels: Sequence[str]) -> Listener:

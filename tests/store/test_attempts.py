@@ -23,10 +23,10 @@ from tickwork.records import (
 )
 from tickwork.retry import RetryPolicy
 from tickwork.store import Store, open_store
-from tickwork.store import postgres as postgres_store
-from tickwork.store import sqlite as sqlite_store
 from tickwork.store.base import FaultMark
+from tickwork.store.postgres import schema as postgres_schema
 from tickwork.store.sql import SqlStore
+from tickwork.store.sqlite import schema as sqlite_schema
 
 S = timedelta(seconds=1)
 TRACE = (
@@ -365,7 +365,7 @@ def test_a_dead_run_from_before_the_history_gets_its_last_attempt(
     backend: str, blank_store_url: str, monkeypatch: pytest.MonkeyPatch, t0: datetime
 ) -> None:
     """The migration that adds the history reads a dead run's last attempt off its row."""
-    module = sqlite_store if backend == "sqlite" else postgres_store
+    module = sqlite_schema if backend == "sqlite" else postgres_schema
     history = next(i for i, (_, path) in enumerate(module.MIGRATIONS) if "attempts" in path.name)
     monkeypatch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:history])  # the schema before
     old = open_store(blank_store_url, migrate=True)

@@ -52,9 +52,9 @@ The run state machine is drawn in ``docs/job-lifecycle.md``.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Unpack
 
 from tickwork.calendar import Calendar
@@ -77,12 +77,12 @@ from tickwork.records import (
     CalendarRecord,
     Completion,
     FaultMark,
-    Heartbeat,
     InjectedRun,
     Keep,
     Lease,
+    LeaseReport,
     LeaseStatus,
-    Node,
+    NodeRecord,
     Page,
     QueueStatus,
     RescueResult,
@@ -114,8 +114,8 @@ __all__ = [
     "NODE_DEFAULT_BEAT", "NODE_FORGET_AFTER", "NODE_SILENT_BEATS", "NODE_SILENT_FLOOR",
     "ROLLUP_KEEP", "ROLLUP_SETTLE", "SESSION_FORGET_AFTER", "SESSION_SEEN_EVERY",
     "SKIP_LOCKED", "ApiKey", "AttemptEnd", "AttemptRecord", "CalendarChange", "CalendarRecord",
-    "Completion", "FaultMark", "Heartbeat", "InjectedRun", "Keep", "Lease", "LeaseStatus",
-    "Listener", "Node", "Page", "QueueStatus", "RescueResult", "RunAttempts", "RunFilter",
+    "Completion", "FaultMark", "InjectedRun", "Keep", "Lease", "LeaseReport", "LeaseStatus",
+    "Listener", "NodeRecord", "Page", "QueueStatus", "RescueResult", "RunAttempts", "RunFilter",
     "RunMinute", "RunStats", "RunTotals", "Session", "SlotFate", "SlotSkip", "Store", "Submitted",
     "TaskBacklog", "TaskLimits", "TaskStatus", "TenantLimits", "TenantStatus", "TriggerResult",
     "bulk_limit", "page_limit",
@@ -403,7 +403,7 @@ class Store(abc.ABC):
         *,
         lease: timedelta = RUN_LEASE,
         now: datetime | None = None,
-    ) -> Heartbeat:
+    ) -> LeaseReport:
         """Extend the lease to now + ``lease``, or say why not.
 
         HELD: extended. CANCELLED: the run was cancelled while held (stop, report nothing).
@@ -645,11 +645,32 @@ class Store(abc.ABC):
         is written then."""
 
     @abc.abstractmethod
-    def update_calendar(self, calendar: Calendar, *, now: datetime | None = None) -> CalendarChange:
-        """Replace the calendar named ``calendar.name`` and, in the same transaction,
-        re-plan every active or paused job whose schedule uses it: the job's copy of the
-        calendar is replaced and its ``next_run_at`` becomes the new schedule's first slot
-        after now (a slot already due stays due). CalendarNotFound when there is none;
+    def update_calendar(
+        self,
+        name: str,
+        *,
+        country: str | Keep | None = KEEP,
+        subdiv: str | Keep | None = KEEP,
+        weekend: frozenset[int] | Keep = KEEP,
+        add: Collection[date] = (),
+        remove: Collection[date] = (),
+        now: datetime | None = None,
+    ) -> CalendarChange:
+        """Change the calendar ``name`` and, in the same transaction, re-plan every active
+        or paused job whose schedule uses it.
+
+        The change: a ``country``, ``subdiv`` or ``weekend`` given replaces the stored one
+        (None clears it), one not given (:data:`KEEP`) stays, except that a new ``country``
+        clears the stored ``subdiv`` unless one is given too (a region is its country's);
+        dates in ``add`` become days off and dates in ``remove`` business days, each undoing
+        the other for its dates. The calendar's row is read, changed and written in one
+        transaction that holds it, so two concurrent edits are both kept.
+
+        The re-plan: each job's copy of the calendar is replaced and its ``next_run_at``
+        becomes the new schedule's first slot after now (a slot already due stays due).
+
+        CalendarNotFound when there is none; InvalidCalendar when the change leaves no
+        calendar (a date both added and removed, a region its country lacks);
         CalendarStrandsJobs, naming them, when the new calendar would leave any of those
         jobs with no slot to come (or none its search finds within its budget,
         :mod:`tickwork.search`): nothing is written then."""
@@ -848,7 +869,7 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def list_nodes(
         self, *, seen_within: timedelta | None = None, now: datetime | None = None
-    ) -> list[Node]:
+    ) -> list[NodeRecord]:
         """Nodes, most recently seen first; only those seen within ``seen_within`` if given.
         Rows of nodes unseen for a day are deleted as a side effect."""
 

@@ -34,7 +34,7 @@ from tickwork.records import (
     FaultMark,
     Lease,
     LeaseStatus,
-    Node,
+    NodeRecord,
     RescueResult,
     TaskLimits,
     TriggerResult,
@@ -87,7 +87,7 @@ class NodeRegistry(Protocol):
 
     def list_nodes(
         self, *, seen_within: timedelta | None = None, now: datetime | None = None
-    ) -> list[Node]:
+    ) -> list[NodeRecord]:
         """:meth:`Store.list_nodes <tickwork.store.base.Store.list_nodes>`."""
         ...
 

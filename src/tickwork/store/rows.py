@@ -22,7 +22,7 @@ from tickwork.store.base import (
     AttemptEnd,
     AttemptRecord,
     Lease,
-    Node,
+    NodeRecord,
     Session,
     SlotFate,
     SlotSkip,
@@ -198,8 +198,8 @@ def lease(r: Row, c: Codec) -> Lease:
     return Lease(r["holder"], r["epoch"], c.from_time(r["expires_at"]))
 
 
-def node(r: Row, c: Codec) -> Node:
-    return Node(
+def node(r: Row, c: Codec) -> NodeRecord:
+    return NodeRecord(
         r["id"],
         r["kind"],
         r["host"],

@@ -52,3 +52,42 @@ INSERT INTO tickwork_schema_migrations (version) VALUES (%(version)s);
 
 -- name: migrations_table_exists
 SELECT to_regclass('tickwork_schema_migrations') IS NOT NULL AS present;
+
+-- name: schema_columns
+-- The schema as schema.sql holds it (schema.PgSchema.schema_sql): tickwork's tables'
+-- columns, in their order...
+SELECT c.relname AS "table", a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type,
+       a.attidentity AS identity, a.attnotnull AS not_null,
+       pg_get_expr(d.adbin, d.adrelid) AS "default"
+FROM pg_class c
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
+WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
+  AND c.relname LIKE 'tickwork\_%'
+ORDER BY c.relname, a.attnum;
+
+-- name: schema_constraints
+-- ... their constraints (NOT NULL is the column's: PostgreSQL 18 lists it here too) ...
+SELECT c.relname AS "table", k.conname AS name, pg_get_constraintdef(k.oid) AS definition
+FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
+WHERE c.relnamespace = current_schema()::regnamespace AND c.relname LIKE 'tickwork\_%'
+  AND k.contype IN ('p', 'u', 'f', 'c', 'x')
+ORDER BY c.relname, k.conname;
+
+-- name: schema_indexes
+-- ... and the indexes no constraint makes.
+SELECT c.relname AS "table",
+       replace(pg_get_indexdef(i.indexrelid), ' ON ' || quote_ident(current_schema()) || '.',
+               ' ON ') AS definition
+FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_class x ON x.oid = i.indexrelid
+WHERE c.relnamespace = current_schema()::regnamespace AND c.relname LIKE 'tickwork\_%'
+  AND NOT EXISTS (SELECT FROM pg_constraint k WHERE k.conindid = i.indexrelid)
+ORDER BY c.relname, x.relname;
+
+-- name: schema_functions
+-- ... and tickwork's functions, whole.
+SELECT replace(pg_get_functiondef(p.oid),
+               'FUNCTION ' || quote_ident(current_schema()) || '.', 'FUNCTION ') AS definition
+FROM pg_proc p
+WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'tickwork\_%'
+ORDER BY p.proname, p.oid::regprocedure::text;

@@ -12,7 +12,7 @@ from tickwork.job import Job, MisfirePolicy, OverlapPolicy, Run, RunState
 from tickwork.store.postgres.driver import schedule_of
 
 
-class DueJob(NamedTuple):
+class DueRow(NamedTuple):
     """A due job as the trigger reads it: what planning needs and what a new run copies."""
 
     id: int
@@ -42,11 +42,11 @@ def _seconds(value: float) -> timedelta:
     return timedelta(seconds=value)
 
 
-def due_job(r: tuple[Any, ...]) -> DueJob:
+def due_job(r: tuple[Any, ...]) -> DueRow:
     """A ``due_jobs`` row; see the query for the columns."""
     (id_, next_run_at, misfire, grace, overlap, schedule, every, anchor) = r[:8]
     tenant, task, args, queue, priority, max_attempts, timeout = r[8:]
-    return DueJob(
+    return DueRow(
         id_,
         next_run_at,
         _MISFIRE.get(misfire) or MisfirePolicy(misfire),  # the call: ValueError if unknown
@@ -65,7 +65,7 @@ def due_job(r: tuple[Any, ...]) -> DueJob:
     )
 
 
-def new_run(job: Job | DueJob, run_id: int, slot: datetime, created_at: datetime) -> Run:
+def new_run(job: Job | DueRow, run_id: int, slot: datetime, created_at: datetime) -> Run:
     """A run just inserted for ``job`` (by submit or trigger): the job supplies what the
     insert copied from it."""
     return Run(
@@ -80,7 +80,7 @@ def new_run(job: Job | DueJob, run_id: int, slot: datetime, created_at: datetime
         run_at=slot,
         state=RunState.QUEUED,
         attempt=1,
-        max_attempts=job.max_attempts if isinstance(job, DueJob) else job.retry.max_attempts,
+        max_attempts=job.max_attempts if isinstance(job, DueRow) else job.retry.max_attempts,
         fencing_token=0,
         worker=None,
         lease_expires_at=None,

@@ -14,7 +14,7 @@ from tickwork.store.base import (
     SESSION_SEEN_EVERY,
     ApiKey,
     Lease,
-    Node,
+    NodeRecord,
     Session,
 )
 from tickwork.store.sql.core import SqlCore
@@ -56,7 +56,7 @@ class ClusterTransitions(SqlCore):
 
     def list_nodes(
         self, *, seen_within: timedelta | None = None, now: datetime | None = None
-    ) -> list[Node]:
+    ) -> list[NodeRecord]:
         time = self.codec.time
         with self.driver.write() as tx:
             t = tx.now(now)
