@@ -2,13 +2,17 @@
 
 ::
 
-    tickwork retry-all --task send_report --since 2026-05-01T00:00Z   # dead runs of a task
-    tickwork cancel-all --queue mail --max 5000 --yes                 # waiting runs of a queue
-    tickwork queues                                                   # backlog and consumers
+    tickwork runs retry-all --task send_report --since 2026-05-01T00:00Z   # dead runs of a task
+    tickwork runs cancel-all --queue mail --max 5000 --yes             # waiting runs of a queue
+    tickwork queues                                                    # backlog and consumers
 
-A bulk command asks before it acts (``--yes``: do not ask), and is all or nothing: when
-more runs match than ``--max`` (default 1000, at most 10 000), it exits 2 and changes
-nothing. It prints how many runs it changed (``--json``: ``{"count", "run_ids"}``).
+``tickwork retry-all`` and ``tickwork cancel-all`` stay as aliases. A bulk command asks
+before it acts, saying how many runs match ("Retry 8 dead runs matching task=flaky?"). It
+never asks with ``--yes`` (do not ask), with ``--json``, or when stdin is not a terminal:
+there it refuses (exit 2, nothing changed) unless ``--yes`` is given. It is all or
+nothing: when more runs match than ``--max`` (default 1000, at most 10 000), it exits 2
+and changes nothing. It prints how many runs it changed (``--json``: ``{"count",
+"run_ids"}``).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from tickwork.cli.options import (
     UntilFilter,
 )
 from tickwork.cli.output import echo, echo_json
+from tickwork.cli.runs import runs_app
 from tickwork.client import Client
 from tickwork.inputs import run_filter
 from tickwork.records import DEFAULT_BULK, MAX_BULK, bulk_limit, to_json
@@ -72,7 +77,8 @@ def _bulk_command(
         _report(ids, done, as_json)
 
     command.__doc__ = summary
-    app.command(name)(command)
+    runs_app.command(name)(command)
+    app.command(name, hidden=True)(command)
 
 
 _bulk_command(

@@ -6,12 +6,12 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli.app import app
+from tickwork.cli.app import Typer, app
 from tickwork.cli.options import DbOption
 from tickwork.cli.output import echo
 from tickwork.client import Client
 
-db_app = typer.Typer(
+db_app = Typer(
     no_args_is_help=True, help="Database schema: migrate, status; fault injection's opt-in."
 )
 app.add_typer(db_app, name="db")

@@ -20,6 +20,7 @@ from typing import Annotated
 import typer
 
 from tickwork.cli.app import app
+from tickwork.cli.jobs import jobs_app
 from tickwork.cli.options import DbOption, JobIdArgument, JsonOption
 from tickwork.cli.output import echo, echo_json
 from tickwork.client import Client
@@ -28,6 +29,7 @@ from tickwork.schedule import check_instant, read_time
 
 
 @app.command("explain")
+@jobs_app.command("explain")
 def explain(
     job_id: JobIdArgument,
     *,

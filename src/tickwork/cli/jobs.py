@@ -1,5 +1,8 @@
-"""``tickwork jobs`` (list jobs) and ``tickwork show JOB_ID`` (one job in full; ``tickwork
-show --run RUN_ID``: one run and its attempts, :mod:`tickwork.cli.runs`).
+"""``tickwork jobs``, the jobs noun group: ``tickwork jobs`` (or ``jobs list``) lists jobs,
+``tickwork jobs show JOB_ID`` (or ``tickwork show JOB_ID``) shows one in full; the actions on
+a job (``jobs pause|resume|trigger|cancel``) are :mod:`tickwork.cli.commands`', ``jobs
+explain`` :mod:`tickwork.cli.explain`'s. ``tickwork show --run RUN_ID`` (``runs show``) is
+one run and its attempts, :mod:`tickwork.cli.runs`.
 
 ``show`` prints the job, its schedule in plain English, its next five fire times, its
 latest runs and its slot ledger (the slots it skipped, and why); ``--json`` prints the
@@ -15,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli.app import app
+from tickwork.cli.app import Typer, app
 from tickwork.cli.listing import collect, fire_line, print_page, print_table, when
 from tickwork.cli.options import (
     DEFAULT_LIMIT,
@@ -39,9 +42,13 @@ SHOW_LEDGER = 10
 """Slot ledger entries ``show`` lists: the newest."""
 FIRE_TIMES = 5
 
+jobs_app = Typer(help="List jobs, newest first; or act on one: tickwork jobs pause JOB_ID.")
+app.add_typer(jobs_app, name="jobs")
 
-@app.command("jobs")
+
+@jobs_app.callback(invoke_without_command=True)
 def jobs(
+    ctx: typer.Context,
     *,
     db: DbOption = "",
     state: Annotated[
@@ -71,7 +78,9 @@ def jobs(
     after: AfterOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List jobs, newest first."""
+    """List jobs, newest first; or act on one (tickwork jobs pause JOB_ID)."""
+    if ctx.invoked_subcommand is not None:
+        return
     wanted = job_state(state)  # before opening: bad input must not create a database
     if after is not None:
         check_id(after, "after")
@@ -102,7 +111,11 @@ def jobs(
     print_page(header, rows, found, limit)
 
 
+jobs_app.command("list", help="List jobs, newest first.")(jobs)
+
+
 @app.command("show")
+@jobs_app.command("show")
 def show(
     ident: Annotated[
         int,

@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli.app import app
+from tickwork.cli.app import Typer, app
 from tickwork.cli.listing import print_table, when
 from tickwork.cli.options import DbOption, JsonOption
 from tickwork.cli.output import echo, echo_json, stderr
@@ -26,7 +26,7 @@ from tickwork.client import Client
 from tickwork.job import check_label
 from tickwork.records import to_json
 
-keys_app = typer.Typer(no_args_is_help=True, help="API keys: create, list, revoke.")
+keys_app = Typer(no_args_is_help=True, help="API keys: create, list, revoke.")
 app.add_typer(keys_app, name="keys")
 
 

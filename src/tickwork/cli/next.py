@@ -66,7 +66,9 @@ def next_fire_times(
     ] = None,
     count: Annotated[
         int,
-        typer.Option("-n", "--count", min=1, max=MAX_COUNT, help="How many fire times."),
+        typer.Option(
+            "-n", "--count", metavar="N", min=1, max=MAX_COUNT, help="How many fire times."
+        ),
     ] = DEFAULT_COUNT,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON list of the times, nothing else.")

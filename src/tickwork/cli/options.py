@@ -75,7 +75,7 @@ TenantOption = Annotated[
     typer.Option("--tenant", metavar="NAME", show_default=False, help="Only this tenant's."),
 ]
 LimitOption = Annotated[
-    int, typer.Option("--limit", "-n", min=1, max=MAX_LIMIT, help="At most this many.")
+    int, typer.Option("--limit", "-n", metavar="N", min=1, max=MAX_LIMIT, help="At most this many.")
 ]
 AfterOption = Annotated[
     int | None,

@@ -32,7 +32,7 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli.app import app
+from tickwork.cli.app import Typer, app
 from tickwork.cli.listing import print_table
 from tickwork.cli.options import DbOption, JsonOption
 from tickwork.cli.output import echo, echo_json
@@ -42,7 +42,7 @@ from tickwork.inputs import parse_rate
 from tickwork.job import check_label
 from tickwork.records import DEFAULT_WEIGHT, KEEP, TenantLimits, TenantStatus, format_rate, to_json
 
-tenants_app = typer.Typer(help="Tenants' limits and their runs now: list, show, set, unset.")
+tenants_app = Typer(help="Tenants' limits and their runs now: list, show, set, unset.")
 app.add_typer(tenants_app, name="tenants")
 
 TenantArgument = Annotated[
