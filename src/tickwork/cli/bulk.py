@@ -17,13 +17,14 @@ and changes nothing. It prints how many runs it changed (``--json``: ``{"count",
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
 from tickwork.cli.app import app
-from tickwork.cli.listing import print_table, when
+from tickwork.cli.listing import collect, print_table, when
 from tickwork.cli.options import (
     DbOption,
     JobFilter,
@@ -37,8 +38,10 @@ from tickwork.cli.options import (
 from tickwork.cli.output import echo, echo_json
 from tickwork.cli.runs import runs_app
 from tickwork.client import Client
+from tickwork.errors import ValidationError
 from tickwork.inputs import run_filter
-from tickwork.records import DEFAULT_BULK, MAX_BULK, bulk_limit, to_json
+from tickwork.job import Run, RunState
+from tickwork.records import DEFAULT_BULK, MAX_BULK, Page, bulk_limit, to_json
 
 MaxOption = Annotated[
     int,
@@ -51,11 +54,17 @@ MaxOption = Annotated[
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 
 
-def _bulk_command(
-    name: str, act: Callable[..., list[int]], asks: str, done: str, summary: str
+def _bulk_command(  # noqa: PLR0917 (one table row each)
+    name: str,
+    act: Callable[..., list[int]],
+    states: tuple[RunState, ...],
+    verb: str,
+    done: str,
+    summary: str,
 ) -> None:
-    """Register ``tickwork <name>``: ``act`` (a bulk method of Client) on the runs the
-    options filter; ``asks`` is the question before, ``done`` the verb of the count after."""
+    """Register ``tickwork runs <name>`` (and the alias ``tickwork <name>``): ``act`` (a bulk
+    method of Client) on the runs in ``states`` that the options filter; ``verb`` and
+    ``done`` are what the question and the count after say it does."""
 
     def command(
         *,
@@ -72,7 +81,9 @@ def _bulk_command(
     ) -> None:
         filters = _filters(job, task, queue, tenant, since, until, max_count)
         with Client.open(db) as client:
-            _confirm(yes, asks, filters)
+            if not yes:
+                matching = _count(client, states, filters)
+                _confirm(name, verb, matching, states, filters, as_json)
             ids = act(client, **filters)
         _report(ids, done, as_json)
 
@@ -84,14 +95,16 @@ def _bulk_command(
 _bulk_command(
     "retry-all",
     Client.retry_runs,
-    "Retry every dead run",
+    (RunState.DEAD,),
+    "Retry",
     "retried",
     "Retry every dead run matching the filters, with fresh attempts (all or none).",
 )
 _bulk_command(
     "cancel-all",
     Client.cancel_runs,
-    "Cancel every waiting run",
+    (RunState.QUEUED, RunState.FAILED),
+    "Cancel",
     "cancelled",
     """Cancel every waiting run (queued, or failed awaiting retry) matching the filters
     (all or none); running runs are left alone.""",
@@ -150,10 +163,52 @@ def _filters(  # noqa: PLR0917 (the command's options, in order)
     }
 
 
-def _confirm(yes: bool, action: str, filters: dict[str, Any]) -> None:
-    named = [f"{k.removesuffix('_id')}={v}" for k, v in filters.items() if v is not None]
-    if not yes:
-        typer.confirm(f"{action} matching {' '.join(named)}?", abort=True)
+def _count(client: Client, states: tuple[RunState, ...], filters: dict[str, Any]) -> int:
+    """How many runs in ``states`` match, counted up to one past ``max_count`` (beyond it
+    the bulk call refuses anyway)."""
+    where = {k: v for k, v in filters.items() if k != "max_count"}
+    cap = filters["max_count"] + 1
+    total = 0
+    for state in states:
+
+        def page(cursor: int | None, size: int, state: RunState = state) -> Page[Run]:
+            return client.list_runs(state=state, after=cursor, limit=size, **where)
+
+        found = collect(page, cap - total, None)
+        total += len(found)
+        if total >= cap:
+            break
+    return total
+
+
+def _confirm(  # noqa: PLR0917 (what the question says)
+    name: str,
+    verb: str,
+    matching: int,
+    states: tuple[RunState, ...],
+    filters: dict[str, Any],
+    as_json: bool,
+) -> None:
+    """Ask before acting, saying how many runs match; refuse (ValidationError, nothing
+    changed) where there is no one to ask: under --json, or when stdin is no terminal."""
+    if matching > filters["max_count"]:
+        return  # the bulk call refuses, naming --max: no question to ask
+    named = [
+        f"{k.removesuffix('_id')}={v}"
+        for k, v in filters.items()
+        if v is not None and k != "max_count"
+    ]
+    kind = "dead" if states == (RunState.DEAD,) else "waiting"
+    runs = f"{matching} {kind} run{'' if matching == 1 else 's'}"
+    where = f" matching {' '.join(named)}" if named else ""
+    question = f"{verb} {runs}{where}?"
+    if as_json or not sys.stdin.isatty():
+        why = "--json never asks" if as_json else "stdin is not a terminal to ask on"
+        raise ValidationError(
+            f"{name} would {verb.lower()} {runs}{where}: give --yes to do it ({why})",
+            field="yes",
+        )
+    typer.confirm(question, abort=True)
 
 
 def _report(ids: list[int], verb: str, as_json: bool) -> None:
