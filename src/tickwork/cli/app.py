@@ -32,7 +32,7 @@ from tickwork.cli.output import (
     EXIT_USAGE,
     PROG,
     error,
-    stderr,
+    write_stderr,
 )
 from tickwork.errors import TickworkError, ValidationError
 
@@ -251,7 +251,7 @@ def run(argv: Sequence[str] | None = None, *, cli: typer.Typer = app) -> int:
     except NoArgsIsHelpError as exc:
         # `tickwork` alone: the help is the message; a usage error all the same, as in
         # click, so a script that forgot its command fails.
-        stderr.file.write(exc.format_message())
+        write_stderr(exc.format_message())
         return EXIT_USAGE
     except typer.TyperException as exc:  # click's ClickException: usage errors and the like
         error(exc.format_message())
