@@ -9,8 +9,9 @@ Which blocks run: the fence's language decides, one rule for every page.
   the next ``$ `` are its output (stdout and stderr, as a terminal shows them), compared
   line by line with runs of blanks as one blank; ``...`` in a line matches any text, and a
   line of just ``...`` any number of lines. A command that only reads (``tickwork runs``,
-  ``jobs``, ``show``, ``runs dead`` ...; not ``runs retry`` or ``jobs pause``) is run again for up to 20 s until its output matches,
-  as a reader looks again a moment later; any other command runs once.
+  ``jobs``, ``show``, ``runs dead`` ...; not ``runs retry`` or ``jobs pause``) is run
+  again for up to 20 s until its output matches, as a reader looks again a moment later;
+  any other command runs once.
 - ``python``: a block whose first line is a comment naming a file (``# myapp/tasks.py``) is
   that file of the reader's project and is written there; a block with a ``def test_`` is
   a test module; any other block is a program. A page's programs run in one interpreter,

@@ -205,6 +205,8 @@ def submit(
     client = Client.open(url, registry)  # only now: bad input must not create a database file
     try:
         submitted = client.submit_spec(spec)
+        if calendar is not None and tz is None and submitted.created:
+            _warn_utc_calendar(client, calendar)
     finally:
         client.close()
         if loaded is not None:
@@ -226,6 +228,17 @@ def submit(
     else:
         echo(f"job {job.id} exists with idempotency key {job.idempotency_key!r}: not submitted")
     echo(str(job.id))
+
+
+def _warn_utc_calendar(client: Client, name: str) -> None:
+    """A calendar of a country's holidays, with a cron read in UTC: its times are UTC's,
+    not the country's (``@monthly`` runs at 01:00 in Berlin)."""
+    country = client.get_calendar(name).calendar.country
+    if country is not None:
+        warn(
+            f"calendar {name} has {country}'s holidays, but the cron's times are UTC: "
+            "give --tz (as --tz Europe/Berlin) to run at local times"
+        )
 
 
 _FILE_KEEPS = frozenset({"file", "db", "app_module", "as_json"})
