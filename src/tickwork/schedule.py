@@ -80,7 +80,7 @@ class Once:
 
     def describe(self) -> str:
         if self.at is not None:
-            return f"once at {self.at.isoformat()}"
+            return f"once at {self.at.isoformat(timespec='seconds')}"
         assert self.delay is not None
         return f"once, {self.delay.total_seconds():g} s after submit"
 
@@ -350,16 +350,34 @@ class Cron:
 
     def describe(self) -> str:
         text = f"{cron.explain(self.expr)} ({self.tz})"
+        if self.business_day is not None:
+            text = self._describe_business_day()
         if self.dst_gap is not None or self.dst_repeat is not None:
             gap = self.dst_gap or cron.default_gap(self.expr)
             repeat = self.dst_repeat or cron.default_repeat(self.expr)
             text += f"; DST gap {gap}, repeat {repeat}"
-        if self.business_day is not None:
-            nth = _nth(self.business_day)
-            text += f"; on the {nth} business day of the month in calendar {self.calendar}"
-        elif self.calendar is not None:
+        if self.business_day is None and self.calendar is not None:
             text += f"; on days off in calendar {self.calendar}: {self.on_holiday}"
         return text
+
+    def _describe_business_day(self) -> str:
+        """What a ``--business-day`` rule does: the expression's times of day on the N-th
+        business day, which replaces its days (``@monthly --business-day -1``: "At 00:00 on
+        the last business day of every month", not "on the first day ...; on the last")."""
+        nth = _nth(self.business_day or 0)
+        fields = cron.normalize(self.expr).split(" ")
+        day_at = -3  # day-of-month, then month, then day-of-week
+        times = " ".join([*fields[:day_at], "*", "*", "*"])
+        said = cron.explain(times)
+        where = f"in calendar {self.calendar} ({self.tz})"
+        months = fields[-2]
+        if said.endswith(" every day") and months == "*":
+            at = said.removesuffix(" every day")
+            return f"{at} on the {nth} business day of every month {where}"
+        return (
+            f"{cron.explain(self.expr)} ({self.tz}), the days replaced by the {nth} business "
+            f"day of the month in calendar {self.calendar}"
+        )
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": "cron", "expr": self.expr, "tz": self.tz}
@@ -463,7 +481,7 @@ class Interval:
     def describe(self) -> str:
         text = f"every {format_seconds(self.every.total_seconds())}"
         if self.anchor is not None:
-            text += f" from {self.anchor.isoformat()}"
+            text += f" from {self.anchor.isoformat(timespec='seconds')}"
         return text
 
     def to_json(self) -> dict[str, Any]:

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC
+from datetime import UTC, timezone
 from typing import Annotated
+from zoneinfo import ZoneInfo
 
 import typer
 
+from tickwork import cron
 from tickwork.cli.app import Typer, app
-from tickwork.cli.listing import collect, fire_line, print_page, print_table, when
+from tickwork.cli.listing import collect, fire_line, print_page, print_table, watch, when
 from tickwork.cli.options import (
     DEFAULT_LIMIT,
     AfterOption,
@@ -27,6 +29,7 @@ from tickwork.cli.options import (
     JsonOption,
     LimitOption,
     TenantOption,
+    WatchOption,
 )
 from tickwork.cli.output import echo, echo_json
 from tickwork.cli.runs import RUN_HEADER, run_rows, show_run
@@ -77,6 +80,7 @@ def jobs(
     limit: LimitOption = DEFAULT_LIMIT,
     after: AfterOption = None,
     as_json: JsonOption = False,
+    watching: WatchOption = False,
 ) -> None:
     """List jobs, newest first; or act on one (tickwork jobs pause JOB_ID)."""
     if ctx.invoked_subcommand is not None:
@@ -85,13 +89,21 @@ def jobs(
     if after is not None:
         check_id(after, "after")
     with Client.open(db) as client:
-        found = collect(
-            lambda cursor, size: client.list_jobs(
-                tenant=tenant, state=wanted, task=task, after=cursor, limit=size, search=search
-            ),
-            limit,
-            after,
-        )
+
+        def draw() -> None:
+            found = collect(
+                lambda cursor, size: client.list_jobs(
+                    tenant=tenant, state=wanted, task=task, after=cursor, limit=size, search=search
+                ),
+                limit,
+                after,
+            )
+            _print_jobs(found, limit, as_json)
+
+        watch(draw, watching)
+
+
+def _print_jobs(found: list[Job], limit: int, as_json: bool) -> None:
     if as_json:
         echo_json([to_json(job) for job in found])
         return
@@ -162,9 +174,10 @@ def show(
     for label, value in _facts(job):
         echo(f"  {label:<10} {value}")
     echo("")
-    echo("Next fire times" + (" (UTC)" if fires else ": none"))
+    zone = job_zone(job)
+    echo("Next fire times" + (f" ({zone})" if fires else ": none"))
     for fire in fires:
-        echo(f"  {fire_line(fire, UTC)}")
+        echo(f"  {fire_line(fire, zone)}")
     echo("")
     echo(f"Latest runs (newest {SHOW_RUNS})" if recent else "Runs: none")
     if recent:
@@ -175,6 +188,13 @@ def show(
         print_table(LEDGER_HEADER, ledger_rows(ledger))
 
 
+def job_zone(job: Job) -> ZoneInfo | timezone:
+    """The zone a job's schedule times are shown in: its cron's, else UTC."""
+    if isinstance(job.schedule, Cron):
+        return cron.zone(job.schedule.tz)
+    return UTC
+
+
 def _facts(job: Job) -> list[tuple[str, str]]:
     retry = job.retry
     return [
@@ -182,7 +202,7 @@ def _facts(job: Job) -> list[tuple[str, str]]:
         ("task", f"{job.task} {json.dumps(shown_json(job.args), ensure_ascii=False)}"),
         ("state", job.state.value),
         ("schedule", f"{job.schedule.describe()}  [{short_schedule(job.schedule)}]"),
-        ("next run", when(job.next_run_at) or "-"),
+        ("next run", when(job.next_run_at, job_zone(job)) or "-"),
         ("queue", f"{job.queue}, priority {job.priority}"),
         (
             "retries",
