@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -122,3 +123,24 @@ def test_a_bulk_command_with_yes_acts_without_a_terminal(store: Store) -> None:
     assert done.code == 0, done.err
     assert done.out == "cancelled 1 runs\n"
     assert store.get_run(ids[0]).state is RunState.CANCELLED
+
+
+@pytest.mark.parametrize("argv", [["runs"], ["jobs"], ["queues"], ["cluster"]], ids=" ".join)
+def test_watch_draws_again_every_second_until_ctrl_c(store: Store, argv: list[str]) -> None:
+    submit(store, every="1h")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
+    with subprocess.Popen(
+        [sys.executable, "-m", "tickwork", *argv, "--db", store.url, "--watch", "--json"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as child:
+        assert child.stdout is not None
+        frames = [json.loads(child.stdout.readline()) for _ in range(2)]
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=CLI_TIMEOUT)
+    assert frames[0] == frames[1] or argv == ["cluster"]  # the cluster's "now" moves on
+    assert child.returncode == 0, err
+    assert err == ""

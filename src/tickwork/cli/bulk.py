@@ -24,7 +24,7 @@ from typing import Annotated, Any
 import typer
 
 from tickwork.cli.app import app
-from tickwork.cli.listing import collect, print_table, when
+from tickwork.cli.listing import collect, print_table, watch, when
 from tickwork.cli.options import (
     DbOption,
     JobFilter,
@@ -34,6 +34,7 @@ from tickwork.cli.options import (
     TaskFilter,
     TenantOption,
     UntilFilter,
+    WatchOption,
 )
 from tickwork.cli.output import echo, echo_json
 from tickwork.cli.runs import runs_app
@@ -41,7 +42,7 @@ from tickwork.client import Client
 from tickwork.errors import ValidationError
 from tickwork.inputs import run_filter
 from tickwork.job import Run, RunState
-from tickwork.records import DEFAULT_BULK, MAX_BULK, Page, bulk_limit, to_json
+from tickwork.records import DEFAULT_BULK, MAX_BULK, Page, QueueStatus, bulk_limit, to_json
 
 MaxOption = Annotated[
     int,
@@ -112,11 +113,20 @@ _bulk_command(
 
 
 @app.command("queues")
-def queues(*, db: DbOption = "", tenant: TenantOption = None, as_json: JsonOption = False) -> None:
+def queues(
+    *,
+    db: DbOption = "",
+    tenant: TenantOption = None,
+    as_json: JsonOption = False,
+    watching: WatchOption = False,
+) -> None:
     """Queues with runs due or running, or a worker: backlog, running, oldest, consumers,
     and the due runs no live worker would claim (none has their task), with why."""
     with Client.open(db) as client:
-        found = client.queues(tenant=tenant)
+        watch(lambda: _print_queues(client.queues(tenant=tenant), as_json), watching)
+
+
+def _print_queues(found: list[QueueStatus], as_json: bool) -> None:
     if as_json:
         echo_json([to_json(q) for q in found])
         return

@@ -70,6 +70,15 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 10_000
 """Rows one listing command prints at most (several store pages)."""
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document, nothing else.")]
+WatchOption = Annotated[
+    bool,
+    typer.Option(
+        "--watch",
+        "-w",
+        help="Redraw every second: in place on a terminal, else one listing after another "
+        "(--json: one document a line). Ctrl-C stops.",
+    ),
+]
 TenantOption = Annotated[
     str | None,
     typer.Option("--tenant", metavar="NAME", show_default=False, help="Only this tenant's."),

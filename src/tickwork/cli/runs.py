@@ -27,7 +27,7 @@ from typing import Annotated, Any
 import typer
 
 from tickwork.cli.app import Typer, app
-from tickwork.cli.listing import collect, first_line, print_page, print_table, when
+from tickwork.cli.listing import collect, first_line, print_page, print_table, watch, when
 from tickwork.cli.options import (
     DEFAULT_LIMIT,
     AfterOption,
@@ -40,6 +40,7 @@ from tickwork.cli.options import (
     TaskFilter,
     TenantOption,
     UntilFilter,
+    WatchOption,
 )
 from tickwork.cli.output import echo, echo_json
 from tickwork.client import Client
@@ -91,6 +92,7 @@ def runs(
     limit: LimitOption = DEFAULT_LIMIT,
     after: AfterOption = None,
     as_json: JsonOption = False,
+    watching: WatchOption = False,
 ) -> None:
     """List runs, newest first; or act on them (tickwork runs retry RUN_ID)."""
     if ctx.invoked_subcommand is not None:
@@ -109,20 +111,24 @@ def runs(
                 "--injected lists runs by their faults: no --job, --state, --task, --queue, "
                 "--since or --until"
             )
-        injected_runs(db, tenant, limit, after, as_json)
+        watch(lambda: injected_runs(db, tenant, limit, after, as_json), watching)
         return
     with Client.open(db) as client:
-        found = collect(
-            lambda cursor, size: client.list_runs(
-                state=wanted, after=cursor, limit=size, **filters
-            ),
-            limit,
-            after,
-        )
-    if as_json:
-        echo_json([to_json(run) for run in found])
-        return
-    print_page(RUN_HEADER, run_rows(found), found, limit)
+
+        def draw() -> None:
+            found = collect(
+                lambda cursor, size: client.list_runs(
+                    state=wanted, after=cursor, limit=size, **filters
+                ),
+                limit,
+                after,
+            )
+            if as_json:
+                echo_json([to_json(run) for run in found])
+            else:
+                print_page(RUN_HEADER, run_rows(found), found, limit)
+
+        watch(draw, watching)
 
 
 runs_app.command("list", help="List runs, newest first.")(runs)
