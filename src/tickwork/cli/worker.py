@@ -49,7 +49,6 @@ from tickwork.config import (
 )
 from tickwork.errors import ValidationError
 from tickwork.faults import INJECT_FAULTS_FLAG, FaultRates
-from tickwork.node import Node
 from tickwork.worker.registry import Registry
 
 log = logging.getLogger("tickwork.worker")
@@ -169,6 +168,8 @@ def worker(
         exit_on_unavailable=True if exit_on_unavailable else None,
     )
     registry = loaded.registry if loaded is not None else Registry()
+
+    from tickwork.node import Node  # here: submit imports this module, and needs no node
 
     node = Node(config, registry, scheduler=False)
     try:
