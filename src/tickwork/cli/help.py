@@ -158,7 +158,9 @@ def usage(command: click.Command, ctx: click.Context) -> str:
             many = "..." if param.nargs != 1 else ""
             pieces.append(f"{name}{many}" if param.required else f"[{name}]{many}")
     subcommands = getattr(command, "subcommand_metavar", None)
-    if subcommands:
+    if subcommands and getattr(command, "invoke_without_command", False):
+        pieces.append(f"[{subcommands}]")  # alone, the group lists: tickwork jobs
+    elif subcommands:
         pieces.append(subcommands)
     return "Usage: " + " ".join(pieces)
 
