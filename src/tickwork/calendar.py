@@ -24,8 +24,6 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
-import holidays as holidays_package
-
 from tickwork.errors import InvalidCalendar
 
 WEEKDAYS = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
@@ -244,11 +242,15 @@ def _from_definition(name: str, text: str) -> Calendar:
 
 @lru_cache(maxsize=1024)
 def _public_holidays(country: str, subdiv: str | None, year: int) -> dict[date, str]:
+    import holidays as holidays_package  # here: 0.1 s, only when a calendar asks
+
     return dict(holidays_package.country_holidays(country, subdiv=subdiv, years=year))
 
 
 @lru_cache(maxsize=1)
 def _supported() -> dict[str, list[str]]:
+    import holidays as holidays_package  # here, not at the top: as above
+
     return dict(holidays_package.list_supported_countries())
 
 

@@ -76,7 +76,7 @@ def from_micros(us: int) -> datetime:
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 EARLIEST = EPOCH
-"""The earliest instant tickwork accepts from input (:func:`tickwork.schedule.check_instant`):
+"""The earliest instant tickwork accepts from input (:func:`tickwork.timetext.check_instant`):
 a scheduler has no use for older times, and the arithmetic on an accepted time (explain
 looks years back for a cron job's slot before it) stays far from year 1, where datetime
 ends."""

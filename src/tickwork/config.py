@@ -17,7 +17,7 @@ from typing import Any
 
 from tickwork.errors import ValidationError
 from tickwork.faults import FaultRates
-from tickwork.schedule import parse_duration
+from tickwork.timetext import parse_duration
 
 DEFAULT_DB_URL = "sqlite:///./tickwork.db"
 DB_ENV = "TICKWORK_DB"

@@ -24,7 +24,8 @@ from tickwork.records import (
     TenantStatus,
     format_rate,
 )
-from tickwork.schedule import Cron, Interval, Once, check_instant, read_time
+from tickwork.schedule import Cron, Interval, Once
+from tickwork.timetext import check_instant, read_time
 
 ONE_US = timedelta(microseconds=1)
 
@@ -32,7 +33,7 @@ ONE_US = timedelta(microseconds=1)
 def parse_slot(text: str, job: Job) -> datetime:
     """An ISO-8601 time; without an offset it is read in the job's time zone (cron) or UTC.
     InvalidSchedule for text that is no time, or a time out of range (the rule of every
-    input time: :func:`tickwork.schedule.check_instant`)."""
+    input time: :func:`tickwork.timetext.check_instant`)."""
     value = read_time(text, field="at")
     if value.tzinfo is None:
         zone = job.schedule.tz if isinstance(job.schedule, Cron) else "UTC"
@@ -187,8 +188,9 @@ def explain_slot(
     matches, before, after = is_slot(job, slot)
     if matches and skips:
         return f"{head} did not run at {when}: {_describe_skip(skips[0], job)}"
+    did_not = "will not run" if slot > now else "did not run"
     if not matches and note is not None:
-        return f"{head} did not run at {when}: {note}."
+        return f"{head} {did_not} at {when}: {note}."
     if not matches:
         if isinstance(job.schedule, Once):
             around = f"its one slot is {_fmt(after, job)}" if after else "it has no slot"
@@ -209,7 +211,7 @@ def explain_slot(
         cancelled = _fmt(job.updated_at, job)
         if slot >= job.updated_at:
             return (
-                f"{head} did not run at {when}: the job was cancelled at {cancelled}, "
+                f"{head} {did_not} at {when}: the job was cancelled at {cancelled}, "
                 "so no slot after that is triggered."
             )
         return (
@@ -280,15 +282,15 @@ def _describe_run(
         text += f"; waiting: task {task.task}'s rate {format_rate(task.limits.rate)}"
     if run.started_at:
         lag = (run.started_at - run.scheduled_for).total_seconds() * 1000
-        text += f", last started at {run.started_at.isoformat()}"
+        text += f", last started at {_iso(run.started_at)}"
         if run.attempt == 1:
             text += f" ({lag:.0f} ms after its slot)"
     if run.finished_at:
-        text += f", finished at {run.finished_at.isoformat()}"
+        text += f", finished at {_iso(run.finished_at)}"
     if run.state in (RunState.FAILED, RunState.DEAD, RunState.CANCELLED) and run.error:
         text += f"; error: {run.error}"
     if run.state is RunState.FAILED:
-        text += f"; the next attempt is due at {run.run_at.isoformat()}"
+        text += f"; the next attempt is due at {_iso(run.run_at)}"
     return text + "."
 
 
@@ -335,9 +337,16 @@ def _describe_skip(skip: SlotSkip, job: Job) -> str:
 
 
 def _fmt(t: datetime, job: Job) -> str:
+    """A time in the job's zone (a cron's; UTC otherwise), to the second: a one-off slot's
+    microseconds say nothing to a reader (``--json`` keeps them)."""
     if isinstance(job.schedule, Cron) and job.schedule.tz != "UTC":
-        return f"{t.astimezone(cron.zone(job.schedule.tz)).isoformat()} ({job.schedule.tz})"
-    return t.isoformat()
+        local = t.astimezone(cron.zone(job.schedule.tz)).isoformat(timespec="seconds")
+        return f"{local} ({job.schedule.tz})"
+    return _iso(t)
+
+
+def _iso(t: datetime) -> str:
+    return t.isoformat(timespec="seconds")
 
 
 def _dur(td: timedelta) -> str:

@@ -49,17 +49,10 @@ from tickwork.retry import (
     DEFAULT_MAX_ATTEMPTS,
     RetryPolicy,
 )
-from tickwork.schedule import (
-    Cron,
-    Interval,
-    Once,
-    Schedule,
-    check_instant,
-    parse_duration,
-    parse_instant,
-)
+from tickwork.schedule import Cron, Interval, Once, Schedule
 from tickwork.tasks.registry import Registry
 from tickwork.tasks.task import Task
+from tickwork.timetext import check_instant, parse_duration, parse_instant
 
 Duration = timedelta | float | int | str
 """A length of time: a timedelta, seconds, or text such as ``"90s"``, ``"10m"``, ``"1h30m"``."""
@@ -300,7 +293,7 @@ def duration(value: Duration, field: str) -> timedelta:
 
 def instant(value: Instant, field: str) -> datetime:
     """An aware datetime or ISO-8601 text as UTC, within the range every input time keeps
-    (:func:`tickwork.schedule.check_instant`), or ValidationError."""
+    (:func:`tickwork.timetext.check_instant`), or ValidationError."""
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise ValidationError(

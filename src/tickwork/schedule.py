@@ -18,13 +18,13 @@ A slot is identified by its UTC instant; a job never gets two runs for one slot.
 Every schedule ends at the calendar's end (:data:`tickwork.clock.LATEST`): a slot that
 would fall later does not exist, so ``next_after`` answers None there, as after a one-off
 job's slot. A time typed by a user (``at``, ``anchor``, explain's slot, ``--from``) must fall
-between :data:`~tickwork.clock.EARLIEST` and ``LATEST`` (:func:`check_instant`, the one
-range rule); times already stored are read whatever they are.
+between :data:`~tickwork.clock.EARLIEST` and ``LATEST``
+(:func:`tickwork.timetext.check_instant`, the one range rule); times already stored are
+read whatever they are.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
@@ -33,10 +33,11 @@ from typing import Any
 from tickwork import cron
 from tickwork.budget import SEARCH_BUDGET, Budget, Exhausted
 from tickwork.calendar import Calendar, HolidayPolicy, calendar_from_definition, check_business_day
-from tickwork.clock import EARLIEST, LATEST, utc
+from tickwork.clock import LATEST, utc
 from tickwork.cron import DstGap, DstRepeat, Fire
 from tickwork.errors import InvalidSchedule, NeverFires, ValidationError
 from tickwork.search import calendar_fires, never_reason
+from tickwork.timetext import format_seconds, stored_instant
 
 MIN_INTERVAL = timedelta(seconds=1)
 """The shortest interval a job may repeat at."""
@@ -81,7 +82,7 @@ class Once:
 
     def describe(self) -> str:
         if self.at is not None:
-            return f"once at {self.at.isoformat()}"
+            return f"once at {self.at.isoformat(timespec='seconds')}"
         assert self.delay is not None
         return f"once, {self.delay.total_seconds():g} s after submit"
 
@@ -351,16 +352,34 @@ class Cron:
 
     def describe(self) -> str:
         text = f"{cron.explain(self.expr)} ({self.tz})"
+        if self.business_day is not None:
+            text = self._describe_business_day()
         if self.dst_gap is not None or self.dst_repeat is not None:
             gap = self.dst_gap or cron.default_gap(self.expr)
             repeat = self.dst_repeat or cron.default_repeat(self.expr)
             text += f"; DST gap {gap}, repeat {repeat}"
-        if self.business_day is not None:
-            nth = _nth(self.business_day)
-            text += f"; on the {nth} business day of the month in calendar {self.calendar}"
-        elif self.calendar is not None:
+        if self.business_day is None and self.calendar is not None:
             text += f"; on days off in calendar {self.calendar}: {self.on_holiday}"
         return text
+
+    def _describe_business_day(self) -> str:
+        """What a ``--business-day`` rule does: the expression's times of day on the N-th
+        business day, which replaces its days (``@monthly --business-day -1``: "At 00:00 on
+        the last business day of every month", not "on the first day ...; on the last")."""
+        nth = _nth(self.business_day or 0)
+        fields = cron.normalize(self.expr).split(" ")
+        day_at = -3  # day-of-month, then month, then day-of-week
+        times = " ".join([*fields[:day_at], "*", "*", "*"])
+        said = cron.explain(times)
+        where = f"in calendar {self.calendar} ({self.tz})"
+        months = fields[-2]
+        if said.endswith(" every day") and months == "*":
+            at = said.removesuffix(" every day")
+            return f"{at} on the {nth} business day of every month {where}"
+        return (
+            f"{cron.explain(self.expr)} ({self.tz}), the days replaced by the {nth} business "
+            f"day of the month in calendar {self.calendar}"
+        )
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": "cron", "expr": self.expr, "tz": self.tz}
@@ -464,7 +483,7 @@ class Interval:
     def describe(self) -> str:
         text = f"every {format_seconds(self.every.total_seconds())}"
         if self.anchor is not None:
-            text += f" from {self.anchor.isoformat()}"
+            text += f" from {self.anchor.isoformat(timespec='seconds')}"
         return text
 
     def to_json(self) -> dict[str, Any]:
@@ -485,7 +504,7 @@ def from_json(data: dict[str, Any]) -> Schedule:
     try:
         if kind == "once":
             if data.get("at") is not None:
-                return Once(at=_stored_instant(str(data["at"]), field="at"))
+                return Once(at=stored_instant(str(data["at"]), field="at"))
             return Once(delay=timedelta(seconds=float(data["delay"])))
         if kind == "cron":
             name = data.get("calendar")
@@ -516,132 +535,5 @@ def interval_from_json(every: float | str, anchor: str | None) -> Interval:
     is no number raises ValueError or TypeError (from_json words those)."""
     return Interval(
         timedelta(seconds=float(every)),
-        _stored_instant(str(anchor), field="anchor") if anchor else None,
+        stored_instant(str(anchor), field="anchor") if anchor else None,
     )
-
-
-def _stored_instant(text: str, *, field: str) -> datetime:
-    """A time :meth:`to_json` wrote (ISO-8601 with an offset), as aware UTC, or
-    InvalidSchedule."""
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise InvalidSchedule(f"{field} {text!r} is not an ISO-8601 time", field=field) from None
-    if value.tzinfo is None:
-        raise InvalidSchedule(f"{field} {text!r} has no UTC offset", field=field)
-    return value.astimezone(UTC)
-
-
-ISO_CHARACTERS = frozenset(chr(code) for code in range(0x20, 0x7F))
-"""What an ISO-8601 time is written with: printable ASCII. Anything else is refused, not
-trimmed: ``datetime.fromisoformat`` stops reading at a NUL, so ``...+00:00\\x00junk`` would
-pass for a time, and ``str.strip`` drops more than blanks (``\\x1c``, em spaces)."""
-
-
-def read_time(text: str, *, field: str = "at") -> datetime:
-    """ISO-8601 text as a datetime, naive when it carries no offset; InvalidSchedule for text
-    that is not one. Blanks around it are allowed; any character that is not printable
-    ASCII is refused. Callers apply the range rule (:func:`check_instant`)."""
-    stripped = text.strip(" ")
-    if not ISO_CHARACTERS.issuperset(stripped):
-        raise InvalidSchedule(
-            f"{field} {text!r} is not an ISO-8601 time: write it in only printable ASCII "
-            "characters (no control characters)",
-            field=field,
-        )
-    try:
-        return datetime.fromisoformat(stripped)
-    except ValueError:
-        raise InvalidSchedule(f"{field} {text!r} is not an ISO-8601 time", field=field) from None
-
-
-def check_instant(value: datetime, *, field: str = "at", text: str | None = None) -> datetime:
-    """``value`` (aware) as UTC if it falls in tickwork's calendar, from
-    :data:`~tickwork.clock.EARLIEST` to :data:`~tickwork.clock.LATEST`, else InvalidSchedule.
-
-    The one range rule for every time a user gives: ``at``, ``anchor``, explain's slot and
-    ``tickwork next --from``, from Python, the CLI, the HTTP API and the dashboard. A time
-    outside it has no use in a scheduler, and would overflow the arithmetic done on it.
-    """
-    shown = repr(text) if text is not None else value.isoformat()
-    try:
-        instant = value.astimezone(UTC)
-    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 falls before year 1 in UTC
-        instant = None
-    if instant is None or not EARLIEST <= instant <= LATEST:
-        raise InvalidSchedule(
-            f"{field} {shown} is out of range: times run from {EARLIEST.isoformat()} to "
-            f"{LATEST.isoformat()}",
-            field=field,
-        )
-    return instant
-
-
-def parse_instant(text: str, *, field: str = "at") -> datetime:
-    """An ISO-8601 instant with an offset (``Z`` accepted), as aware UTC, within the range of
-    :func:`check_instant`."""
-    value = read_time(text, field=field)
-    if value.tzinfo is None:
-        raise InvalidSchedule(
-            f"{field} {text!r} has no UTC offset (write e.g. 2026-12-01T09:00:00+01:00 or ...Z)",
-            field=field,
-        )
-    return check_instant(value, field=field, text=text)
-
-
-DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
-
-
-def parse_duration(text: str, *, field: str = "duration") -> timedelta:
-    """``"90"``, ``"90s"``, ``"10m"``, ``"1h30m"``, ``"2d"`` as a timedelta (not negative)."""
-    raw = text.strip().lower()
-    if not raw:
-        raise InvalidSchedule(f"{field} is empty", field=field)
-    try:
-        plain = float(raw)
-    except ValueError:
-        pass
-    else:
-        return _duration(plain, text, field)
-    total = 0.0
-    number = ""
-    i = 0
-    while i < len(raw):
-        ch = raw[i]
-        if ch.isdigit() or ch == ".":
-            number += ch
-            i += 1
-            continue
-        unit = "ms" if raw.startswith("ms", i) else ch
-        try:
-            total += float(number) * DURATION_UNITS[unit]
-        except (KeyError, ValueError):  # no number, two dots, or not a unit
-            raise InvalidSchedule(
-                f"{field} {text!r} is not a duration (e.g. 30s, 10m, 1h30m, 2d)", field=field
-            ) from None
-        number = ""
-        i += len(unit)
-    if number:
-        raise InvalidSchedule(f"{field} {text!r} has a number without a unit", field=field)
-    return _duration(total, text, field)
-
-
-def _duration(seconds: float, text: str, field: str) -> timedelta:
-    if not math.isfinite(seconds):
-        raise InvalidSchedule(
-            f"{field} {text!r} is not a duration (e.g. 30s, 10m, 1h30m, 2d)", field=field
-        )
-    if seconds < 0:
-        raise InvalidSchedule(f"{field} {text!r} must not be negative", field=field)
-    try:
-        return timedelta(seconds=seconds)
-    except OverflowError:
-        raise InvalidSchedule(f"{field} {text!r} is too long", field=field) from None
-
-
-def format_seconds(seconds: float) -> str:
-    for unit, size in (("day", 86_400), ("hour", 3600), ("minute", 60)):
-        if seconds >= size and seconds % size == 0:
-            n = int(seconds // size)
-            return f"{n} {unit}{'s' if n != 1 else ''}"
-    return f"{seconds:g} second{'s' if seconds != 1 else ''}"

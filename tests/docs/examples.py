@@ -9,8 +9,9 @@ Which blocks run: the fence's language decides, one rule for every page.
   the next ``$ `` are its output (stdout and stderr, as a terminal shows them), compared
   line by line with runs of blanks as one blank; ``...`` in a line matches any text, and a
   line of just ``...`` any number of lines. A command that only reads (``tickwork runs``,
-  ``jobs``, ``show``, ``dead`` ...) is run again for up to 20 s until its output matches,
-  as a reader looks again a moment later; any other command runs once.
+  ``jobs``, ``show``, ``runs dead`` ...; not ``runs retry`` or ``jobs pause``) is run
+  again for up to 20 s until its output matches, as a reader looks again a moment later;
+  any other command runs once.
 - ``python``: a block whose first line is a comment naming a file (``# myapp/tasks.py``) is
   that file of the reader's project and is written there; a block with a ``def test_`` is
   a test module; any other block is a program. A page's programs run in one interpreter,
@@ -79,9 +80,12 @@ SERVER_LINE = re.compile(
     r"(?P<kind>run|api|worker|scheduler)\b(?P<rest>.*)$"
 )
 READ_COMMAND = re.compile(
-    r"^tickwork\s+(?:runs|jobs|show|dead|queues|cluster|explain|next"
+    r"^tickwork\s+(?:runs(?!\s+(?:retry|cancel))|jobs(?!\s+(?:pause|resume|trigger|cancel))"
+    r"|show|dead|queues|cluster|explain|next"
     r"|tenants(?:\s+show\b|\s*$|\s+--)|calendars(?:\s+show\b|\s*$|\s+--))"
 )
+"""The commands that only read (``runs``, ``runs dead``, ``jobs show`` ...), not those
+that act (``runs retry``, ``runs cancel-all``, ``jobs pause`` ...)."""
 READ_RETRY_SECONDS = 20.0
 BLOCK_TIMEOUT = 180.0
 TESTING_PG_ENV = "TICKWORK_TESTING_PG_URL"

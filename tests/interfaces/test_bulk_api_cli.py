@@ -5,6 +5,7 @@ nothing."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from datetime import timedelta
@@ -137,6 +138,13 @@ def test_api_jobs_search(client: Client, api: TestClient) -> None:
 # -- CLI -----------------------------------------------------------------------------------
 
 
+class Terminal(io.StringIO):
+    """Typed answers on a stdin that says it is a terminal: a bulk command asks only there."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -163,13 +171,15 @@ def test_cli_cancel_all_asks_and_a_no_changes_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     ids = [waiting(client) for _ in range(2)]
-    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("n\n"))
-    code, _, err = cli(capsys, "cancel-all", "--db", store.url)
-    assert code != 0
-    assert states(client, ids) == {RunState.QUEUED}
-    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("y\n"))
+    monkeypatch.setattr("sys.stdin", Terminal("n\n"))
     code, out, err = cli(capsys, "cancel-all", "--db", store.url)
+    assert code != 0
+    assert "Cancel 2 waiting runs?" in out
+    assert states(client, ids) == {RunState.QUEUED}
+    monkeypatch.setattr("sys.stdin", Terminal("y\n"))
+    code, out, err = cli(capsys, "runs", "cancel-all", "--db", store.url, "--queue", "default")
     assert code == 0, err
+    assert "Cancel 2 waiting runs matching queue=default?" in out
     assert out.strip().endswith("cancelled 2 runs")
     assert states(client, ids) == {RunState.CANCELLED}
 

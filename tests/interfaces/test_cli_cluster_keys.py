@@ -212,7 +212,8 @@ def test_a_running_node_shows_in_cluster_and_its_runs_in_explain(
     assert {n["pid"] for n in view["nodes"]} == {node.pid}
     slot = done[-1].scheduled_for
     text = ok("explain", str(job.id), "--at", slot.isoformat(), "--db", store.url).out
-    assert f"was triggered for {slot.isoformat()}: run {done[-1].id} is succeeded" in text
+    shown = slot.isoformat(timespec="seconds")
+    assert f"was triggered for {shown}: run {done[-1].id} is succeeded" in text
     # A clean stop deregisters the node and gives the lease up.
     after = ok("cluster", "--db", store.url, "--json").json()
     assert (after["leader"], after["nodes"]) == (None, [])

@@ -114,7 +114,12 @@ def test_show_prints_the_job_in_plain_english(store: Store) -> None:
     assert out.startswith(f"Job {job.id} (report)\n")
     assert "At 09:00 on Monday through Friday (Europe/Berlin)" in out
     assert "[cron 0 9 * * MON-FRI Europe/Berlin]" in out
-    assert "Next fire times (UTC)" in out
+    assert "Next fire times (Europe/Berlin)" in out
+    assert "  next run   " in out
+    assert any(
+        line.startswith("  next run ") and line.endswith(("CET", "CEST"))
+        for line in out.splitlines()
+    )
     assert "Latest runs" in out
     assert "Skipped slots: none" in out
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
-from cli_support import assert_error, ok, tickwork
+from cli_support import assert_error, ok, submit, tickwork
 
 from tickwork.client import Client
 from tickwork.job import JobSpec
@@ -61,9 +61,28 @@ def test_unsetting_the_rate_clears_its_burst_and_leaves_the_rest(store: Store) -
     assert ok("tenants", "--json", "--db", store.url).json() == []  # no row is left
 
 
-def test_show_names_one_tenant_even_one_never_seen(store: Store) -> None:
-    table = ok("tenants", "show", "nobody", "--db", store.url).out.splitlines()
-    assert table[1].split() == ["nobody", "-", "-", "-", "1", "0", "0", "0"]
+def test_show_of_a_tenant_nothing_names_exits_1_saying_so(store: Store) -> None:
+    result = tickwork("tenants", "show", "nobody", "--db", store.url)
+    assert_error(result, 1, "tenant 'nobody' not found: no job, run or limit names it")
+
+
+def test_show_of_a_tenant_with_jobs_but_no_limits_is_a_row(store: Store) -> None:
+    submit(store, every="1h", tenant="quiet")
+    table = ok("tenants", "show", "quiet", "--db", store.url).out.splitlines()
+    assert table[1].split() == ["quiet", "-", "-", "-", "1", "0", "0", "0"]
+
+
+def test_set_on_a_tenant_nothing_names_warns_and_sets(store: Store) -> None:
+    submit(store, every="1h", tenant="acme")
+    typo = tickwork("tenants", "set", "acmee", "--max-running", "5", "--db", store.url)
+    assert typo.code == 0
+    assert typo.err.startswith("tickwork: warning: tenant 'acmee' had no job, run or limit")
+    assert store.tenant_limits("acmee").max_running == 5
+    known = tickwork("tenants", "set", "acme", "--max-running", "5", "--db", store.url)
+    assert known.code == 0
+    assert known.err == ""
+    again = tickwork("tenants", "set", "acmee", "--max-running", "6", "--db", store.url)
+    assert again.err == ""  # it has a limit now
 
 
 @pytest.mark.parametrize(

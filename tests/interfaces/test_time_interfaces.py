@@ -132,13 +132,13 @@ def test_next_honours_the_calendar_and_says_what_moved(store: Store) -> None:
     assert last == ["2030-12-31T00:00:00+01:00"]
 
 
-def test_explain_says_a_slot_was_skipped_for_a_holiday(store: Store) -> None:
+def test_explain_says_a_future_slot_on_a_holiday_will_not_run(store: Store) -> None:
     store.create_calendar(make_calendar("de-by", country="DE", subdiv="BY"))
     job = Client(store).schedule("shell", name="x", cron="0 9 * * *", tz="Europe/Berlin",
                                  calendar="de-by", args={"argv": ["true"]}).job  # fmt: skip
     out = ok("explain", str(job.id), "--at", "2030-12-25T09:00:00", "--db", store.url).out
     assert out.strip().endswith(
-        "did not run at 2030-12-25T09:00:00+01:00 (Europe/Berlin): skipped: 2030-12-25 is a "
+        "will not run at 2030-12-25T09:00:00+01:00 (Europe/Berlin): skipped: 2030-12-25 is a "
         "holiday in calendar de-by (Christmas Day)."
     )
 

@@ -9,16 +9,8 @@ import pytest
 
 from tickwork.clock import EARLIEST, LATEST
 from tickwork.errors import InvalidSchedule, ValidationError
-from tickwork.schedule import (
-    Cron,
-    Interval,
-    Once,
-    Schedule,
-    from_json,
-    interval_from_json,
-    parse_duration,
-    parse_instant,
-)
+from tickwork.schedule import Cron, Interval, Once, Schedule, from_json, interval_from_json
+from tickwork.timetext import parse_duration, parse_instant
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

@@ -2,19 +2,29 @@
 place errors become exit codes.
 
 This module imports no command module, so a command module can import it without a cycle
-(``from tickwork.cli.app import app``); :mod:`tickwork.cli` imports the command modules.
+(``from tickwork.cli.app import app``). :data:`COMMANDS` is the command map: each top-level
+command, the modules that register it, and its place in ``tickwork --help``. A module is
+imported only when its command runs (:class:`Root`), so a command pays only for its own
+imports. Add a command to the map when you add its module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from difflib import get_close_matches
+from typing import Annotated, Any
 
 import typer
+from typer import _click as click
 
 # typer >= 0.29 vendors click privately; this is the one click exception it does not
 # re-export that we must tell apart (it carries the help text, not an error message).
 from typer._click.exceptions import NoArgsIsHelpError
+from typer.core import TyperCommand, TyperGroup
 
+from tickwork.cli import help as helptext
 from tickwork.cli.output import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -22,22 +32,195 @@ from tickwork.cli.output import (
     EXIT_USAGE,
     PROG,
     error,
-    stderr,
+    write_stderr,
 )
 from tickwork.errors import TickworkError, ValidationError
 
-app = typer.Typer(
+EVERYDAY, OPERATIONS, SERVERS = "Everyday", "Operations", "Servers"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One top-level command in the map: the modules that register it (imported only when
+    it runs), its panel in ``tickwork --help`` and its one line there. An alias has no
+    panel: it runs, and ``--help`` names it only in the closing note."""
+
+    name: str
+    modules: tuple[str, ...]
+    panel: str | None
+    summary: str = ""
+
+
+COMMANDS = (
+    Entry("submit", ("submit",), EVERYDAY, "Submit a job and print its id; or many, --file."),
+    Entry(
+        "jobs",
+        ("jobs", "commands", "explain"),
+        EVERYDAY,
+        "List jobs; act on one: jobs show|explain|pause|resume|trigger|cancel JOB_ID.",
+    ),
+    Entry(
+        "runs",
+        ("runs", "commands", "bulk"),
+        EVERYDAY,
+        "List runs; act on them: runs show|retry|cancel RUN_ID, runs dead|retry-all|cancel-all.",
+    ),
+    Entry("show", ("jobs",), EVERYDAY, "Show a job in full (same as jobs show JOB_ID)."),
+    Entry("explain", ("explain",), EVERYDAY, "Say why a job did or did not run at a slot."),
+    Entry("next", ("next",), EVERYDAY, "Print the next fire times of a cron expression."),
+    Entry("queues", ("bulk",), OPERATIONS, "Backlog, running and consumers of each queue."),
+    Entry("cluster", ("cluster",), OPERATIONS, "The leader, and the nodes alive or silent."),
+    Entry("tenants", ("tenants",), OPERATIONS, "Tenants' limits and their runs now."),
+    Entry("calendars", ("calendars",), OPERATIONS, "Business-day calendars."),
+    Entry("keys", ("keys",), OPERATIONS, "API keys of the HTTP API and the dashboard."),
+    Entry("db", ("db",), OPERATIONS, "The database schema: migrate, status."),
+    Entry("bench", ("bench",), OPERATIONS, "Measure submit, drain and start lag here."),
+    Entry("run", ("all_in_one",), SERVERS, "Scheduler, worker and API in one process."),
+    Entry("scheduler", ("scheduler",), SERVERS, "A scheduler node: lead or stand by."),
+    Entry("worker", ("worker",), SERVERS, "A worker: claim runs and execute them."),
+    Entry("api", ("api",), SERVERS, "The HTTP API, the dashboard and /metrics."),
+    # The verbs of before the noun groups: they keep working, so no script breaks.
+    Entry("pause", ("commands",), None),
+    Entry("resume", ("commands",), None),
+    Entry("trigger", ("commands",), None),
+    Entry("cancel", ("commands",), None),
+    Entry("retry", ("commands",), None),
+    Entry("dead", ("commands",), None),
+    Entry("retry-all", ("bulk",), None),
+    Entry("cancel-all", ("bulk",), None),
+)
+"""The command map: ``tickwork --help`` lists it in this order, panel by panel."""
+MAP = {entry.name: entry for entry in COMMANDS}
+ALIASES_NOTE = (
+    "Old verbs still work: pause, resume, trigger, cancel JOB_ID (jobs pause ...); "
+    "retry RUN_ID, cancel --run RUN_ID (runs retry ...); dead, retry-all, cancel-all "
+    "(runs dead ...). Servers: tickwork run is the all-in-one server, tickwork runs the "
+    "list of runs. The map: docs/cli.md."
+)
+
+
+class Command(TyperCommand):
+    """A command whose ``--help`` is :mod:`tickwork.cli.help`'s plain text."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write(helptext.render(self, ctx))
+
+
+class Group(TyperGroup):
+    """A group (``tickwork jobs``, ``tickwork db``) with the same plain ``--help``."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [
+            (name, helptext.summary(command))
+            for name in self.list_commands(ctx)
+            if (command := self.get_command(ctx, name)) is not None and not command.hidden
+        ]
+        formatter.write(helptext.render(self, ctx, [("Commands", rows)]))
+
+
+class Typer(typer.Typer):
+    """typer's app whose commands and groups are :class:`Command` and :class:`Group`."""
+
+    def __init__(self, **options: Any) -> None:
+        options.setdefault("cls", Group)
+        options.setdefault("add_completion", False)
+        options.setdefault("pretty_exceptions_show_locals", False)
+        super().__init__(**options)
+
+    def command(self, name: str | None = None, **options: Any) -> Callable[[Any], Any]:
+        options.setdefault("cls", Command)
+        return super().command(name, **options)
+
+
+class Root(Group):
+    """The ``tickwork`` group: it imports a command's module only when that command runs,
+    so ``tickwork next`` pays for cron and not for the HTTP server; and its ``--help``
+    comes from the map alone, importing none."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*MAP, *(name for name in self.commands if name not in MAP)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = self.commands.get(cmd_name)
+        entry = MAP.get(cmd_name)
+        if found is None and entry is not None:
+            for module in entry.modules:
+                importlib.import_module(f"tickwork.cli.{module}")
+            found = registered(cmd_name)
+            if found is not None:
+                self.commands[cmd_name] = found
+        return found
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return self._click_resolve_command(ctx, args)
+        except click.exceptions.UsageError as exc:
+            matches = get_close_matches(args[0], self.list_commands(ctx)) if args else []
+            if matches:
+                suggestions = ", ".join(repr(m) for m in matches)
+                exc.message = f"{exc.message.rstrip('.')}. Did you mean {suggestions}?"
+            raise
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        panels = [
+            (panel, [(e.name, e.summary) for e in COMMANDS if e.panel == panel])
+            for panel in (EVERYDAY, OPERATIONS, SERVERS)
+        ]
+        formatter.write(helptext.render(self, ctx, panels))
+
+
+def registered(name: str) -> click.Command | None:
+    """The click command or group that an imported module registered on ``app`` as ``name``."""
+    from typer.main import get_command_from_info, get_group_from_info
+
+    for info in app.registered_commands:
+        if info.name == name:
+            return get_command_from_info(
+                info,
+                pretty_exceptions_short=app.pretty_exceptions_short,
+                rich_markup_mode=app.rich_markup_mode,
+            )
+    for group in app.registered_groups:
+        if group.name == name:
+            return get_group_from_info(
+                group,
+                pretty_exceptions_short=app.pretty_exceptions_short,
+                rich_markup_mode=app.rich_markup_mode,
+                suggest_commands=app.suggest_commands,
+            )
+    return None
+
+
+def _version(value: bool) -> None:
+    if value:
+        from tickwork import __version__
+
+        print(f"{PROG} {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+app = Typer(
     name=PROG,
+    cls=Root,
     no_args_is_help=True,
-    add_completion=False,
     # Tracebacks are for bugs only; their locals could hold a database password.
     pretty_exceptions_show_locals=False,
     help="tickwork runs jobs on time, once per slot, across many machines.",
+    epilog=ALIASES_NOTE,
 )
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     """tickwork runs jobs on time, once per slot, across many machines."""
     # A callback keeps `app` a group even while it has a single command: without it typer
     # would run that command for `tickwork ARGS` instead of `tickwork next ARGS`.
@@ -66,10 +249,9 @@ def run(argv: Sequence[str] | None = None, *, cli: typer.Typer = app) -> int:
         error(str(exc) or type(exc).__name__)
         return exit_code(exc)
     except NoArgsIsHelpError as exc:
-        # `tickwork` alone: the help is the message (typer's rich help prints it itself
-        # and leaves the message empty); a usage error all the same, as in click.
-        if exc.format_message().strip():
-            stderr.print(exc.format_message(), markup=False)
+        # `tickwork` alone: the help is the message; a usage error all the same, as in
+        # click, so a script that forgot its command fails.
+        write_stderr(exc.format_message())
         return EXIT_USAGE
     except typer.TyperException as exc:  # click's ClickException: usage errors and the like
         error(exc.format_message())

@@ -24,14 +24,14 @@ from typing import Annotated
 import typer
 
 from tickwork.calendar import WEEKDAYS, Calendar, make_calendar, parse_date
-from tickwork.cli.app import app
+from tickwork.cli.app import Typer, app
 from tickwork.cli.listing import print_table, when
 from tickwork.cli.options import DbOption, JsonOption
 from tickwork.cli.output import echo, echo_json
 from tickwork.client import Client
 from tickwork.records import CalendarRecord, to_json
 
-calendars_app = typer.Typer(help="Business-day calendars: create, update, list, show, delete.")
+calendars_app = Typer(help="Business-day calendars: create, update, list, show, delete.")
 app.add_typer(calendars_app, name="calendars")
 
 NameArgument = Annotated[

@@ -26,19 +26,24 @@ from __future__ import annotations
 from datetime import timedelta
 
 from tickwork.cli.app import app
-from tickwork.cli.listing import print_table, when
-from tickwork.cli.options import DbOption, JsonOption
+from tickwork.cli.listing import print_table, watch, when
+from tickwork.cli.options import DbOption, JsonOption, WatchOption
 from tickwork.cli.output import echo, echo_json
 from tickwork.client import Client
-from tickwork.records import to_json
+from tickwork.records import Cluster, to_json
 from tickwork.skew import Skew
 
 
 @app.command("cluster")
-def cluster(*, db: DbOption = "", as_json: JsonOption = False) -> None:
+def cluster(
+    *, db: DbOption = "", as_json: JsonOption = False, watching: WatchOption = False
+) -> None:
     """Show the leader (epoch, lease expiry) and the nodes with their last heartbeat."""
     with Client.open(db) as client:
-        view = client.cluster()
+        watch(lambda: _print_cluster(client.cluster(), as_json), watching)
+
+
+def _print_cluster(view: Cluster, as_json: bool) -> None:
     if as_json:
         echo_json(to_json(view))
         return

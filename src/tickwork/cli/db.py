@@ -6,36 +6,42 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli.app import app
-from tickwork.cli.options import DbOption
-from tickwork.cli.output import echo
+from tickwork.cli.app import Typer, app
+from tickwork.cli.options import DbOption, JsonOption
+from tickwork.cli.output import echo, echo_json
 from tickwork.client import Client
 
-db_app = typer.Typer(
+db_app = Typer(
     no_args_is_help=True, help="Database schema: migrate, status; fault injection's opt-in."
 )
 app.add_typer(db_app, name="db")
 
 
 @db_app.command("migrate")
-def migrate(db: DbOption = "") -> None:
+def migrate(db: DbOption = "", as_json: JsonOption = False) -> None:
     """Apply pending schema migrations (safe to run from several hosts at once); on SQLite,
     create the file (and its directory) when there is none."""
     with Client.open(db, migrate=False, create=True) as client:
         applied = client.migrate()
         current, latest = client.schema_version()
-    if applied:
+    if as_json:
+        echo_json({"applied": applied, "version": current, "latest": latest})
+    elif applied:
         echo(f"applied migrations {', '.join(map(str, applied))}; schema at version {current}")
     else:
         echo(f"schema already at version {current} (latest {latest})")
 
 
 @db_app.command("status")
-def status(db: DbOption = "") -> None:
-    """Print the applied and the latest schema version; exit 1 when behind."""
+def status(db: DbOption = "", as_json: JsonOption = False) -> None:
+    """Print the applied and the latest schema version; exit 1 when behind (``--json``:
+    ``{"version", "latest", "behind"}``, and the same exit)."""
     with Client.open(db, migrate=False) as client:
         current, latest = client.schema_version()
-    echo(f"schema version {current} of {latest}")
+    if as_json:
+        echo_json({"version": current, "latest": latest, "behind": current < latest})
+    else:
+        echo(f"schema version {current} of {latest}")
     if current < latest:
         raise typer.Exit(1)
 

@@ -1,4 +1,6 @@
-"""``tickwork explain JOB_ID [--at TIME]``: why a job did or did not run at a slot.
+"""``tickwork explain JOB_ID [--at TIME]`` (or ``jobs explain``): why a job did or did not
+run at a slot; ``tickwork explain --run RUN_ID``: at that run's slot (a one-off's, whose
+slot carries microseconds nobody types).
 
 ::
 
@@ -20,16 +22,24 @@ from typing import Annotated
 import typer
 
 from tickwork.cli.app import app
-from tickwork.cli.options import DbOption, JobIdArgument, JsonOption
+from tickwork.cli.jobs import jobs_app
+from tickwork.cli.options import DbOption, JsonOption
 from tickwork.cli.output import echo, echo_json
 from tickwork.client import Client
+from tickwork.errors import ValidationError
 from tickwork.inputs import check_id
-from tickwork.schedule import check_instant, read_time
+from tickwork.timetext import check_instant, read_time
 
 
 @app.command("explain")
+@jobs_app.command("explain")
 def explain(
-    job_id: JobIdArgument,
+    ident: Annotated[
+        int,
+        typer.Argument(
+            metavar="JOB_ID", show_default=False, help="The job's id (with --run: a run's)."
+        ),
+    ],
     *,
     at: Annotated[
         str | None,
@@ -41,15 +51,31 @@ def explain(
             "Default: the latest slot at or before now.",
         ),
     ] = None,
+    run: Annotated[
+        bool,
+        typer.Option(
+            "--run",
+            help="The id is a run's: explain its job at its slot (a one-off's too, "
+            "without typing the slot).",
+        ),
+    ] = False,
     db: DbOption = "",
     as_json: JsonOption = False,
 ) -> None:
     """Say in one paragraph why a job did or did not run at a slot."""
-    check_id(job_id, "job")
+    check_id(ident, "run" if run else "job")
+    if run and at is not None:
+        raise ValidationError("--run explains the run's own slot: drop --at", field="at")
     if at is not None:
         _check_time(at)
     with Client.open(db) as client:
-        found = client.explain(job_id, at)
+        if run:
+            found_run = client.get_run(ident)
+            job_id, slot = found_run.job_id, found_run.scheduled_for
+            found = client.explain(job_id, slot)
+        else:
+            job_id = ident
+            found = client.explain(job_id, at)
     if as_json:
         echo_json(
             {

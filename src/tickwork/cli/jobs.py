@@ -1,5 +1,8 @@
-"""``tickwork jobs`` (list jobs) and ``tickwork show JOB_ID`` (one job in full; ``tickwork
-show --run RUN_ID``: one run and its attempts, :mod:`tickwork.cli.runs`).
+"""``tickwork jobs``, the jobs noun group: ``tickwork jobs`` (or ``jobs list``) lists jobs,
+``tickwork jobs show JOB_ID`` (or ``tickwork show JOB_ID``) shows one in full; the actions on
+a job (``jobs pause|resume|trigger|cancel``) are :mod:`tickwork.cli.commands`', ``jobs
+explain`` :mod:`tickwork.cli.explain`'s. ``tickwork show --run RUN_ID`` (``runs show``) is
+one run and its attempts, :mod:`tickwork.cli.runs`.
 
 ``show`` prints the job, its schedule in plain English, its next five fire times, its
 latest runs and its slot ledger (the slots it skipped, and why); ``--json`` prints the
@@ -10,13 +13,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC
+from datetime import UTC, timezone
 from typing import Annotated
+from zoneinfo import ZoneInfo
 
 import typer
 
-from tickwork.cli.app import app
-from tickwork.cli.listing import collect, fire_line, print_page, print_table, when
+from tickwork import cron
+from tickwork.cli.app import Typer, app
+from tickwork.cli.listing import collect, fire_line, print_page, print_table, watch, when
 from tickwork.cli.options import (
     DEFAULT_LIMIT,
     AfterOption,
@@ -24,6 +29,7 @@ from tickwork.cli.options import (
     JsonOption,
     LimitOption,
     TenantOption,
+    WatchOption,
 )
 from tickwork.cli.output import echo, echo_json
 from tickwork.cli.runs import RUN_HEADER, run_rows, show_run
@@ -31,7 +37,8 @@ from tickwork.client import Client
 from tickwork.inputs import check_id, job_state
 from tickwork.job import Job, JobState, shown_json
 from tickwork.records import SlotSkip, to_json
-from tickwork.schedule import Cron, Interval, Once, Schedule, format_seconds
+from tickwork.schedule import Cron, Interval, Once, Schedule
+from tickwork.timetext import format_seconds
 
 SHOW_RUNS = 10
 """Runs ``show`` lists: the newest."""
@@ -39,9 +46,13 @@ SHOW_LEDGER = 10
 """Slot ledger entries ``show`` lists: the newest."""
 FIRE_TIMES = 5
 
+jobs_app = Typer(help="List jobs, newest first; or act on one: tickwork jobs pause JOB_ID.")
+app.add_typer(jobs_app, name="jobs")
 
-@app.command("jobs")
+
+@jobs_app.callback(invoke_without_command=True)
 def jobs(
+    ctx: typer.Context,
     *,
     db: DbOption = "",
     state: Annotated[
@@ -70,19 +81,30 @@ def jobs(
     limit: LimitOption = DEFAULT_LIMIT,
     after: AfterOption = None,
     as_json: JsonOption = False,
+    watching: WatchOption = False,
 ) -> None:
-    """List jobs, newest first."""
+    """List jobs, newest first; or act on one (tickwork jobs pause JOB_ID)."""
+    if ctx.invoked_subcommand is not None:
+        return
     wanted = job_state(state)  # before opening: bad input must not create a database
     if after is not None:
         check_id(after, "after")
     with Client.open(db) as client:
-        found = collect(
-            lambda cursor, size: client.list_jobs(
-                tenant=tenant, state=wanted, task=task, after=cursor, limit=size, search=search
-            ),
-            limit,
-            after,
-        )
+
+        def draw() -> None:
+            found = collect(
+                lambda cursor, size: client.list_jobs(
+                    tenant=tenant, state=wanted, task=task, after=cursor, limit=size, search=search
+                ),
+                limit,
+                after,
+            )
+            _print_jobs(found, limit, as_json)
+
+        watch(draw, watching)
+
+
+def _print_jobs(found: list[Job], limit: int, as_json: bool) -> None:
     if as_json:
         echo_json([to_json(job) for job in found])
         return
@@ -102,7 +124,11 @@ def jobs(
     print_page(header, rows, found, limit)
 
 
+jobs_app.command("list", help="List jobs, newest first.")(jobs)
+
+
 @app.command("show")
+@jobs_app.command("show")
 def show(
     ident: Annotated[
         int,
@@ -149,9 +175,10 @@ def show(
     for label, value in _facts(job):
         echo(f"  {label:<10} {value}")
     echo("")
-    echo("Next fire times" + (" (UTC)" if fires else ": none"))
+    zone = job_zone(job)
+    echo("Next fire times" + (f" ({zone})" if fires else ": none"))
     for fire in fires:
-        echo(f"  {fire_line(fire, UTC)}")
+        echo(f"  {fire_line(fire, zone)}")
     echo("")
     echo(f"Latest runs (newest {SHOW_RUNS})" if recent else "Runs: none")
     if recent:
@@ -162,6 +189,13 @@ def show(
         print_table(LEDGER_HEADER, ledger_rows(ledger))
 
 
+def job_zone(job: Job) -> ZoneInfo | timezone:
+    """The zone a job's schedule times are shown in: its cron's, else UTC."""
+    if isinstance(job.schedule, Cron):
+        return cron.zone(job.schedule.tz)
+    return UTC
+
+
 def _facts(job: Job) -> list[tuple[str, str]]:
     retry = job.retry
     return [
@@ -169,7 +203,7 @@ def _facts(job: Job) -> list[tuple[str, str]]:
         ("task", f"{job.task} {json.dumps(shown_json(job.args), ensure_ascii=False)}"),
         ("state", job.state.value),
         ("schedule", f"{job.schedule.describe()}  [{short_schedule(job.schedule)}]"),
-        ("next run", when(job.next_run_at) or "-"),
+        ("next run", when(job.next_run_at, job_zone(job)) or "-"),
         ("queue", f"{job.queue}, priority {job.priority}"),
         (
             "retries",

@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli.app import app
+from tickwork.cli.app import Typer, app
 from tickwork.cli.listing import print_table, when
 from tickwork.cli.options import DbOption, JsonOption
 from tickwork.cli.output import echo, echo_json, stderr
@@ -26,7 +26,7 @@ from tickwork.client import Client
 from tickwork.job import check_label
 from tickwork.records import to_json
 
-keys_app = typer.Typer(no_args_is_help=True, help="API keys: create, list, revoke.")
+keys_app = Typer(no_args_is_help=True, help="API keys: create, list, revoke.")
 app.add_typer(keys_app, name="keys")
 
 
@@ -45,13 +45,18 @@ def create(
         typer.Option("--label", metavar="TEXT", show_default=False, help="A note: who has it."),
     ] = None,
     db: DbOption = "",
+    as_json: JsonOption = False,
 ) -> None:
-    """Create a key and print it alone on stdout (it is shown only this once)."""
+    """Create a key and print it alone on stdout (it is shown only this once; ``--json``:
+    the key's record with the key as ``key``)."""
     check_label("tenant", tenant)
     if label is not None:
         check_label("label", label)
     with Client.open(db) as client:
         record, key = client.create_api_key(tenant=tenant, admin=admin, label=label)
+    if as_json:
+        echo_json({**to_json(record), "key": key})
+        return
     echo(key)
     stderr.print(
         f"API key {record.id} (prefix {record.prefix}) for "
@@ -100,11 +105,15 @@ def revoke(
     ],
     *,
     db: DbOption = "",
+    as_json: JsonOption = False,
 ) -> None:
     """Revoke a key: requests with it are refused from now on, and the dashboard sessions
     signed in with it end."""
     with Client.open(db) as client:
         record = client.revoke_api_key(key)
+    if as_json:
+        echo_json(to_json(record))
+        return
     echo(
         f"revoked API key {record.id} (prefix {record.prefix}, tenant {record.tenant}); "
         "its dashboard sessions ended"

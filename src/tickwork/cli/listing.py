@@ -9,8 +9,9 @@ more rows may follow.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, tzinfo
 from typing import Protocol, TypeVar
 
 from rich.console import Console
@@ -42,6 +43,30 @@ def collect(fetch: Callable[[int | None, int], Page[T]], limit: int, after: int 
     return rows
 
 
+WATCH_INTERVAL = 1.0
+"""Seconds between two drawings of a ``--watch`` listing."""
+_CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear the screen: what watch(1) does
+
+
+def watch(draw: Callable[[], None], enabled: bool) -> None:
+    """``draw()`` once; with ``--watch`` (``enabled``), again every second until Ctrl-C,
+    in place on a terminal (the screen cleared first), else one after another, each table
+    under its header (a JSON document a line under ``--json``)."""
+    if not enabled:
+        draw()
+        return
+    terminal = stdout.is_terminal
+    try:
+        while True:
+            if terminal:
+                stdout.file.write(_CLEAR)
+            draw()
+            stdout.file.flush()
+            time.sleep(WATCH_INTERVAL)
+    except KeyboardInterrupt:
+        return
+
+
 def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     """A borderless table: one that fits a terminal, every character into a pipe. Control
     and bidi characters in cells are written as their codes (:func:`echo`)."""
@@ -68,9 +93,13 @@ def print_page(
         echo(f"(first {limit}; for more: --after {items[-1].id})")
 
 
-def when(value: datetime | None) -> str:
-    """A time in a table cell: UTC to the second, or empty."""
-    return value.strftime("%Y-%m-%d %H:%M:%S") if value else ""
+def when(value: datetime | None, zone: tzinfo = UTC) -> str:
+    """A time in a table cell, to the second, with its zone: ``2026-12-01 09:00:00 UTC``
+    (or in ``zone``: ``2026-12-01 10:00:00 CET``); empty for none. Sub-second digits say
+    nothing here (``--json`` keeps them)."""
+    if value is None:
+        return ""
+    return value.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def first_line(text: str | None, width: int = 60) -> str:
@@ -80,7 +109,7 @@ def first_line(text: str | None, width: int = 60) -> str:
 def fire_line(fire: Fire, zone: tzinfo) -> str:
     """One upcoming slot for a terminal: its time in ``zone``, then what a DST change or a
     calendar does there; a skipped slot reads ``(no run)``."""
-    at = fire.at.astimezone(zone).isoformat()
+    at = fire.at.astimezone(zone).isoformat(timespec="seconds")
     if fire.skipped:
         return f"{at}  (no run) {fire.note}"
     return f"{at}  <- {fire.note}" if fire.note else at

@@ -29,7 +29,7 @@ from tickwork.cli.output import echo, echo_json
 from tickwork.client import Client, upcoming
 from tickwork.clock import SYSTEM_CLOCK
 from tickwork.inputs import cron_schedule
-from tickwork.schedule import parse_instant
+from tickwork.timetext import parse_instant
 
 DEFAULT_COUNT = 5
 MAX_COUNT = 1000
@@ -66,7 +66,9 @@ def next_fire_times(
     ] = None,
     count: Annotated[
         int,
-        typer.Option("-n", "--count", min=1, max=MAX_COUNT, help="How many fire times."),
+        typer.Option(
+            "-n", "--count", metavar="N", min=1, max=MAX_COUNT, help="How many fire times."
+        ),
     ] = DEFAULT_COUNT,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON list of the times, nothing else.")

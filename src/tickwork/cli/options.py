@@ -19,7 +19,7 @@ from tickwork.config import (
     Config,
     resolve_db_url,
 )
-from tickwork.schedule import format_seconds, parse_duration
+from tickwork.timetext import format_seconds, parse_duration
 
 
 def _resolve_db(value: str) -> str:
@@ -70,12 +70,21 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 10_000
 """Rows one listing command prints at most (several store pages)."""
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document, nothing else.")]
+WatchOption = Annotated[
+    bool,
+    typer.Option(
+        "--watch",
+        "-w",
+        help="Redraw every second: in place on a terminal, else one listing after another "
+        "(--json: one document a line). Ctrl-C stops.",
+    ),
+]
 TenantOption = Annotated[
     str | None,
     typer.Option("--tenant", metavar="NAME", show_default=False, help="Only this tenant's."),
 ]
 LimitOption = Annotated[
-    int, typer.Option("--limit", "-n", min=1, max=MAX_LIMIT, help="At most this many.")
+    int, typer.Option("--limit", "-n", metavar="N", min=1, max=MAX_LIMIT, help="At most this many.")
 ]
 AfterOption = Annotated[
     int | None,

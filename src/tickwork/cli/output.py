@@ -16,14 +16,15 @@ TickworkError) prints a traceback.
 from __future__ import annotations
 
 import json
-from typing import Any, NoReturn
+import sys
+from functools import cache
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
-from tickwork.job import show_controls
+if TYPE_CHECKING:
+    from rich.console import Console
 
 PROG = "tickwork"
 EXIT_OK = 0
@@ -32,38 +33,63 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
-stdout = Console(highlight=False, soft_wrap=True, emoji=False)
-stderr = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+@cache
+def _console(to_stderr: bool) -> Console:
+    from rich.console import (
+        Console,  # here, not at the top: rich costs start-up: only once it prints
+    )
+
+    return Console(stderr=to_stderr, highlight=False, soft_wrap=True, emoji=False)
+
+
+def __getattr__(name: str) -> Any:
+    # ``stdout`` and ``stderr``, rich consoles made on first use, so that a command that
+    # prints nothing through rich (``--help``, ``--version``) does not import it.
+    if name in ("stdout", "stderr"):
+        return _console(name == "stderr")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def echo(text: str) -> None:
     """One line of plain text on stdout: no markup, no highlighting, no wrapping; control
     and bidi characters in it (from names, errors, output) are written as their codes, so
     they cannot drive the terminal or reorder the line."""
-    stdout.print(show_controls(text), markup=False)
+    from tickwork.job import show_controls  # here, not at the top: job imports the schedules
+
+    _console(False).print(show_controls(text), markup=False)
 
 
 def echo_json(value: Any) -> None:
     """``value`` as JSON on stdout, for scripts (``--json``)."""
-    stdout.print(json.dumps(value, ensure_ascii=False), markup=False)
+    _console(False).print(json.dumps(value, ensure_ascii=False), markup=False)
+
+
+def _line(kind: str, style: str, message: str) -> None:
+    from rich.text import Text  # here, not at the top: as _console
+
+    line = " ".join(message.splitlines())
+    _console(True).print(Text.assemble(f"{PROG}: ", (f"{kind}:", style), f" {line}"))
 
 
 def error(message: str) -> None:
     """The one error line on stderr: ``tickwork: error: <message>``."""
-    line = " ".join(message.splitlines()) or "unknown error"
-    stderr.print(Text.assemble(f"{PROG}: ", ("error:", "bold red"), f" {line}"))
+    _line("error", "bold red", message or "unknown error")
 
 
 def warn(message: str) -> None:
     """One warning line on stderr, ``tickwork: warning: <message>``; the command goes on."""
-    line = " ".join(message.splitlines())
-    stderr.print(Text.assemble(f"{PROG}: ", ("warning:", "bold yellow"), f" {line}"))
+    _line("warning", "bold yellow", message)
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Stop a command with an error line and ``code`` (default: bad input, 2)."""
     error(message)
     raise typer.Exit(code)
+
+
+def write_stderr(text: str) -> None:
+    """Text on stderr as it is (the help of a bare ``tickwork``)."""
+    sys.stderr.write(text)
 
 
 def redact(url: str) -> str:

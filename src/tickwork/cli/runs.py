@@ -1,8 +1,12 @@
-"""``tickwork runs``: list runs, newest first, as a table or one JSON document; and what
-``tickwork show --run RUN_ID`` prints of one run: its fields and its attempts, each with
-its worker, fencing token, start, end, why it ended and its error::
+"""``tickwork runs``, the runs noun group: ``tickwork runs`` (or ``runs list``) lists runs,
+newest first, as a table or one JSON document; ``tickwork runs show RUN_ID`` (or ``tickwork
+show --run RUN_ID``) prints one run: its fields and its attempts, each with its worker,
+fencing token, start, end, why it ended and its error. The actions on runs (``runs retry``,
+``runs cancel``, ``runs dead``) are :mod:`tickwork.cli.commands`', the bulk ones (``runs
+retry-all``, ``runs cancel-all``) :mod:`tickwork.cli.bulk`'s. ``tickwork run`` (no s) is
+the all-in-one server, :mod:`tickwork.cli.all_in_one`::
 
-    $ tickwork show --run 40
+    $ tickwork runs show 40
     Run 40 of job 12 (charge): succeeded, attempt 2 of 3
     ...
     Attempts (oldest first)
@@ -22,8 +26,8 @@ from typing import Annotated, Any
 
 import typer
 
-from tickwork.cli.app import app
-from tickwork.cli.listing import collect, first_line, print_page, print_table, when
+from tickwork.cli.app import Typer, app
+from tickwork.cli.listing import collect, first_line, print_page, print_table, watch, when
 from tickwork.cli.options import (
     DEFAULT_LIMIT,
     AfterOption,
@@ -31,10 +35,12 @@ from tickwork.cli.options import (
     JsonOption,
     LimitOption,
     QueueFilter,
+    RunIdArgument,
     SinceFilter,
     TaskFilter,
     TenantOption,
     UntilFilter,
+    WatchOption,
 )
 from tickwork.cli.output import echo, echo_json
 from tickwork.client import Client
@@ -45,9 +51,16 @@ from tickwork.records import AttemptEnd, AttemptRecord, InjectedRun, RunAttempts
 
 RUN_HEADER = ("RUN", "JOB", "TASK", "STATE", "TRY", "SCHEDULED", "FINISHED", "WORKER", "ERROR")
 
+runs_app = Typer(
+    help="List runs, newest first; or act on them: tickwork runs retry RUN_ID. "
+    "(tickwork run, no s, is the all-in-one server.)"
+)
+app.add_typer(runs_app, name="runs")
 
-@app.command("runs")
+
+@runs_app.callback(invoke_without_command=True)
 def runs(
+    ctx: typer.Context,
     *,
     db: DbOption = "",
     job: Annotated[
@@ -79,8 +92,11 @@ def runs(
     limit: LimitOption = DEFAULT_LIMIT,
     after: AfterOption = None,
     as_json: JsonOption = False,
+    watching: WatchOption = False,
 ) -> None:
-    """List runs, newest first."""
+    """List runs, newest first; or act on them (tickwork runs retry RUN_ID)."""
+    if ctx.invoked_subcommand is not None:
+        return
     # Every check before opening: bad input must not even create a database.
     wanted = run_state(state)
     filters = run_filter(
@@ -95,20 +111,35 @@ def runs(
                 "--injected lists runs by their faults: no --job, --state, --task, --queue, "
                 "--since or --until"
             )
-        injected_runs(db, tenant, limit, after, as_json)
+        watch(lambda: injected_runs(db, tenant, limit, after, as_json), watching)
         return
     with Client.open(db) as client:
-        found = collect(
-            lambda cursor, size: client.list_runs(
-                state=wanted, after=cursor, limit=size, **filters
-            ),
-            limit,
-            after,
-        )
-    if as_json:
-        echo_json([to_json(run) for run in found])
-        return
-    print_page(RUN_HEADER, run_rows(found), found, limit)
+
+        def draw() -> None:
+            found = collect(
+                lambda cursor, size: client.list_runs(
+                    state=wanted, after=cursor, limit=size, **filters
+                ),
+                limit,
+                after,
+            )
+            if as_json:
+                echo_json([to_json(run) for run in found])
+            else:
+                print_page(RUN_HEADER, run_rows(found), found, limit)
+
+        watch(draw, watching)
+
+
+runs_app.command("list", help="List runs, newest first.")(runs)
+
+
+@runs_app.command("show")
+def show(run_id: RunIdArgument, *, db: DbOption = "", as_json: JsonOption = False) -> None:
+    """Show a run, and each of its attempts with its worker, end and error."""
+    check_id(run_id, "run")
+    with Client.open(db) as client:
+        show_run(client, run_id, as_json)
 
 
 def run_rows(found: Sequence[Run]) -> list[tuple[str, ...]]:
@@ -191,7 +222,7 @@ def run_detail_json(history: RunAttempts) -> dict[str, Any]:
 
 
 def show_run(client: Client, run_id: int, as_json: bool) -> None:
-    """``tickwork show --run RUN_ID``."""
+    """``tickwork runs show RUN_ID`` (and ``tickwork show --run RUN_ID``)."""
     history = client.run_attempts(run_id)
     if as_json:
         echo_json(run_detail_json(history))

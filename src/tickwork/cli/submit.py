@@ -17,10 +17,12 @@ registers. ``--args`` is a JSON object: the handler's keyword arguments (for ``s
 may add ``cwd`` and ``env``, for ``http`` ``headers``, ``json`` and ``allow_private``).
 
 The job id is printed alone on the last line of stdout, so ``JOB=$(tickwork submit ... |
-tail -n1)`` works. Bad input exits 2 with one line on stderr, and nothing is written:
-every check runs before the database is opened (an unknown ``--calendar`` is found in the
-submit's transaction, which then writes nothing). A schedule that meets a DST change in the
-next year gets a ``tickwork: warning:`` line on stderr per change; the job is submitted.
+tail -n1)`` works; ``--json`` prints ``{"created", "job", "warnings"}`` instead (with
+``--file``: ``{"created", "matched", "job_ids"}``). Bad input exits 2 with one line on
+stderr, and nothing is written: every check runs before the database is opened (an
+unknown ``--calendar`` is found in the submit's transaction, which then writes nothing).
+A schedule that meets a DST change in the next year gets a ``tickwork: warning:`` line on
+stderr per change; the job is submitted.
 
 ``--file PATH`` (``-`` for stdin) takes one job per line, a JSON object of ``task`` and
 the options of Python's ``app.submit`` (``{"task": "ping", "args": {"host": "db1"},
@@ -56,14 +58,16 @@ from tickwork.cli.options import (
     DbOption,
     DstGapOption,
     DstRepeatOption,
+    JsonOption,
     OnHolidayOption,
 )
-from tickwork.cli.output import echo, stderr, warn
+from tickwork.cli.output import echo, echo_json, stderr, warn
 from tickwork.cli.worker import app_and_db
 from tickwork.client import Client
 from tickwork.errors import UnknownTask, ValidationError
 from tickwork.inputs import job_spec, make_spec
 from tickwork.job import JobSpec, parse_args
+from tickwork.records import to_json
 from tickwork.tasks.builtins import HTTP, SHELL
 from tickwork.tasks.registry import Registry
 
@@ -148,6 +152,7 @@ def submit(
         str | None,
         _opt("--file", "PATH", "Submit one job per line of this JSON-lines file (- : stdin)."),
     ] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Submit a job; print its id on the last line. Or many, with --file."""
     if file is not None:
@@ -157,7 +162,7 @@ def submit(
                 f"--file takes every job from the file; drop {_shown_option(given[0])}",
                 field="file",
             )
-        _submit_file(file, app_module, db)
+        _submit_file(file, app_module, db, as_json)
         return
     if task is None:
         raise ValidationError("name a TASK to submit, or give --file", field="task")
@@ -200,6 +205,8 @@ def submit(
     client = Client.open(url, registry)  # only now: bad input must not create a database file
     try:
         submitted = client.submit_spec(spec)
+        if calendar is not None and tz is None and submitted.created:
+            _warn_utc_calendar(client, calendar)
     finally:
         client.close()
         if loaded is not None:
@@ -207,6 +214,15 @@ def submit(
     job = submitted.job
     for message in submitted.warnings:
         warn(message)
+    if as_json:
+        echo_json(
+            {
+                "created": submitted.created,
+                "job": to_json(job),
+                "warnings": list(submitted.warnings),
+            }
+        )
+        return
     if submitted.created:
         echo(f"submitted job {job.id}: {job.task}, {job.schedule.describe()}")
     else:
@@ -214,7 +230,18 @@ def submit(
     echo(str(job.id))
 
 
-_FILE_KEEPS = frozenset({"file", "db", "app_module"})
+def _warn_utc_calendar(client: Client, name: str) -> None:
+    """A calendar of a country's holidays, with a cron read in UTC: its times are UTC's,
+    not the country's (``@monthly`` runs at 01:00 in Berlin)."""
+    country = client.get_calendar(name).calendar.country
+    if country is not None:
+        warn(
+            f"calendar {name} has {country}'s holidays, but the cron's times are UTC: "
+            "give --tz (as --tz Europe/Berlin) to run at local times"
+        )
+
+
+_FILE_KEEPS = frozenset({"file", "db", "app_module", "as_json"})
 """The options that go with --file; every other one is a job's, and lives in the file."""
 
 
@@ -225,7 +252,7 @@ def _shown_option(name: str) -> str:
     return "--" + name.rstrip("_").replace("_", "-")
 
 
-def _submit_file(path: str, app_module: str | None, db: str) -> None:
+def _submit_file(path: str, app_module: str | None, db: str, as_json: bool) -> None:
     loaded, url = app_and_db(app_module, db)
     registry = loaded.registry if loaded is not None else Registry()
     try:
@@ -244,6 +271,15 @@ def _submit_file(path: str, app_module: str | None, db: str) -> None:
         if loaded is not None:
             loaded.close()
     created = sum(s.created for s in submitted)
+    if as_json:
+        echo_json(
+            {
+                "created": created,
+                "matched": len(submitted) - created,
+                "job_ids": [s.job.id for s in submitted],
+            }
+        )
+        return
     echo(f"submitted {created} jobs; {len(submitted) - created} matched an idempotency key")
 
 

@@ -32,17 +32,17 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli.app import app
+from tickwork.cli.app import Typer, app
 from tickwork.cli.listing import print_table
 from tickwork.cli.options import DbOption, JsonOption
-from tickwork.cli.output import echo, echo_json
+from tickwork.cli.output import echo, echo_json, warn
 from tickwork.client import Client
-from tickwork.errors import ValidationError
+from tickwork.errors import NotFound, ValidationError
 from tickwork.inputs import parse_rate
 from tickwork.job import check_label
 from tickwork.records import DEFAULT_WEIGHT, KEEP, TenantLimits, TenantStatus, format_rate, to_json
 
-tenants_app = typer.Typer(help="Tenants' limits and their runs now: list, show, set, unset.")
+tenants_app = Typer(help="Tenants' limits and their runs now: list, show, set, unset.")
 app.add_typer(tenants_app, name="tenants")
 
 TenantArgument = Annotated[
@@ -69,14 +69,26 @@ def tenants(ctx: typer.Context, *, db: DbOption = "", as_json: JsonOption = Fals
 
 @tenants_app.command("show")
 def show(tenant: TenantArgument, *, db: DbOption = "", as_json: JsonOption = False) -> None:
-    """One tenant's limits and runs now (a tenant never seen: no limits, no runs)."""
+    """One tenant's limits and runs now; exit 1 for a tenant with no job, run or limit."""
     check_label("tenant", tenant)
     with Client.open(db) as client:
+        if not _known(client, tenant):
+            raise NotFound(
+                f"tenant {tenant!r} not found: no job, run or limit names it "
+                "(tickwork tenants lists the tenants)"
+            )
         status = client.tenant(tenant)
     if as_json:
         echo_json(to_json(status))
         return
     print_table(HEADER, [_row(status)])
+
+
+def _known(client: Client, tenant: str) -> bool:
+    """Whether ``tenant`` has limits, runs now, or jobs."""
+    if any(status.tenant == tenant for status in client.list_tenants()):
+        return True
+    return bool(client.list_jobs(tenant=tenant, limit=1).items)
 
 
 def _row(status: TenantStatus) -> tuple[str, ...]:
@@ -162,12 +174,18 @@ def set_limits(
             "nothing to set: give --max-running, --rate, --burst or --weight", field="tenant"
         )
     with Client.open(db) as client:
+        known = _known(client, tenant)
         status = client.set_tenant_limits(
             tenant,
             max_running=KEEP if max_running is None else max_running,
             rate=KEEP if rate is None else parse_rate(rate),
             burst=KEEP if burst is None else burst,
             weight=KEEP if weight is None else weight,
+        )
+    if not known:
+        warn(
+            f"tenant {tenant!r} had no job, run or limit: its limits are set, for jobs to "
+            "come (a typo? tickwork tenants lists the tenants)"
         )
     echo(f"tenant {tenant}: {describe(status.limits)} ({status.running} running now)")
 

@@ -38,7 +38,7 @@ from tickwork.cli.options import (
     duration_flag,
     duration_option,
 )
-from tickwork.cli.output import redact
+from tickwork.cli.output import redact, warn
 from tickwork.cli.serve import StopWait, configure_logging, serve_until_signal
 from tickwork.config import (
     CLAIM_BATCH,
@@ -67,11 +67,17 @@ def http_allow_flag(values: list[str] | None) -> tuple[str, ...] | None:
 
 def app_and_db(app_module: str | None, db: str) -> tuple[App | None, str]:
     """The app ``--app`` names (or TICKWORK_APP_MODULE), and the database to use: ``--db``
-    when given, else the app's, else the environment's."""
+    when given, else the app's, else the environment's. A ``--db`` other than the app's
+    own URL is said once, as a warning: the ``App("...")`` in the module is not used."""
     module = app_module or Config.from_env().app_module
     loaded = load_app(module) if module else None
     if loaded is not None and db == resolve_db_url(None):
         return loaded, loaded.config.db_url
+    if loaded is not None and loaded.config.db_url != db:
+        warn(
+            f"--db {redact(db)} overrides the database of the App in {module} "
+            f"({redact(loaded.config.db_url)})"
+        )
     return loaded, db
 
 

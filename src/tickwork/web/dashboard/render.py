@@ -30,7 +30,7 @@ from tickwork.job import (
     shown_object,
 )
 from tickwork.records import format_rate
-from tickwork.schedule import format_seconds
+from tickwork.timetext import format_seconds
 from tickwork.web.auth import Principal
 from tickwork.web.errors import status_of, unavailable
 
