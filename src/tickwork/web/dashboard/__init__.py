@@ -107,7 +107,9 @@ display does not rely on that, since older rows, args and errors may hold them.
 The modules: :mod:`~tickwork.web.dashboard.pages` (the pages and their commands),
 :mod:`~tickwork.web.dashboard.runs` (runs, a run, bulk commands),
 :mod:`~tickwork.web.dashboard.activity` (the charts and queues pages),
-:mod:`~tickwork.web.dashboard.session` (the viewer, sign-in, cross-site posts) and
+:mod:`~tickwork.web.dashboard.session` (the viewer, sign-in, cross-site posts),
+:mod:`~tickwork.web.dashboard.view` (serving a page, reading ids, cursors and filters from
+its path and query: what the page families share) and
 :mod:`~tickwork.web.dashboard.render` (templates, the error page, static files).
 """
 

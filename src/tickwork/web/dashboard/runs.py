@@ -28,7 +28,6 @@ from tickwork.inputs import run_state
 from tickwork.job import RunState
 from tickwork.records import DEFAULT_BULK, MAX_PAGE, AttemptEnd
 from tickwork.web.auth import Principal
-from tickwork.web.dashboard.pages import _after, _after_id, _Missing, _page, _parse_id
 from tickwork.web.dashboard.render import failure, router
 from tickwork.web.dashboard.session import (
     client_of,
@@ -37,6 +36,7 @@ from tickwork.web.dashboard.session import (
     sign_in_first,
     viewer_of,
 )
+from tickwork.web.dashboard.view import Missing, after_id, after_query, parse_id, serve_page
 from tickwork.web.params import Cursor, NameText, TimeText, check, check_choice
 
 log = logging.getLogger("tickwork.web")
@@ -116,7 +116,7 @@ def _selection(client: Client, viewer: Principal, kept: Mapping[str, str]) -> di
 
 def _runs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -> dict[str, Any]:
     kept = _filters(viewer, query)
-    after = _after_id(query.get("after"))
+    after = after_id(query.get("after"))
     page = client.list_runs(
         state=run_state(kept.get("state")),
         after=after,
@@ -136,7 +136,7 @@ def _runs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -
         "after": after,
         "run_states": [s.value for s in RunState],
         "ranges": list(RANGES),
-        "fragment_url": "/fragments/runs?" + urlencode({**kept, **_after(after)}),
+        "fragment_url": "/fragments/runs?" + urlencode({**kept, **after_query(after)}),
         "first_url": "/runs?" + urlencode(kept),
         "next_url": (
             "/runs?" + urlencode({**kept, "after": page.next_cursor})
@@ -150,21 +150,21 @@ def _runs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -
 
 @router.get("/runs", response_model=None)
 def runs(request: Request) -> Response:
-    return _page(request, "runs.html", _runs_context, request.query_params)
+    return serve_page(request, "runs.html", _runs_context, request.query_params)
 
 
 @router.get("/fragments/runs", response_model=None)
 def runs_fragment(request: Request) -> Response:
-    return _page(request, "_runs.html", _runs_context, request.query_params)
+    return serve_page(request, "_runs.html", _runs_context, request.query_params)
 
 
 # -- one run ---------------------------------------------------------------------------------
 
 
 def _run_context(client: Client, viewer: Principal, run_id: str) -> dict[str, Any]:
-    ident = _parse_id(run_id)
+    ident = parse_id(run_id)
     if ident is None:
-        raise _Missing(f"run {run_id} not found")
+        raise Missing(f"run {run_id} not found")
     history = client.run_attempts(ident, tenant=viewer.tenant)
     run = history.run
     job = client.get_job(run.job_id, tenant=viewer.tenant)
@@ -189,7 +189,7 @@ def _run_context(client: Client, viewer: Principal, run_id: str) -> dict[str, An
 
 @router.get("/runs/{run_id}", response_model=None)
 def run_page(request: Request, run_id: str) -> Response:
-    return _page(request, "run.html", _run_context, run_id)
+    return serve_page(request, "run.html", _run_context, run_id)
 
 
 # -- bulk ------------------------------------------------------------------------------------
@@ -199,7 +199,7 @@ def _bulk_context(
     client: Client, viewer: Principal, action: str, query: Mapping[str, str]
 ) -> dict[str, Any]:
     if action not in BULK:
-        raise _Missing(f"there is no bulk action {action!r}")
+        raise Missing(f"there is no bulk action {action!r}")
     kept = _filters(viewer, query)
     kept.pop("state", None)
     states = [RunState.DEAD] if action == "retry" else [RunState.QUEUED, RunState.FAILED]
@@ -230,7 +230,7 @@ def _bulk_context(
 
 @router.get("/bulk/{action}", response_model=None)
 def bulk_confirm(request: Request, action: str) -> Response:
-    return _page(request, "bulk.html", _bulk_context, action, request.query_params)
+    return serve_page(request, "bulk.html", _bulk_context, action, request.query_params)
 
 
 @router.post("/bulk/{action}", response_model=None)
@@ -257,7 +257,7 @@ def bulk(
     back = "/runs?" + urlencode(kept)
     try:
         if action not in BULK:
-            raise _Missing(f"there is no bulk action {action!r}")
+            raise Missing(f"there is no bulk action {action!r}")
         selection = _selection(client, viewer, _filters(viewer, kept))
         command = client.retry_runs if action == "retry" else client.cancel_runs
         ids = command(max_count=DEFAULT_BULK, **selection)
