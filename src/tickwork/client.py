@@ -328,10 +328,12 @@ class Client:
         queue: str | None = None,
         since: Instant | None = None,
         until: Instant | None = None,
+        error: str | None = None,
     ) -> Page[Run]:
         """One page of runs matching the filters, newest first; pass ``next_cursor`` as
         ``after`` for the next. ``since`` and ``until`` bound the slot (``scheduled_for``):
-        ``since <= slot < until``; aware datetimes or ISO-8601 text with an offset."""
+        ``since <= slot < until``; aware datetimes or ISO-8601 text with an offset.
+        ``error``: only runs whose error holds this text (any case)."""
         wanted = run_state(state)
         check_page(after, limit)
         return self.store.list_runs(
@@ -339,7 +341,13 @@ class Client:
             after=after,
             limit=limit,
             **run_filter(
-                job_id=job_id, tenant=tenant, task=task, queue=queue, since=since, until=until
+                job_id=job_id,
+                tenant=tenant,
+                task=task,
+                queue=queue,
+                since=since,
+                until=until,
+                error=error,
             ),
         )
 

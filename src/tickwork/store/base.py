@@ -550,9 +550,11 @@ class Store(abc.ABC):
         queue: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        error: str | None = None,
     ) -> Page[Run]:
         """Runs, newest first (descending id), ``limit`` at most, ids below ``after``;
-        each filter given must match (``since <= scheduled_for < until``)."""
+        each filter given must match (``since <= scheduled_for < until``; ``error``: the
+        run's error contains this text, compared in lower case, ASCII letters at least)."""
 
     @abc.abstractmethod
     def retry_runs(

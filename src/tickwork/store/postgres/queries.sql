@@ -601,6 +601,7 @@ WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
   AND (%(since)s::timestamptz IS NULL OR scheduled_for >= %(since)s)
   AND (%(until)s::timestamptz IS NULL OR scheduled_for < %(until)s)
+  AND (%(error)s::text IS NULL OR strpos(lower(error), %(error)s) > 0)
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: bulk_retry
@@ -616,6 +617,7 @@ WHERE id IN (
       AND (%(queue)s::text IS NULL OR queue = %(queue)s)
       AND (%(since)s::timestamptz IS NULL OR scheduled_for >= %(since)s)
       AND (%(until)s::timestamptz IS NULL OR scheduled_for < %(until)s)
+      AND (%(error)s::text IS NULL OR strpos(lower(error), %(error)s) > 0)
     ORDER BY id LIMIT %(limit)s FOR UPDATE)
   AND state = 'dead'
 RETURNING id;
@@ -633,6 +635,7 @@ WHERE id IN (
       AND (%(queue)s::text IS NULL OR queue = %(queue)s)
       AND (%(since)s::timestamptz IS NULL OR scheduled_for >= %(since)s)
       AND (%(until)s::timestamptz IS NULL OR scheduled_for < %(until)s)
+      AND (%(error)s::text IS NULL OR strpos(lower(error), %(error)s) > 0)
     ORDER BY id LIMIT %(limit)s FOR UPDATE)
   AND state IN ('queued', 'failed')
 RETURNING id;

@@ -284,6 +284,7 @@ WHERE (:tenant IS NULL OR tenant = :tenant) AND (:job_id IS NULL OR job_id = :jo
   AND (:task IS NULL OR task = :task) AND (:queue IS NULL OR queue = :queue)
   AND (:since IS NULL OR scheduled_for >= :since)
   AND (:until IS NULL OR scheduled_for < :until)
+  AND (:error IS NULL OR instr(lower(error), :error) > 0)
 ORDER BY id DESC LIMIT :limit;
 
 -- name: bulk_retry
@@ -298,6 +299,7 @@ WHERE id IN (
       AND (:task IS NULL OR task = :task) AND (:queue IS NULL OR queue = :queue)
       AND (:since IS NULL OR scheduled_for >= :since)
       AND (:until IS NULL OR scheduled_for < :until)
+      AND (:error IS NULL OR instr(lower(error), :error) > 0)
     ORDER BY id LIMIT :limit)
 RETURNING id;
 
@@ -312,6 +314,7 @@ WHERE id IN (
       AND (:task IS NULL OR task = :task) AND (:queue IS NULL OR queue = :queue)
       AND (:since IS NULL OR scheduled_for >= :since)
       AND (:until IS NULL OR scheduled_for < :until)
+      AND (:error IS NULL OR instr(lower(error), :error) > 0)
     ORDER BY id LIMIT :limit)
 RETURNING id;
 

@@ -12,7 +12,9 @@ Pages
 ``/jobs``             jobs, filtered by state and task, newest first, cursor pagination
 ``/jobs/{id}``        a job: state and commands, runs (attempts, errors, output tails), the slot
                       ledger, its schedule in words, next fire times, ``explain`` for a slot
-``/dead``             the dead-letter list, with a Retry button per run
+``/dead``             the dead-letter list: each run's exception line, its traceback a click
+                      away, a Retry button per run; filtered by task, queue, tenant and error
+                      text, with "retry all matching" through the bulk confirmation
 ``/tenants``          each tenant's limits and its runs running, due and held now; an admin
                       sets a tenant's limits with a form (a tenant key: its own tenant only)
 ``/tenants/{name}``   a tenant: its limits and runs now, and (admins) the form prefilled

@@ -19,6 +19,7 @@ from tickwork.inputs import job_state, parse_rate
 from tickwork.job import (
     Job,
     JobState,
+    RunState,
     check_label,
 )
 from tickwork.records import SlotFate
@@ -253,26 +254,51 @@ def job_action(request: Request, job_id: str, action: str) -> Response:
 # -- dead letter ---------------------------------------------------------------------------
 
 
-def _dead_context(client: Client, viewer: Principal, after_text: str | None) -> dict[str, Any]:
-    after = after_id(after_text)
-    page = client.dead_runs(tenant=viewer.tenant, after=after, limit=DEAD_PER_PAGE)
+DEAD_FILTERS = ("task", "queue", "tenant", "error")
+"""The dead letter's filters: each checked as the API's query text (``web.params``); a
+tenant key's ``tenant`` is its own, whatever the query says."""
+
+
+def _dead_context(client: Client, viewer: Principal, query: Mapping[str, str]) -> dict[str, Any]:
+    kept = {name: text for name in DEAD_FILTERS if (text := query_text(query, name))}
+    if viewer.tenant is not None:
+        kept.pop("tenant", None)
+    after = after_id(query.get("after"))
+    page = client.list_runs(
+        state=RunState.DEAD,
+        after=after,
+        limit=DEAD_PER_PAGE,
+        tenant=viewer.tenant if viewer.tenant is not None else kept.get("tenant"),
+        task=kept.get("task"),
+        queue=kept.get("queue"),
+        error=kept.get("error"),
+    )
     return {
         "page": page,
         "names": client.job_names((r.job_id for r in page.items), tenant=viewer.tenant),
         "after": after,
+        "filters": kept,
         "notice": None,
-        "fragment_url": "/fragments/dead?" + urlencode(after_query(after)),
+        "fragment_url": "/fragments/dead?" + urlencode({**kept, **after_query(after)}),
+        "first_url": "/dead?" + urlencode(kept),
+        "next_url": (
+            "/dead?" + urlencode({**kept, "after": page.next_cursor})
+            if page.next_cursor is not None
+            else None
+        ),
+        "retry_url": "/bulk/retry?" + urlencode(kept),
+        "back": "/dead?" + urlencode(kept) if kept else "/dead",
     }
 
 
 @router.get("/dead", response_model=None)
-def dead(request: Request, after: str | None = None) -> Response:
-    return serve_page(request, "dead.html", _dead_context, after)
+def dead(request: Request) -> Response:
+    return serve_page(request, "dead.html", _dead_context, request.query_params)
 
 
 @router.get("/fragments/dead", response_model=None)
-def dead_fragment(request: Request, after: str | None = None) -> Response:
-    return serve_page(request, "_dead.html", _dead_context, after)
+def dead_fragment(request: Request) -> Response:
+    return serve_page(request, "_dead.html", _dead_context, request.query_params)
 
 
 @router.post("/runs/{run_id}/retry", response_model=None)

@@ -31,7 +31,7 @@ from tickwork.job import (
     shown_json,
     shown_object,
 )
-from tickwork.records import format_rate
+from tickwork.records import error_head, format_rate
 from tickwork.schedule import format_seconds
 from tickwork.web.auth import Principal, carries_body
 from tickwork.web.errors import status_of, unavailable
@@ -235,6 +235,7 @@ def _environment() -> Environment:
         seconds=_seconds,
         in_zone=_in_zone,
         last_lines=_last_lines,
+        error_head=error_head,
         tails=_tails,
         capitalize_first=capitalize_first,
         tojson_pretty=_pretty_json,

@@ -42,13 +42,14 @@ from tickwork.web.params import Cursor, NameText, TimeText, check, check_choice
 log = logging.getLogger("tickwork.web")
 
 RUNS_PER_PAGE = 50
-FILTERS = ("state", "task", "queue", "tenant", "since", "until", "range")
+FILTERS = ("state", "task", "queue", "tenant", "error", "since", "until", "range")
 """The runs page's query parameters that select runs (``after`` pages through them)."""
 FILTER_CHECKS: dict[str, Any] = {
     "state": NameText,
     "task": NameText,
     "queue": NameText,
     "tenant": NameText,
+    "error": NameText,
     "since": TimeText,
     "until": TimeText,
     "range": NameText,
@@ -109,6 +110,7 @@ def _selection(client: Client, viewer: Principal, kept: Mapping[str, str]) -> di
         "tenant": viewer.tenant if viewer.tenant is not None else kept.get("tenant"),
         "task": kept.get("task"),
         "queue": kept.get("queue"),
+        "error": kept.get("error"),
         "since": since,
         "until": kept.get("until"),
     }
@@ -241,6 +243,7 @@ def bulk(
     task: Annotated[str, Form()] = "",
     queue: Annotated[str, Form()] = "",
     tenant: Annotated[str, Form()] = "",
+    error: Annotated[str, Form()] = "",
     since: Annotated[str, Form()] = "",
     until: Annotated[str, Form()] = "",
 ) -> Response:
@@ -252,7 +255,14 @@ def bulk(
     if not same_origin(request):
         return cross_site(request, viewer)
     client = client_of(request)
-    query = {"task": task, "queue": queue, "tenant": tenant, "since": since, "until": until}
+    query = {
+        "task": task,
+        "queue": queue,
+        "tenant": tenant,
+        "error": error,
+        "since": since,
+        "until": until,
+    }
     kept = {k: v.strip() for k, v in query.items() if v.strip()}
     back = "/runs?" + urlencode(kept)
     try:

@@ -1,0 +1,149 @@
+"""The dashboard's triage views in process (TestClient on a real store): the dead letter
+shows each run's exception line with its traceback a click away, filters by task, queue,
+tenant and error text, and retries all that match through a confirmation with the count.
+The same in Chromium is in ``test_dashboard_browser_triage.py``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tickwork.client import Client
+from tickwork.job import RunState
+from tickwork.web.app import create_app
+
+ORIGIN = {"Origin": "http://127.0.0.1:8765"}
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "/usr/lib/python3/site-packages/tickwork/worker/executor.py", line 460, in _call\n'
+    "    result = handler(ctx, **args)\n"
+    '  File "/srv/app/tasks.py", line 12, in flaky\n'
+    '    raise RuntimeError(f"flaky {n} failed")\n'
+    "RuntimeError: flaky 15 failed"
+)
+
+
+@pytest.fixture
+def open_web(client: Client) -> Iterator[TestClient]:
+    app = create_app(client, open_access=True)
+    with TestClient(app, base_url="http://127.0.0.1:8765") as test_client:
+        yield test_client
+
+
+def text_of(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)).strip()
+
+
+def dead_run(
+    client: Client,
+    error: str = "RuntimeError: flaky 15 failed",
+    traceback: str | None = TRACEBACK,
+    **fields: object,
+) -> int:
+    """A dead run made as a worker makes one from a handler that raised."""
+    submitted = client.submit("http", args={"url": "https://e.x/"}, max_attempts=1, **fields)  # type: ignore[arg-type]
+    assert submitted.run is not None
+    (claimed,) = client.store.claim("test-worker", limit=1)
+    client.store.fail(claimed.id, claimed.fencing_token, error, traceback=traceback)
+    assert client.get_run(claimed.id).state is RunState.DEAD
+    return claimed.id
+
+
+def row_of(html: str, run_id: int) -> str:
+    found = re.search(rf'<tr id="run-{run_id}".*?</tr>', html, re.S)
+    assert found is not None, html
+    return found.group(0)
+
+
+def test_a_dead_letter_row_shows_the_exception_line_and_the_traceback_behind_a_click(
+    open_web: TestClient, client: Client
+) -> None:
+    run_id = dead_run(client)
+
+    row = row_of(open_web.get("/dead").text, run_id)
+
+    exception = re.search(r'<code class="exception">(.*?)</code>', row, re.S)
+    assert exception is not None
+    assert exception.group(1).strip() == "RuntimeError: flaky 15 failed"
+    details = re.search(r"<details><summary>Traceback</summary>(.*?)</details>", row, re.S)
+    assert details is not None
+    assert "executor.py" in details.group(1)
+    assert "executor.py" not in row[: row.index("<details>")]
+
+
+def test_an_error_that_is_a_bare_traceback_shows_its_last_line(
+    open_web: TestClient, client: Client
+) -> None:
+    run_id = dead_run(client, error=TRACEBACK, traceback=None)
+
+    row = row_of(open_web.get("/dead").text, run_id)
+
+    assert '<code class="exception">RuntimeError: flaky 15 failed</code>' in row
+
+
+def test_the_dead_letter_filters_by_task_queue_and_error_text(
+    open_web: TestClient, client: Client
+) -> None:
+    flaky = dead_run(client, queue="etl")
+    other = dead_run(client, error="HTTP 503 from example.com", traceback=None)
+
+    def listed(query: str) -> list[int]:
+        page = open_web.get("/dead?" + query)
+        assert page.status_code == 200, page.text
+        return [int(i) for i in re.findall(r'<tr id="run-(\d+)"', page.text)]
+
+    assert listed("") == [other, flaky]
+    assert listed("error=FLAKY+15") == [flaky]
+    assert listed("queue=etl") == [flaky]
+    assert listed("queue=default&error=503") == [other]
+    assert listed("task=shell") == []
+    assert 'hx-get="/fragments/dead?error=503"' in open_web.get("/dead?error=503").text
+
+
+@pytest.mark.parametrize("query", ["error=%00", "task=" + "x" * 201, "after=abc", "queue=%1b"])
+def test_a_bad_dead_letter_filter_is_a_400_page_not_a_500(
+    open_web: TestClient, client: Client, query: str
+) -> None:
+    dead_run(client)
+
+    answer = open_web.get("/dead?" + query)
+
+    assert answer.status_code == 400
+    assert "text/html" in answer.headers["content-type"]
+
+
+def test_retry_all_matching_confirms_with_the_count_and_retries_only_those(
+    open_web: TestClient, client: Client
+) -> None:
+    flaky = [dead_run(client), dead_run(client)]
+    other = dead_run(client, error="HTTP 503 from example.com", traceback=None)
+
+    page = open_web.get("/dead?error=flaky")
+    link = re.search(r'href="(/bulk/retry\?[^"]*)" id="retry-matching"', page.text)
+    assert link is not None
+    assert link.group(1) == "/bulk/retry?error=flaky"
+    confirm = open_web.get(link.group(1).replace("&amp;", "&"))
+    assert "2 dead runs match now." in text_of(confirm.text)
+    assert ">Retry 2 runs</button>" in confirm.text
+    assert '<input type="hidden" name="error" value="flaky">' in confirm.text
+
+    done = open_web.post(
+        "/bulk/retry", data={"error": "flaky"}, headers=ORIGIN, follow_redirects=False
+    )
+
+    assert done.status_code == 303
+    assert [client.get_run(i).state for i in flaky] == [RunState.QUEUED] * 2
+    assert client.get_run(other).state is RunState.DEAD
+
+
+def test_retry_all_with_nothing_matching_is_a_disabled_button(
+    open_web: TestClient, client: Client
+) -> None:
+    dead_run(client)
+
+    confirm = open_web.get("/bulk/retry?error=nothing+like+this")
+
+    assert re.search(r"<button[^>]*disabled[^>]*>Retry 0 runs</button>", confirm.text)
