@@ -10,7 +10,7 @@ dashboard browser tests' own (``test_dashboard_browser.py``)."""
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 from test_dashboard_browser import (  # noqa: F401 (fixtures)
     browser,
     client,
@@ -61,3 +61,35 @@ def test_the_dead_letter_row_shows_the_exception_and_the_traceback_on_a_click(
     row.get_by_text("Traceback", exact=True).click()
     expect(traceback).to_be_visible()
     expect(traceback).to_contain_text("executor.py")
+
+
+def test_the_job_page_shows_its_definition_before_its_runs(
+    page: Page, client: Client, key: str
+) -> None:
+    job = client.schedule(
+        "http", name="every-5s", cron="*/5 * * * * *", args={"url": "https://e.x/"}
+    ).job
+    for _ in range(30):
+        client.trigger_job(job.id)
+        (claimed,) = client.store.claim("test-worker", limit=1)
+        result = {"status": 200, "body": "ok", "slot": "2026-12-01T09:00:00Z", "note": "x" * 80}
+        client.store.complete(claimed.id, claimed.fencing_token, result=result)
+    sign_in(page, key)
+
+    page.goto(f"/jobs/{job.id}")
+
+    definition = page.get_by_role("heading", name="Definition")
+    fire_times = page.get_by_role("heading", name="Next fire times")
+    runs = page.get_by_role("heading", name="Runs", exact=True)
+    expect(definition).to_be_visible()
+    tops = [_top(h) for h in (definition, fire_times, page.locator("#explain"), runs)]
+    assert tops == sorted(tops), tops
+    viewport = page.viewport_size
+    assert viewport is not None
+    assert _top(definition) < viewport["height"], "the definition is on the first screen"
+
+
+def _top(locator: Locator) -> float:
+    box = locator.bounding_box()
+    assert box is not None
+    return box["y"]

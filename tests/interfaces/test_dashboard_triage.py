@@ -12,7 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tickwork.client import Client
-from tickwork.job import RunState
+from tickwork.job import JobSpec, RunState
+from tickwork.schedule import Once
 from tickwork.web.app import create_app
 
 ORIGIN = {"Origin": "http://127.0.0.1:8765"}
@@ -147,3 +148,59 @@ def test_retry_all_with_nothing_matching_is_a_disabled_button(
     confirm = open_web.get("/bulk/retry?error=nothing+like+this")
 
     assert re.search(r"<button[^>]*disabled[^>]*>Retry 0 runs</button>", confirm.text)
+
+
+# -- a job's page --------------------------------------------------------------------------
+
+
+def finished_run(client: Client, task: str, result: dict[str, object]) -> int:
+    """A run of a new one-off job of ``task``, completed with ``result`` (the store takes
+    any task name: no worker runs it here)."""
+    spec = JobSpec(task=task, schedule=Once(at=client.now()))
+    submitted = client.store.submit(spec)
+    assert submitted.run is not None
+    (claimed,) = client.store.claim("test-worker", limit=1)
+    client.store.complete(claimed.id, claimed.fencing_token, result=result)
+    return submitted.job.id
+
+
+def test_a_job_page_shows_its_definition_fire_times_and_explain_before_its_runs(
+    open_web: TestClient, client: Client
+) -> None:
+    job_id = finished_run(client, "http", {"status": 200, "body": "ok"})
+
+    html = open_web.get(f"/jobs/{job_id}").text
+
+    order = [
+        html.index(mark)
+        for mark in (
+            "<h2>Definition</h2>",
+            "<h2>Next fire times</h2>",
+            '<h2 id="explain">',
+            '<h2 id="runs-heading">',
+        )
+    ]
+    assert order == sorted(order)
+    assert 'id="job-state"' in html[: order[0]]
+    head = open_web.get(f"/fragments/jobs/{job_id}/head")
+    assert head.status_code == 200
+    assert 'id="job-state"' in head.text
+    assert "<h2" not in head.text
+    assert open_web.get("/fragments/jobs/abc/head").status_code == 404
+
+
+def test_a_job_page_shows_output_tails_only_for_tasks_with_output(
+    open_web: TestClient, client: Client
+) -> None:
+    report = finished_run(
+        client, "reports.build", {"slot": "2026-12-01T09:00", "summary": "x" * 50}
+    )
+    shell = finished_run(client, "shell", {"exit_code": 0, "stdout": "backed up\n", "stderr": ""})
+
+    quiet = open_web.get(f"/jobs/{report}").text
+    loud = open_web.get(f"/jobs/{shell}").text
+
+    assert "(tail)" not in quiet
+    assert "data-run-detail" not in quiet
+    assert "stdout (tail)" in loud
+    assert "backed up" in loud

@@ -10,8 +10,9 @@ Pages
 ====================  =========================================================================
 ``/``                 runs by state, due backlog, trigger lag p50/p99, the leader and its epoch
 ``/jobs``             jobs, filtered by state and task, newest first, cursor pagination
-``/jobs/{id}``        a job: state and commands, runs (attempts, errors, output tails), the slot
-                      ledger, its schedule in words, next fire times, ``explain`` for a slot
+``/jobs/{id}``        a job: state and commands, its definition (the schedule in words), next
+                      fire times, ``explain`` for a slot; then its runs (attempts, exception
+                      lines, output tails of ``shell`` and ``http`` runs) and the slot ledger
 ``/dead``             the dead-letter list: each run's exception line, its traceback a click
                       away, a Retry button per run; filtered by task, queue, tenant and error
                       text, with "retry all matching" through the bulk confirmation

@@ -160,6 +160,10 @@ def _job_id(text: str) -> int:
     return ident
 
 
+def _job_head_context(client: Client, viewer: Principal, job_id: str) -> dict[str, Any]:
+    return {"job": client.get_job(_job_id(job_id), tenant=viewer.tenant)}
+
+
 def _job_live_context(client: Client, viewer: Principal, job_id: str) -> dict[str, Any]:
     job = client.get_job(_job_id(job_id), tenant=viewer.tenant)
     runs = client.list_runs(job_id=job.id, tenant=viewer.tenant, limit=RUNS_PER_JOB).items
@@ -203,7 +207,14 @@ def job_page(request: Request, job_id: str, at: str | None = None) -> Response:
 
 @router.get("/fragments/jobs/{job_id}", response_model=None)
 def job_fragment(request: Request, job_id: str) -> Response:
+    """The live part of a job's page below what it is: its runs and slot ledger."""
     return serve_page(request, "_job_live.html", _job_live_context, job_id)
+
+
+@router.get("/fragments/jobs/{job_id}/head", response_model=None)
+def job_head_fragment(request: Request, job_id: str) -> Response:
+    """The live part of a job's page at its top: its state and commands."""
+    return serve_page(request, "_job_head.html", _job_head_context, job_id)
 
 
 FINISHED_JOB_REFUSALS = {

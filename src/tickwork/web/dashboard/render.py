@@ -73,6 +73,9 @@ REFRESH_SECONDS = 5
 TAIL_LINES = 30
 TAIL_CHARS = 4000
 """An output tail shows at most this many of the last lines and characters of a value."""
+OUTPUT_TASKS = frozenset({"shell", "http"})
+"""The built-in tasks whose result is output to read (stdout and stderr, a response body):
+a job page shows tails of these only; any other task's result is on its run's page."""
 ERROR_LINES = 6
 """The dead-letter list shows this many last lines of each error."""
 SECURITY_HEADERS = {
@@ -185,8 +188,9 @@ def _tail(text: str) -> str:
 
 def _tails(run: Run) -> list[tuple[str, str]]:
     """What a run's result says, for reading: each text field's tail (a shell command's
-    stdout and stderr, an http request's body), the other fields as one JSON line."""
-    if not run.result:
+    stdout and stderr, an http request's body), the other fields as one JSON line; nothing
+    for a task that is no :data:`OUTPUT_TASKS` (its result is data, not output)."""
+    if not run.result or run.task not in OUTPUT_TASKS:
         return []
     result = shown_object(run.result)
     texts = [(k, v) for k, v in result.items() if isinstance(v, str) and v.strip()]
