@@ -93,3 +93,31 @@ def _top(locator: Locator) -> float:
     box = locator.bounding_box()
     assert box is not None
     return box["y"]
+
+
+def test_the_runs_table_fits_a_700_px_window(page: Page, client: Client, key: str) -> None:
+    long_name = "nightly-warehouse-export-of-every-tenant-" + "x" * 40
+    for _ in range(3):
+        python_dead_run(client)
+    submitted = client.submit(
+        "http", name=long_name, args={"url": "https://e.x/"}, queue="a-rather-long-queue-name"
+    )
+    assert submitted.run is not None
+    (claimed,) = client.store.claim("test-worker", limit=1)
+    client.store.complete(claimed.id, claimed.fencing_token, result={"status": 200})
+    page.set_viewport_size({"width": 700, "height": 900})
+    sign_in(page, key)
+
+    page.goto("/runs")
+
+    table = page.locator("#run-list")
+    expect(table).to_be_visible()
+    expect(table.get_by_role("columnheader", name="Started")).to_be_visible()
+    expect(table.get_by_role("columnheader", name="Duration")).to_be_visible()
+    box = table.bounding_box()
+    assert box is not None
+    assert box["x"] >= 0, box
+    assert box["x"] + box["width"] <= 700, box
+    widths = page.evaluate("[document.documentElement.scrollWidth, document.body.scrollWidth]")
+    assert max(widths) <= 700, widths
+    expect(page.locator("#state-tabs a[data-state=dead] .count")).to_have_text("3")

@@ -204,3 +204,29 @@ def test_a_job_page_shows_output_tails_only_for_tasks_with_output(
     assert "data-run-detail" not in quiet
     assert "stdout (tail)" in loud
     assert "backed up" in loud
+
+
+# -- runs --------------------------------------------------------------------------------
+
+
+def test_the_runs_page_has_state_tabs_with_counts_and_started_and_duration_columns(
+    open_web: TestClient, client: Client
+) -> None:
+    dead_run(client)
+    dead_run(client)
+    finished_run(client, "http", {"status": 200})
+
+    html = open_web.get("/runs").text
+
+    tabs = dict(re.findall(r'data-state="(\w+)">\w+ <span class="count">(\d+)</span>', html))
+    assert tabs["all"] == "3"
+    assert tabs["dead"] == "2"
+    assert tabs["succeeded"] == "1"
+    assert tabs["queued"] == "0"
+    assert "<th>Started</th>" in html
+    assert '<th class="num">Duration</th>' in html
+    dead_tab = open_web.get("/runs?state=dead").text
+    assert 'aria-current="page" data-state="dead"' in dead_tab
+    narrowed = open_web.get("/runs?task=http").text
+    assert 'class="count"' not in narrowed  # a narrower filter: the totals would mislead
+    assert 'href="/runs?task=http&amp;state=dead"' in narrowed

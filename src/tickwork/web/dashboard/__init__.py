@@ -19,7 +19,8 @@ Pages
 ``/tenants``          each tenant's limits and its runs running, due and held now; an admin
                       sets a tenant's limits with a form (a tenant key: its own tenant only)
 ``/tenants/{name}``   a tenant: its limits and runs now, and (admins) the form prefilled
-``/runs``             runs across jobs, filtered by state, task, queue, tenant and slot time;
+``/runs``             runs across jobs, with started and duration columns, a tab per state
+                      with its count, filtered by task, queue, tenant, error text and slot time;
                       bulk retry (dead) and cancel (waiting) of what a filter matches, each
                       through a confirmation page (``/bulk/retry``, ``/bulk/cancel``)
 ``/runs/{id}``        a run: args, result, error with traceback, attempts, timings, worker,

@@ -126,6 +126,26 @@ def _runs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -
         **_selection(client, viewer, kept),
     )
     bulk_filters = {k: v for k, v in kept.items() if k != "state"}
+    # The tabs' counts are the store's by-state totals of the viewer's runs (or the
+    # tenant filtered to): with any narrower filter they would not be the tab's count,
+    # so the tabs then show none.
+    counted = set(bulk_filters) <= {"tenant"}
+    by_state = (
+        client.run_stats(tenant=_selection(client, viewer, kept)["tenant"]).by_state
+        if counted
+        else {}
+    )
+    tabs = [
+        (
+            label,
+            value,
+            "/runs?" + urlencode({**bulk_filters, **({"state": value} if value else {})}),
+            (sum(by_state.values()) if value is None else by_state.get(value, 0))
+            if counted
+            else None,
+        )
+        for label, value in [("all", None), *((s.value, s.value) for s in RunState)]
+    ]
     done = check_choice("done", query.get("done") or None, tuple(BULK))
     count: int | None = check("count", query.get("count") or None, Cursor)
     return {
@@ -137,6 +157,8 @@ def _runs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -
         "filters": kept,
         "after": after,
         "run_states": [s.value for s in RunState],
+        "tabs": tabs,
+        "now": client.now(),
         "ranges": list(RANGES),
         "fragment_url": "/fragments/runs?" + urlencode({**kept, **after_query(after)}),
         "first_url": "/runs?" + urlencode(kept),
