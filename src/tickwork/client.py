@@ -503,6 +503,13 @@ class Client:
         now = self.store.now()
         return Cluster(self.store.leader(now=now), self.store.list_nodes(now=now), now)
 
+    def forget_node(self, node_id: str) -> Node:
+        """Remove a dead node from the cluster view (silent past
+        :data:`~tickwork.records.NODE_DEAD_AFTER`), returning it as it was: NodeNotFound
+        for an unknown id, NodeAlive (nothing changes) for a node not dead yet."""
+        check_label("node", node_id)
+        return self.store.forget_node(node_id)
+
     def leader(self) -> Lease | None:
         """The scheduler leader lease, or None when no scheduler leads. A read only, unlike
         :meth:`cluster`, whose node listing also forgets stale nodes (a write): for views

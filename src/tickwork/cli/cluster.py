@@ -19,11 +19,18 @@ the round trip): ``+5.01 s ±0.002`` runs 5 s fast, marked ``OFF`` past 1 s. It 
 nothing early (due-ness is the database's clock) but its logs and its host's time are off.
 ``--json``: ``{"leader": {"holder", "epoch", "expires_at"} | null, "nodes": [... "silent",
 "info": {... "clock": {"offset", "bound"}}], "now"}``.
+
+``tickwork cluster forget NODE`` removes a dead node's row now, rather than after the day:
+one silent for a minute at least (:data:`~tickwork.records.NODE_DEAD_AFTER`). A node
+that still beats, or fell silent only lately, is refused (exit 1), and nothing changes.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Annotated
+
+import typer
 
 from tickwork.cli.app import app
 from tickwork.cli.listing import print_table, when
@@ -33,10 +40,17 @@ from tickwork.client import Client
 from tickwork.records import to_json
 from tickwork.skew import Skew
 
+cluster_app = typer.Typer(
+    invoke_without_command=True, help="Who leads, and which nodes are alive; forget a dead one."
+)
+app.add_typer(cluster_app, name="cluster")
 
-@app.command("cluster")
-def cluster(*, db: DbOption = "", as_json: JsonOption = False) -> None:
+
+@cluster_app.callback()
+def cluster(ctx: typer.Context, *, db: DbOption = "", as_json: JsonOption = False) -> None:
     """Show the leader (epoch, lease expiry) and the nodes with their last heartbeat."""
+    if ctx.invoked_subcommand is not None:
+        return
     with Client.open(db) as client:
         view = client.cluster()
     if as_json:
@@ -73,6 +87,22 @@ def cluster(*, db: DbOption = "", as_json: JsonOption = False) -> None:
         for node in view.nodes
     ]
     print_table(header, rows)
+
+
+@cluster_app.command("forget")
+def forget(
+    node: Annotated[str, typer.Argument(metavar="NODE", show_default=False, help="The node's id.")],
+    *,
+    db: DbOption = "",
+) -> None:
+    """Remove a dead node (silent for a minute at least) from the cluster view now."""
+    with Client.open(db) as client:
+        gone = client.forget_node(node)
+        now = client.now()
+    echo(
+        f"forgot node {gone.id} ({gone.kind} on {gone.host}, pid {gone.pid}; last seen "
+        f"{_seconds(now - gone.last_seen_at)} ago)"
+    )
 
 
 def _store(seen: object) -> str:

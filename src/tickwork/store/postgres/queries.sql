@@ -763,6 +763,13 @@ DELETE FROM tickwork_nodes WHERE id = %(id)s;
 -- name: forget_nodes
 DELETE FROM tickwork_nodes WHERE last_seen_at < %(cutoff)s;
 
+-- name: get_node
+SELECT * FROM tickwork_nodes WHERE id = %(id)s;
+
+-- name: forget_node
+-- A dead node's row, only if it has not beaten since it was read (last_seen_at unchanged).
+DELETE FROM tickwork_nodes WHERE id = %(id)s AND last_seen_at = %(seen)s;
+
 -- name: list_nodes
 SELECT * FROM tickwork_nodes WHERE (%(since)s::timestamptz IS NULL OR last_seen_at >= %(since)s)
 ORDER BY last_seen_at DESC, id;

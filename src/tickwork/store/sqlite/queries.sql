@@ -431,6 +431,13 @@ DELETE FROM tickwork_nodes WHERE id = :id;
 -- name: forget_nodes
 DELETE FROM tickwork_nodes WHERE last_seen_at < :cutoff;
 
+-- name: get_node
+SELECT * FROM tickwork_nodes WHERE id = :id;
+
+-- name: forget_node
+-- A dead node's row, only if it has not beaten since it was read (last_seen_at unchanged).
+DELETE FROM tickwork_nodes WHERE id = :id AND last_seen_at = :seen;
+
 -- name: list_nodes
 SELECT * FROM tickwork_nodes WHERE (:since IS NULL OR last_seen_at >= :since)
 ORDER BY last_seen_at DESC, id;
