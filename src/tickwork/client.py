@@ -305,15 +305,23 @@ class Client:
         after: int | None = None,
         limit: int = DEFAULT_PAGE,
         search: str | None = None,
+        recurring: bool | None = None,
     ) -> Page[Job]:
         """One page of jobs, newest first; pass ``next_cursor`` as ``after`` for the next.
-        ``search``: only jobs whose name or task contains this text (any case)."""
+        ``search``: only jobs whose name or task contains this text (any case);
+        ``recurring``: True for cron and interval jobs only, False for one-off jobs only."""
         wanted = job_state(state)
         check_page(after, limit)
         if search:
             check_label("search", search)
         return self.store.list_jobs(
-            tenant=tenant, state=wanted, task=task, after=after, limit=limit, search=search or None
+            tenant=tenant,
+            state=wanted,
+            task=task,
+            after=after,
+            limit=limit,
+            search=search or None,
+            recurring=recurring,
         )
 
     def list_runs(

@@ -9,11 +9,14 @@ dashboard browser tests' own (``test_dashboard_browser.py``)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from playwright.sync_api import Locator, Page, expect
 from test_dashboard_browser import (  # noqa: F401 (fixtures)
     browser,
     client,
+    colour,
     console_errors,
     key,
     page,
@@ -121,3 +124,27 @@ def test_the_runs_table_fits_a_700_px_window(page: Page, client: Client, key: st
     widths = page.evaluate("[document.documentElement.scrollWidth, document.body.scrollWidth]")
     assert max(widths) <= 700, widths
     expect(page.locator("#state-tabs a[data-state=dead] .count")).to_have_text("3")
+
+
+def test_a_silent_node_is_marked_and_its_running_count_is_not_shown_as_live(
+    page: Page, client: Client
+) -> None:
+    store = client.store
+    store.register_node("worker-up", "worker", "host-a", 1)
+    store.node_heartbeat("worker-up", running=4)
+    quiet_since = store.now() - timedelta(seconds=20)
+    store.register_node("worker-quiet", "worker", "host-b", 2, now=quiet_since)
+    store.node_heartbeat("worker-quiet", running=3, now=quiet_since)
+    admin = client.create_api_key(tenant="default", admin=True)[1]
+    sign_in(page, admin)
+
+    page.goto("/cluster")
+
+    quiet = page.locator('tr[data-node-id="worker-quiet"]')
+    expect(quiet.locator(".state", has_text="silent")).to_be_visible()
+    expect(quiet).to_contain_text("(3 last seen)")
+    up = page.locator('tr[data-node-id="worker-up"]')
+    expect(up.locator(".state", has_text="up")).to_be_visible()
+    assert colour(quiet.locator(".state", has_text="silent")) != colour(
+        up.locator(".state", has_text="up")
+    )

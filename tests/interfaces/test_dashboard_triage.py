@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 from fastapi.testclient import TestClient
 
 from tickwork.client import Client
 from tickwork.job import JobSpec, RunState
+from tickwork.records import NODE_DEAD_AFTER
 from tickwork.schedule import Once
 from tickwork.web.app import create_app
 
@@ -230,3 +232,77 @@ def test_the_runs_page_has_state_tabs_with_counts_and_started_and_duration_colum
     narrowed = open_web.get("/runs?task=http").text
     assert 'class="count"' not in narrowed  # a narrower filter: the totals would mislead
     assert 'href="/runs?task=http&amp;state=dead"' in narrowed
+
+
+# -- cluster -------------------------------------------------------------------------------
+
+
+def node_row(html: str, node_id: str) -> str:
+    found = re.search(rf'<tr data-node-id="{node_id}".*?</tr>', html, re.S)
+    assert found is not None, html
+    return found.group(0)
+
+
+def test_the_cluster_page_marks_silent_and_dead_nodes_and_their_counts_as_not_live(
+    open_web: TestClient, client: Client
+) -> None:
+    store = client.store
+    now = store.now()
+    store.register_node("worker-up", "worker", "host-a", 1)
+    store.node_heartbeat("worker-up", running=4)
+    store.register_node("worker-quiet", "worker", "host-b", 2, now=now - timedelta(seconds=20))
+    store.node_heartbeat("worker-quiet", running=3, now=now - timedelta(seconds=20))
+    store.register_node("worker-gone", "worker", "host-c", 3, now=now - 2 * NODE_DEAD_AFTER)
+
+    html = open_web.get("/cluster").text
+
+    up, quiet, gone = (node_row(html, n) for n in ("worker-up", "worker-quiet", "worker-gone"))
+    assert 'data-status="up"' in up
+    assert '<td class="num">4</td>' in up
+    assert "Forget" not in up
+    assert 'data-status="silent"' in quiet
+    assert "(3 last seen)" in quiet
+    assert "Forget" not in quiet
+    assert 'data-status="dead"' in gone
+    assert "Forget" in gone
+
+
+def test_a_dead_node_is_forgotten_from_the_page_and_a_live_one_refused(
+    open_web: TestClient, client: Client
+) -> None:
+    store = client.store
+    store.register_node("worker-up", "worker", "host-a", 1)
+    store.register_node("worker-gone", "worker", "host-c", 3, now=store.now() - 2 * NODE_DEAD_AFTER)
+
+    refused = open_web.post("/cluster/forget", data={"node": "worker-up"}, headers=ORIGIN)
+    cross = open_web.post("/cluster/forget", data={"node": "worker-gone"})
+    done = open_web.post(
+        "/cluster/forget", data={"node": "worker-gone"}, headers=ORIGIN, follow_redirects=False
+    )
+
+    assert refused.status_code == 409
+    assert "Cannot forget node" in refused.text
+    assert cross.status_code == 403
+    assert done.status_code == 303
+    assert [n.id for n in client.cluster().nodes] == ["worker-up"]
+
+
+# -- jobs ----------------------------------------------------------------------------------
+
+
+def test_the_recurring_tab_finds_the_cron_job_under_many_one_offs(
+    open_web: TestClient, client: Client
+) -> None:
+    cron = client.schedule("http", name="nightly", cron="0 3 * * *", args={"url": "https://e.x/"})
+    for _ in range(60):
+        client.submit("http", args={"url": "https://e.x/"}, delay=3600)
+
+    every = open_web.get("/jobs").text
+    recurring = open_web.get("/jobs?kind=recurring").text
+    one_off = open_web.get("/jobs?kind=one-off").text
+
+    assert f'data-job-id="{cron.job.id}"' not in every  # buried past the first page
+    assert re.findall(r'data-job-id="(\d+)"', recurring) == [str(cron.job.id)]
+    assert f'data-job-id="{cron.job.id}"' not in one_off
+    assert 'aria-current="page" data-kind="recurring"' in recurring
+    assert open_web.get("/jobs?kind=sometimes").status_code == 400

@@ -246,11 +246,13 @@ class Store(abc.ABC):
         after: int | None = None,
         limit: int = DEFAULT_PAGE,
         search: str | None = None,
+        recurring: bool | None = None,
     ) -> Page[Job]:
         """Jobs, newest first (descending id), ``limit`` at most, ids below ``after``;
         ``state``: only jobs in that (derived) state, as :meth:`get_job` would say it;
         ``search``: only jobs whose name or task contains it (case-insensitive text, no
-        wildcards)."""
+        wildcards); ``recurring``: True for cron and interval jobs only, False for one-off
+        jobs only."""
 
     @abc.abstractmethod
     def cancel_job(

@@ -144,6 +144,8 @@ SELECT * FROM (
            OR strpos(lower(coalesce(j.name, '')), lower(%(search)s)) > 0
            OR strpos(lower(j.task), lower(%(search)s)) > 0)
       AND (%(after)s::bigint IS NULL OR j.id < %(after)s)
+      AND (%(recurring)s::boolean IS NULL
+           OR (j.schedule->>'kind' <> 'once') = %(recurring)s::boolean)
 ) AS j
 WHERE %(state)s::text IS NULL OR %(state)s::text = CASE
     WHEN j.state = 'active' AND j.schedule->>'kind' = 'once' THEN 'scheduled'

@@ -65,6 +65,7 @@ SELECT * FROM (
       AND (:task IS NULL OR j.task = :task) AND (:after IS NULL OR j.id < :after)
       AND (:search IS NULL OR instr(lower(coalesce(j.name, '')), lower(:search)) > 0
            OR instr(lower(j.task), lower(:search)) > 0)
+      AND (:recurring IS NULL OR (json_extract(j.schedule, '$.kind') <> 'once') = :recurring)
 ) AS j
 WHERE :state IS NULL OR :state = CASE
     WHEN j.state = 'active' AND json_extract(j.schedule, '$.kind') = 'once' THEN 'scheduled'

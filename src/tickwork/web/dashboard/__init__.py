@@ -9,7 +9,8 @@ Pages
 
 ====================  =========================================================================
 ``/``                 runs by state, due backlog, trigger lag p50/p99, the leader and its epoch
-``/jobs``             jobs, filtered by state and task, newest first, cursor pagination
+``/jobs``             jobs, filtered by state and task, recurring or one-off (tabs), newest
+                      first, cursor pagination
 ``/jobs/{id}``        a job: state and commands, its definition (the schedule in words), next
                       fire times, ``explain`` for a slot; then its runs (attempts, exception
                       lines, output tails of ``shell`` and ``http`` runs) and the slot ledger
@@ -30,7 +31,9 @@ Pages
                       per-minute rollup (:mod:`~tickwork.web.dashboard.charts`)
 ``/queues``           each queue's due backlog, running count, oldest due run and consumers;
                       a queue with due runs and no live worker consuming it is called out
-``/cluster``          the leader lease and every node (admin keys only: 403 page otherwise)
+``/cluster``          the leader lease and every node, each up, silent or dead (a dead node's
+                      running count is its last word, not live) with Forget for a dead one
+                      (admin keys only: 403 page otherwise)
 ``/login``            the sign-in form; ``/logout`` signs out
 ====================  =========================================================================
 

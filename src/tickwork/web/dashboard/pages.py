@@ -55,7 +55,7 @@ from tickwork.web.dashboard.view import (
     serve_page,
 )
 from tickwork.web.errors import status_of
-from tickwork.web.params import SlotText, check
+from tickwork.web.params import SlotText, check, check_choice
 
 log = logging.getLogger("tickwork.web")
 
@@ -115,10 +115,16 @@ def overview_fragment(request: Request) -> Response:
 # -- jobs ----------------------------------------------------------------------------------
 
 
+JOB_KINDS = {"recurring": True, "one-off": False}
+"""The jobs page's ``kind`` tabs: recurring (cron, interval) or one-off jobs only, so the
+few schedules are not buried under many one-off jobs."""
+
+
 def _jobs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -> dict[str, Any]:
     state = query.get("state") or None
     task = query_text(query, "task")
     search = query_text(query, "q")
+    kind = check_choice("kind", query.get("kind") or None, tuple(JOB_KINDS))
     after = after_id(query.get("after"))
     page = client.list_jobs(
         tenant=viewer.tenant,
@@ -127,11 +133,18 @@ def _jobs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -
         after=after,
         limit=JOBS_PER_PAGE,
         search=search,
+        recurring=JOB_KINDS[kind] if kind is not None else None,
     )
-    kept = {k: v for k, v in (("state", state), ("task", task), ("q", search)) if v}
+    chosen = (("state", state), ("task", task), ("q", search), ("kind", kind))
+    kept = {k: v for k, v in chosen if v}
+    others = {k: v for k, v in kept.items() if k != "kind"}
     return {
         "page": page,
-        "filters": {"state": state, "task": task, "q": search, "after": after},
+        "filters": {"state": state, "task": task, "q": search, "kind": kind, "after": after},
+        "kinds": [
+            (label, value, "/jobs?" + urlencode({**others, **({"kind": value} if value else {})}))
+            for label, value in (("All", None), ("Recurring", "recurring"), ("One-off", "one-off"))
+        ],
         "job_states": [s.value for s in JobState],
         "fragment_url": "/fragments/jobs?" + urlencode({**kept, **after_query(after)}),
         "first_url": "/jobs?" + urlencode(kept),
@@ -393,6 +406,25 @@ def cluster(request: Request) -> Response:
 @router.get("/fragments/cluster", response_model=None)
 def cluster_fragment(request: Request) -> Response:
     return serve_page(request, "_cluster.html", _cluster_context, admin=True)
+
+
+@router.post("/cluster/forget", response_model=None)
+def forget_node(request: Request, node: Annotated[str, Form()] = "") -> Response:
+    """Forget a dead node (admin keys only), then show the cluster again: a node that is
+    alive or only lately silent is refused (409) and stays, as ``tickwork cluster forget``."""
+    viewer = viewer_of(request)
+    if viewer is None:
+        return sign_in_first(request)
+    if not same_origin(request):
+        return cross_site(request, viewer)
+    if not viewer.admin:
+        return error_page(request, viewer, 403, "Forgetting a node needs an admin key.")
+    try:
+        gone = client_of(request).forget_node(node)
+    except TickworkError as exc:
+        return failure(request, viewer, exc, "/cluster")
+    log.info("dashboard: forgot node %r (key %s)", gone.id, viewer.key or "open")
+    return RedirectResponse("/cluster", status_code=303)
 
 
 # -- tenants -------------------------------------------------------------------------------
