@@ -306,3 +306,40 @@ def test_the_recurring_tab_finds_the_cron_job_under_many_one_offs(
     assert f'data-job-id="{cron.job.id}"' not in one_off
     assert 'aria-current="page" data-kind="recurring"' in recurring
     assert open_web.get("/jobs?kind=sometimes").status_code == 400
+
+
+# -- overview and tenants ------------------------------------------------------------------
+
+
+def test_the_overview_has_the_last_hours_charts_linking_to_activity_and_says_what_lag_leaves_out(
+    open_web: TestClient, client: Client
+) -> None:
+    html = open_web.get("/").text
+
+    outcomes = re.search(
+        r'<a class="card chart-card" href="/activity" id="overview-outcomes">\s*<svg', html
+    )
+    lag = re.search(r'<a class="card chart-card" href="/activity" id="overview-lag">\s*<svg', html)
+    assert outcomes is not None
+    assert lag is not None
+    assert "runs of tenants and tasks with limits" in text_of(html)
+    fragment = open_web.get("/fragments/overview").text
+    assert 'id="overview-lag"' in fragment
+
+
+def test_a_tenant_page_links_to_its_runs_jobs_and_dead_letter_and_the_jobs_filter_by_tenant(
+    open_web: TestClient, client: Client
+) -> None:
+    mine = client.submit("http", args={"url": "https://e.x/"}, tenant="acme", delay=3600).job
+    other = client.submit("http", args={"url": "https://e.x/"}, delay=3600).job
+    client.set_tenant_limits("acme", max_running=2)
+
+    html = open_web.get("/tenants/acme").text
+
+    assert 'href="/runs?tenant=acme"' in html
+    assert 'href="/jobs?tenant=acme"' in html
+    assert 'href="/dead?tenant=acme"' in html
+    jobs = open_web.get("/jobs?tenant=acme").text
+    assert re.findall(r'data-job-id="(\d+)"', jobs) == [str(mine.id)]
+    assert str(other.id) not in re.findall(r'data-job-id="(\d+)"', jobs)
+    assert open_web.get("/jobs?tenant=%00").status_code == 400

@@ -744,9 +744,14 @@ FROM (
 
 -- name: recent_lag
 -- The newest runs by id (no index on started_at: it would take an entry on every claim).
+-- Runs of a tenant or task that has a limit are left out, as in due_backlog: a limit may
+-- hold them back on purpose, and their wait is not lag.
 SELECT extract(epoch FROM started_at - scheduled_for) * 1000.0 AS lag_ms FROM tickwork_runs
 WHERE attempt = 1 AND started_at IS NOT NULL AND NOT manual
   AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+  AND tenant NOT IN (SELECT tenant FROM tickwork_tenants
+                     WHERE max_running IS NOT NULL OR rate IS NOT NULL)
+  AND task NOT IN (SELECT task FROM tickwork_task_limits)
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: register_node

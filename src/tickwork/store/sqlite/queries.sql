@@ -414,6 +414,10 @@ FROM (
 SELECT (started_at - scheduled_for) / 1000.0 AS lag_ms FROM tickwork_runs INDEXED BY tickwork_runs_started
 WHERE attempt = 1 AND started_at IS NOT NULL AND NOT manual
   AND (:tenant IS NULL OR tenant = :tenant)
+  -- A limit may hold these back on purpose (as in due_backlog): their wait is not lag.
+  AND tenant NOT IN (SELECT tenant FROM tickwork_tenants
+                     WHERE max_running IS NOT NULL OR rate IS NOT NULL)
+  AND task NOT IN (SELECT task FROM tickwork_task_limits)
 ORDER BY started_at DESC LIMIT :limit;
 
 -- name: register_node

@@ -8,7 +8,9 @@ Pages
 -----
 
 ====================  =========================================================================
-``/``                 runs by state, due backlog, trigger lag p50/p99, the leader and its epoch
+``/``                 runs by state, due backlog, trigger lag p50/p99 (runs held by limits
+                      left out), the leader and its epoch, the last hour of outcomes and lag
+                      as small charts linking to ``/activity``
 ``/jobs``             jobs, filtered by state and task, recurring or one-off (tabs), newest
                       first, cursor pagination
 ``/jobs/{id}``        a job: state and commands, its definition (the schedule in words), next

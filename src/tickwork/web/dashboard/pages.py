@@ -28,6 +28,7 @@ from tickwork.stats import percentile
 from tickwork.web.auth import (
     Principal,
 )
+from tickwork.web.dashboard import charts
 from tickwork.web.dashboard.render import (
     capitalize_first,
     error_page,
@@ -67,6 +68,8 @@ LEDGER_ROWS = 50
 FIRE_TIMES = 5
 LATEST_RUNS = 10
 """Runs the overview lists, newest first."""
+OVERVIEW_WINDOW = "1h"
+"""The overview's small charts: the last hour of outcomes and lag (``/activity`` has more)."""
 FATE_HELP = {
     SlotFate.MISFIRE: "missed by more than the misfire grace; the misfire policy skipped it",
     SlotFate.COALESCED: "missed, and folded into one run by misfire policy 'once'",
@@ -91,7 +94,13 @@ def _overview_context(client: Client, viewer: Principal) -> dict[str, Any]:
     # Queues whose due runs no live worker claims: said on the backlog card, not only on
     # the queues page, since the backlog alone looks the same as workers that are slow.
     stranded = [q for q in client.queues(tenant=viewer.tenant) if q.due and not q.workers]
+    # The last hour beside the counts, from the same per-minute rollup as /activity.
+    span, _ = charts.WINDOWS[OVERVIEW_WINDOW]
+    now, minutes = client.run_minutes(span, tenant=viewer.tenant)
+    hour = charts.buckets(now, minutes, OVERVIEW_WINDOW)
     return {
+        "outcomes_chart": charts.outcomes_chart(hour),
+        "lag_chart": charts.lag_chart(hour),
         "stats": stats,
         "stranded": stranded,
         "lag": lag,
@@ -125,9 +134,11 @@ def _jobs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -
     task = query_text(query, "task")
     search = query_text(query, "q")
     kind = check_choice("kind", query.get("kind") or None, tuple(JOB_KINDS))
+    # A tenant key sees its own tenant only, whatever the query says.
+    tenant = query_text(query, "tenant") if viewer.tenant is None else None
     after = after_id(query.get("after"))
     page = client.list_jobs(
-        tenant=viewer.tenant,
+        tenant=viewer.tenant if viewer.tenant is not None else tenant,
         state=job_state(state),
         task=task,
         after=after,
@@ -135,12 +146,19 @@ def _jobs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -
         search=search,
         recurring=JOB_KINDS[kind] if kind is not None else None,
     )
-    chosen = (("state", state), ("task", task), ("q", search), ("kind", kind))
+    chosen = (("state", state), ("task", task), ("q", search), ("kind", kind), ("tenant", tenant))
     kept = {k: v for k, v in chosen if v}
     others = {k: v for k, v in kept.items() if k != "kind"}
     return {
         "page": page,
-        "filters": {"state": state, "task": task, "q": search, "kind": kind, "after": after},
+        "filters": {
+            "state": state,
+            "task": task,
+            "q": search,
+            "kind": kind,
+            "tenant": tenant,
+            "after": after,
+        },
         "kinds": [
             (label, value, "/jobs?" + urlencode({**others, **({"kind": value} if value else {})}))
             for label, value in (("All", None), ("Recurring", "recurring"), ("One-off", "one-off"))
