@@ -512,9 +512,9 @@ class Client:
         return Cluster(self.store.leader(now=now), self.store.list_nodes(now=now), now)
 
     def forget_node(self, node_id: str) -> Node:
-        """Remove a dead node from the cluster view (silent past
-        :data:`~tickwork.records.NODE_DEAD_AFTER`), returning it as it was: NodeNotFound
-        for an unknown id, NodeAlive (nothing changes) for a node not dead yet."""
+        """Remove a gone node from the cluster view (silent past
+        :data:`~tickwork.records.NODE_GONE_AFTER`), returning it as it was: NodeNotFound
+        for an unknown id, NodeAlive (nothing changes) for a node not gone yet."""
         check_label("node", node_id)
         return self.store.forget_node(node_id)
 

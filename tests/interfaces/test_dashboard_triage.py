@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from tickwork.client import Client
 from tickwork.job import JobSpec, RunState
-from tickwork.records import NODE_DEAD_AFTER
+from tickwork.records import NODE_GONE_AFTER
 from tickwork.schedule import Once
 from tickwork.web.app import create_app
 
@@ -243,7 +243,7 @@ def node_row(html: str, node_id: str) -> str:
     return found.group(0)
 
 
-def test_the_cluster_page_marks_silent_and_dead_nodes_and_their_counts_as_not_live(
+def test_the_cluster_page_marks_silent_and_gone_nodes_and_their_counts_as_not_live(
     open_web: TestClient, client: Client
 ) -> None:
     store = client.store
@@ -252,7 +252,7 @@ def test_the_cluster_page_marks_silent_and_dead_nodes_and_their_counts_as_not_li
     store.node_heartbeat("worker-up", running=4)
     store.register_node("worker-quiet", "worker", "host-b", 2, now=now - timedelta(seconds=20))
     store.node_heartbeat("worker-quiet", running=3, now=now - timedelta(seconds=20))
-    store.register_node("worker-gone", "worker", "host-c", 3, now=now - 2 * NODE_DEAD_AFTER)
+    store.register_node("worker-gone", "worker", "host-c", 3, now=now - 2 * NODE_GONE_AFTER)
 
     html = open_web.get("/cluster").text
 
@@ -263,16 +263,16 @@ def test_the_cluster_page_marks_silent_and_dead_nodes_and_their_counts_as_not_li
     assert 'data-status="silent"' in quiet
     assert "(3 last seen)" in quiet
     assert "Forget" not in quiet
-    assert 'data-status="dead"' in gone
+    assert 'data-status="gone"' in gone
     assert "Forget" in gone
 
 
-def test_a_dead_node_is_forgotten_from_the_page_and_a_live_one_refused(
+def test_a_gone_node_is_forgotten_from_the_page_and_a_live_one_refused(
     open_web: TestClient, client: Client
 ) -> None:
     store = client.store
     store.register_node("worker-up", "worker", "host-a", 1)
-    store.register_node("worker-gone", "worker", "host-c", 3, now=store.now() - 2 * NODE_DEAD_AFTER)
+    store.register_node("worker-gone", "worker", "host-c", 3, now=store.now() - 2 * NODE_GONE_AFTER)
 
     refused = open_web.post("/cluster/forget", data={"node": "worker-up"}, headers=ORIGIN)
     cross = open_web.post("/cluster/forget", data={"node": "worker-gone"})

@@ -1,4 +1,4 @@
-"""Conformance: forgetting a dead node from the cluster view (``tickwork cluster forget``),
+"""Conformance: forgetting a gone node from the cluster view (``tickwork cluster forget``),
 and refusing to forget one that is alive or only briefly silent."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from tickwork.errors import NodeAlive, NodeNotFound
-from tickwork.records import NODE_DEAD_AFTER
+from tickwork.records import NODE_GONE_AFTER
 from tickwork.store import Store
 
 SECOND = timedelta(seconds=1)
@@ -19,7 +19,7 @@ def test_a_node_silent_past_the_bound_is_forgotten_from_the_cluster(
 ) -> None:
     store.register_node("worker-a", "worker", "host-a", 11, now=t0)
     store.register_node("worker-b", "worker", "host-b", 12, now=t0)
-    later = t0 + NODE_DEAD_AFTER + SECOND
+    later = t0 + NODE_GONE_AFTER + SECOND
     store.node_heartbeat("worker-b", now=later)
 
     forgotten = store.forget_node("worker-a", now=later)

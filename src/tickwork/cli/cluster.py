@@ -20,8 +20,8 @@ nothing early (due-ness is the database's clock) but its logs and its host's tim
 ``--json``: ``{"leader": {"holder", "epoch", "expires_at"} | null, "nodes": [... "silent",
 "info": {... "clock": {"offset", "bound"}}], "now"}``.
 
-``tickwork cluster forget NODE`` removes a dead node's row now, rather than after the day:
-one silent for a minute at least (:data:`~tickwork.records.NODE_DEAD_AFTER`). A node
+``tickwork cluster forget NODE`` removes a gone node's row now, rather than after the day:
+one silent for a minute at least (:data:`~tickwork.records.NODE_GONE_AFTER`). A node
 that still beats, or fell silent only lately, is refused (exit 1), and nothing changes.
 """
 
@@ -41,7 +41,7 @@ from tickwork.records import to_json
 from tickwork.skew import Skew
 
 cluster_app = typer.Typer(
-    invoke_without_command=True, help="Who leads, and which nodes are alive; forget a dead one."
+    invoke_without_command=True, help="Who leads, and which nodes are alive; forget a gone one."
 )
 app.add_typer(cluster_app, name="cluster")
 
@@ -95,7 +95,7 @@ def forget(
     *,
     db: DbOption = "",
 ) -> None:
-    """Remove a dead node (silent for a minute at least) from the cluster view now."""
+    """Remove a gone node (silent for a minute at least) from the cluster view now."""
     with Client.open(db) as client:
         gone = client.forget_node(node)
         now = client.now()

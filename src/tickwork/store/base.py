@@ -66,8 +66,8 @@ from tickwork.records import (
     KEEP,
     MAX_BULK,
     MAX_PAGE,
-    NODE_DEAD_AFTER,
     NODE_DEFAULT_BEAT,
+    NODE_GONE_AFTER,
     NODE_SILENT_BEATS,
     NODE_SILENT_FLOOR,
     ROLLUP_KEEP,
@@ -112,15 +112,14 @@ from tickwork.store.health import StoreHealth
 __all__ = [
     "CHANNEL_JOBS", "CHANNEL_RUNS", "DEFAULT_BULK", "DEFAULT_PAGE", "DEFAULT_PRUNE_BATCH",
     "DEFAULT_RESCUE_BATCH", "KEEP", "LISTEN_NOTIFY", "MAX_BULK", "MAX_PAGE", "MULTI_HOST",
-    "NODE_DEAD_AFTER", "NODE_DEFAULT_BEAT", "NODE_FORGET_AFTER", "NODE_SILENT_BEATS",
+    "NODE_DEFAULT_BEAT", "NODE_FORGET_AFTER", "NODE_GONE_AFTER", "NODE_SILENT_BEATS",
     "NODE_SILENT_FLOOR", "ROLLUP_KEEP", "ROLLUP_SETTLE", "SESSION_FORGET_AFTER",
-    "SESSION_SEEN_EVERY", "SKIP_LOCKED", "ApiKey", "AttemptEnd", "AttemptRecord",
-    "CalendarChange", "CalendarRecord",
-    "Completion", "FaultMark", "Heartbeat", "InjectedRun", "Keep", "Lease", "LeaseStatus",
-    "Listener", "Node", "Page", "QueueStatus", "RescueResult", "RunAttempts", "RunFilter",
-    "RunMinute", "RunStats", "RunTotals", "Session", "SlotFate", "SlotSkip", "Store", "Submitted",
-    "TaskBacklog", "TaskLimits", "TaskStatus", "TenantLimits", "TenantStatus", "TriggerResult",
-    "bulk_limit", "page_limit",
+    "SESSION_SEEN_EVERY", "SKIP_LOCKED", "ApiKey", "AttemptEnd", "AttemptRecord", "CalendarChange",
+    "CalendarRecord", "Completion", "FaultMark", "Heartbeat", "InjectedRun", "Keep", "Lease",
+    "LeaseStatus", "Listener", "Node", "Page", "QueueStatus", "RescueResult", "RunAttempts",
+    "RunFilter", "RunMinute", "RunStats", "RunTotals", "Session", "SlotFate", "SlotSkip", "Store",
+    "Submitted", "TaskBacklog", "TaskLimits", "TaskStatus", "TenantLimits", "TenantStatus",
+    "TriggerResult", "bulk_limit", "page_limit",
 ]
 # fmt: on
 
@@ -853,10 +852,10 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def forget_node(self, node_id: str, *, now: datetime | None = None) -> Node:
-        """Remove a dead node's row (an operator's ``tickwork cluster forget``) and return
-        it as it was. Dead: unseen for :meth:`Node.dead_after` by the store's clock
+        """Remove a gone node's row (an operator's ``tickwork cluster forget``) and return
+        it as it was. Gone: unseen for :meth:`Node.dead_after` by the store's clock
         (``now``). NodeNotFound when there is no such row; NodeAlive, and nothing changes,
-        when it is not dead, including when it beats between the read and the delete
+        when it is not gone, including when it beats between the read and the delete
         (the delete is conditional on the last beat it read)."""
 
     @abc.abstractmethod

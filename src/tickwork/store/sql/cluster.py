@@ -67,13 +67,13 @@ class ClusterTransitions(SqlCore):
             if row is None:
                 raise NodeNotFound(node_id)
             node = rows.node(row, self.codec)
-            if not node.dead(t):
+            if not node.gone(t):
                 unseen = (t - node.last_seen_at).total_seconds()
-                raise NodeAlive(node_id, unseen, node.dead_after().total_seconds())
+                raise NodeAlive(node_id, unseen, node.gone_after().total_seconds())
             # Only the beat read above: a heartbeat since then makes it alive again.
             params = {"id": node_id, "seen": row["last_seen_at"]}
             if tx.count(self.q["forget_node"], params) != 1:
-                raise NodeAlive(node_id, 0.0, node.dead_after().total_seconds())
+                raise NodeAlive(node_id, 0.0, node.gone_after().total_seconds())
         return node
 
     def list_nodes(

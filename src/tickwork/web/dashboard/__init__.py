@@ -33,8 +33,8 @@ Pages
                       per-minute rollup (:mod:`~tickwork.web.dashboard.charts`)
 ``/queues``           each queue's due backlog, running count, oldest due run and consumers;
                       a queue with due runs and no live worker consuming it is called out
-``/cluster``          the leader lease and every node, each up, silent or dead (a dead node's
-                      running count is its last word, not live) with Forget for a dead one
+``/cluster``          the leader lease and every node, each up, silent or gone (a gone node's
+                      running count is its last word, not live) with Forget for a gone one
                       (admin keys only: 403 page otherwise)
 ``/login``            the sign-in form; ``/logout`` signs out
 ====================  =========================================================================

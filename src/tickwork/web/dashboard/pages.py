@@ -428,7 +428,7 @@ def cluster_fragment(request: Request) -> Response:
 
 @router.post("/cluster/forget", response_model=None)
 def forget_node(request: Request, node: Annotated[str, Form()] = "") -> Response:
-    """Forget a dead node (admin keys only), then show the cluster again: a node that is
+    """Forget a gone node (admin keys only), then show the cluster again: a node that is
     alive or only lately silent is refused (409) and stays, as ``tickwork cluster forget``."""
     viewer = viewer_of(request)
     if viewer is None:
