@@ -293,15 +293,23 @@ class Client(Administration):
         after: int | None = None,
         limit: int = DEFAULT_PAGE,
         search: str | None = None,
+        recurring: bool | None = None,
     ) -> Page[Job]:
         """One page of jobs, newest first; pass ``next_cursor`` as ``after`` for the next.
-        ``search``: only jobs whose name or task contains this text (any case)."""
+        ``search``: only jobs whose name or task contains this text (any case);
+        ``recurring``: True for cron and interval jobs only, False for one-off jobs only."""
         wanted = job_state(state)
         check_page(after, limit)
         if search:
             check_label("search", search)
         return self.store.list_jobs(
-            tenant=tenant, state=wanted, task=task, after=after, limit=limit, search=search or None
+            tenant=tenant,
+            state=wanted,
+            task=task,
+            after=after,
+            limit=limit,
+            search=search or None,
+            recurring=recurring,
         )
 
     def list_runs(
@@ -316,10 +324,12 @@ class Client(Administration):
         queue: str | None = None,
         since: Instant | None = None,
         until: Instant | None = None,
+        error: str | None = None,
     ) -> Page[Run]:
         """One page of runs matching the filters, newest first; pass ``next_cursor`` as
         ``after`` for the next. ``since`` and ``until`` bound the slot (``scheduled_for``):
-        ``since <= slot < until``; aware datetimes or ISO-8601 text with an offset."""
+        ``since <= slot < until``; aware datetimes or ISO-8601 text with an offset.
+        ``error``: only runs whose error holds this text (any case)."""
         wanted = run_state(state)
         check_page(after, limit)
         return self.store.list_runs(
@@ -327,7 +337,13 @@ class Client(Administration):
             after=after,
             limit=limit,
             **run_filter(
-                job_id=job_id, tenant=tenant, task=task, queue=queue, since=since, until=until
+                job_id=job_id,
+                tenant=tenant,
+                task=task,
+                queue=queue,
+                since=since,
+                until=until,
+                error=error,
             ),
         )
 
@@ -482,6 +498,13 @@ class Client(Administration):
         """The leader lease and every registered node, by the store's clock."""
         now = self.store.now()
         return Cluster(self.store.leader(now=now), self.store.list_nodes(now=now), now)
+
+    def forget_node(self, node_id: str) -> NodeRecord:
+        """Remove a gone node from the cluster view (silent past
+        :data:`~tickwork.records.NODE_GONE_AFTER`), returning it as it was: NodeNotFound
+        for an unknown id, NodeAlive (nothing changes) for a node not gone yet."""
+        check_label("node", node_id)
+        return self.store.forget_node(node_id)
 
     def leader(self) -> Lease | None:
         """The scheduler leader lease, or None when no scheduler leads. A read only, unlike

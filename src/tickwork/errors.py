@@ -18,9 +18,11 @@
     │   ├── RunNotFound
     │   ├── ApiKeyNotFound
     │   ├── TenantNotFound         (HTTP: a tenant key asking for another tenant)
-    │   └── CalendarNotFound
+    │   ├── CalendarNotFound
+    │   └── NodeNotFound           no such node in the cluster view
     ├── InvalidTransition          the row exists but its state forbids the change (HTTP 409)
     │   ├── CalendarInUse          a calendar that live jobs use cannot be deleted
+    │   ├── NodeAlive              a node that still beats (or not long silent) is not forgotten
     │   └── CalendarStrandsJobs    an edit would leave live jobs of the calendar never firing
     ├── FencingError               a write from a holder whose lease was taken over
     │   ├── LeaseLost              a run's fencing token is stale or its lease expired
@@ -173,6 +175,12 @@ class CalendarNotFound(NotFound):
         self.name = name
 
 
+class NodeNotFound(NotFound):
+    def __init__(self, node_id: str) -> None:
+        super().__init__(f"node {node_id!r} not found")
+        self.node_id = node_id
+
+
 class InvalidTransition(TickworkError):
     """The row exists, but its current state does not allow the requested change."""
 
@@ -181,6 +189,22 @@ class InvalidTransition(TickworkError):
         self.ident = ident
         self.state = state
         self.action = action
+
+
+class NodeAlive(InvalidTransition):
+    """A node asked to be forgotten that is not silent long enough (``unseen``: how long
+    since its last heartbeat; ``bound``: how long it must be)."""
+
+    def __init__(self, node_id: str, unseen: float, bound: float) -> None:
+        TickworkError.__init__(
+            self,
+            f"cannot forget node {node_id!r}: it was seen {unseen:.1f} s ago; a node is "
+            f"forgotten only once silent for {bound:.0f} s (stop it, or wait)",
+        )
+        self.ident = node_id
+        self.state = "alive"
+        self.action = "forget"
+        self.node_id = node_id
 
 
 class CalendarInUse(InvalidTransition):

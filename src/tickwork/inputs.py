@@ -429,12 +429,14 @@ def run_filter(
     queue: str | None = None,
     since: Instant | None = None,
     until: Instant | None = None,
+    error: str | None = None,
 ) -> dict[str, Any]:
     """The filters of a run listing or bulk command, checked, as the store takes them
-    (``since <= scheduled_for < until``), or ValidationError."""
+    (``since <= scheduled_for < until``; ``error``: the run's error holds this text, in
+    any case), or ValidationError."""
     if job_id is not None:
         check_id(job_id, "job")
-    for field, text in (("task", task), ("queue", queue), ("tenant", tenant)):
+    for field, text in (("task", task), ("queue", queue), ("tenant", tenant), ("error", error)):
         if text:  # empty: no filter
             check_label(field, text)
     start = instant(since, "since") if since is not None else None
@@ -448,4 +450,5 @@ def run_filter(
         "queue": queue or None,
         "since": start,
         "until": end,
+        "error": error or None,
     }

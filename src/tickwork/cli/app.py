@@ -69,7 +69,7 @@ COMMANDS = (
     Entry("explain", ("explain",), EVERYDAY, "Say why a job did or did not run at a slot."),
     Entry("next", ("next",), EVERYDAY, "Print the next fire times of a cron expression."),
     Entry("queues", ("bulk",), OPERATIONS, "Backlog, running and consumers of each queue."),
-    Entry("cluster", ("cluster",), OPERATIONS, "The leader, and the nodes alive or silent."),
+    Entry("cluster", ("cluster",), OPERATIONS, "The leader and the nodes; cluster forget NODE."),
     Entry("tenants", ("tenants",), OPERATIONS, "Tenants' limits and their runs now."),
     Entry("calendars", ("calendars",), OPERATIONS, "Business-day calendars."),
     Entry("keys", ("keys",), OPERATIONS, "API keys of the HTTP API and the dashboard."),

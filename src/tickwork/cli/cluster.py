@@ -19,13 +19,20 @@ the round trip): ``+5.01 s ±0.002`` runs 5 s fast, marked ``OFF`` past 1 s. It 
 nothing early (due-ness is the database's clock) but its logs and its host's time are off.
 ``--json``: ``{"leader": {"holder", "epoch", "expires_at"} | null, "nodes": [... "silent",
 "info": {... "clock": {"offset", "bound"}}], "now"}``.
+
+``tickwork cluster forget NODE`` removes a gone node's row now, rather than after the day:
+one silent for a minute at least (:data:`~tickwork.records.NODE_GONE_AFTER`). A node
+that still beats, or fell silent only lately, is refused (exit 1), and nothing changes.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Annotated
 
-from tickwork.cli.app import app
+import typer
+
+from tickwork.cli.app import Typer, app
 from tickwork.cli.listing import print_table, watch, when
 from tickwork.cli.options import DbOption, JsonOption, WatchOption
 from tickwork.cli.output import echo, echo_json
@@ -33,12 +40,23 @@ from tickwork.client import Client
 from tickwork.records import Cluster, to_json
 from tickwork.skew import Skew
 
+cluster_app = Typer(
+    invoke_without_command=True, help="Who leads, and which nodes are alive; forget a gone one."
+)
+app.add_typer(cluster_app, name="cluster")
 
-@app.command("cluster")
+
+@cluster_app.callback()
 def cluster(
-    *, db: DbOption = "", as_json: JsonOption = False, watching: WatchOption = False
+    ctx: typer.Context,
+    *,
+    db: DbOption = "",
+    as_json: JsonOption = False,
+    watching: WatchOption = False,
 ) -> None:
     """Show the leader (epoch, lease expiry) and the nodes with their last heartbeat."""
+    if ctx.invoked_subcommand is not None:
+        return
     with Client.open(db) as client:
         watch(lambda: _print_cluster(client.cluster(), as_json), watching)
 
@@ -78,6 +96,22 @@ def _print_cluster(view: Cluster, as_json: bool) -> None:
         for node in view.nodes
     ]
     print_table(header, rows)
+
+
+@cluster_app.command("forget")
+def forget(
+    node: Annotated[str, typer.Argument(metavar="NODE", show_default=False, help="The node's id.")],
+    *,
+    db: DbOption = "",
+) -> None:
+    """Remove a gone node (silent for a minute at least) from the cluster view now."""
+    with Client.open(db) as client:
+        gone = client.forget_node(node)
+        now = client.now()
+    echo(
+        f"forgot node {gone.id} ({gone.kind} on {gone.host}, pid {gone.pid}; last seen "
+        f"{_seconds(now - gone.last_seen_at)} ago)"
+    )
 
 
 def _store(seen: object) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from tickwork.records.calendars import CalendarChange, CalendarRecord
 from tickwork.records.cluster import (
     NODE_DEFAULT_BEAT,
+    NODE_GONE_AFTER,
     NODE_SILENT_BEATS,
     NODE_SILENT_FLOOR,
     ApiKey,
@@ -103,6 +104,7 @@ from tickwork.records.runs import (
     Submitted,
     TriggerResult,
     cut,
+    error_head,
     run_error,
     storable,
 )
@@ -124,6 +126,7 @@ __all__ = [
     "MAX_PAGE",
     "MAX_RUNNING_CEILING",
     "NODE_DEFAULT_BEAT",
+    "NODE_GONE_AFTER",
     "NODE_SILENT_BEATS",
     "NODE_SILENT_FLOOR",
     "OTHER",
@@ -180,6 +183,7 @@ __all__ = [
     "check_tenant_limits",
     "check_weight",
     "cut",
+    "error_head",
     "format_rate",
     "page_limit",
     "page_of",

@@ -16,6 +16,11 @@ NODE_SILENT_FLOOR = timedelta(seconds=5)
 """... but never sooner than this, so a busy host's late beat is not called silence."""
 NODE_DEFAULT_BEAT = timedelta(seconds=3)
 """The heartbeat interval assumed for a node that did not say its own (``info["beat"]``)."""
+NODE_GONE_AFTER = timedelta(minutes=1)
+"""A node silent this long (and at least its silence bound) is *gone* from the cluster
+view: no pause or network blip lasts so long, its ``running`` count is history, and an
+operator may forget it (``tickwork cluster forget``) before the day after which its row
+goes by itself."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +64,19 @@ class NodeRecord:
     def silent(self, now: datetime) -> bool:
         """Whether this node's heartbeats stopped, by the store's clock ``now``."""
         return now - self.last_seen_at > self.silent_after()
+
+    def gone_after(self) -> timedelta:
+        """How long unseen before this node counts as gone and may be forgotten."""
+        return max(self.silent_after(), NODE_GONE_AFTER)
+
+    def gone(self, now: datetime) -> bool:
+        """Whether this node has been silent past :data:`NODE_GONE_AFTER` (store clock)."""
+        return now - self.last_seen_at > self.gone_after()
+
+    def status(self, now: datetime) -> str:
+        """``up``, ``silent`` (its beats stopped lately) or ``gone`` (silent past the
+        bound: forgettable)."""
+        return "gone" if self.gone(now) else "silent" if self.silent(now) else "up"
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ class RunFilter(TypedDict, Generic[When], total=False):
     queue: str | None
     since: When | None
     until: When | None
+    error: str | None  # the run's error holds this text, in any case
 
 
 @dataclass(frozen=True, slots=True)

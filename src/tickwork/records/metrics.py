@@ -14,7 +14,9 @@ class RunStats:
     by_state: dict[str, int]  # every RunState value, 0 when none
     due_backlog: int  # queued or failed runs whose run_at has come
     oldest_due_at: datetime | None  # run_at of the oldest of those
-    recent_lag_ms: list[float]  # start minus slot, first attempts of the most recent runs
+    # start minus slot, first attempts of the most recent runs, but not of a tenant or task
+    # with a limit (a limit may hold a run back on purpose: that wait is not lag)
+    recent_lag_ms: list[float]
     now: datetime
     limited_due: int = 0  # of the due backlog, runs of a tenant or task that has a limit
     open_oldest_due_at: datetime | None = None  # run_at of the oldest of the others

@@ -172,6 +172,22 @@ def run_error(error: str, traceback: str | None = None) -> str:
     return f"{error}\n\n{traceback.strip()[-room:]}"
 
 
+TRACEBACK_START = "Traceback (most recent call last):"
+
+
+def error_head(error: str) -> str:
+    """The exception line of a run's ``error`` (:func:`run_error`'s ``error``, before the
+    traceback): ``RuntimeError: flaky 15 failed``, its first line when it has several. An
+    error that is a bare traceback (older rows, a handler's own text) gives its last line,
+    where Python prints the exception."""
+    lines = [line for line in error.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if lines[0].startswith(TRACEBACK_START):
+        return lines[-1].strip()
+    return lines[0].strip()
+
+
 @dataclass(frozen=True, slots=True)
 class AttemptRecord:
     """One attempt of a run, in its history (:meth:`tickwork.store.Store.run_attempts`).

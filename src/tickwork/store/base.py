@@ -67,6 +67,7 @@ from tickwork.records import (
     MAX_BULK,
     MAX_PAGE,
     NODE_DEFAULT_BEAT,
+    NODE_GONE_AFTER,
     NODE_SILENT_BEATS,
     NODE_SILENT_FLOOR,
     ROLLUP_KEEP,
@@ -111,14 +112,14 @@ from tickwork.store.health import StoreHealth
 __all__ = [
     "CHANNEL_JOBS", "CHANNEL_RUNS", "DEFAULT_BULK", "DEFAULT_PAGE", "DEFAULT_PRUNE_BATCH",
     "DEFAULT_RESCUE_BATCH", "KEEP", "LISTEN_NOTIFY", "MAX_BULK", "MAX_PAGE", "MULTI_HOST",
-    "NODE_DEFAULT_BEAT", "NODE_FORGET_AFTER", "NODE_SILENT_BEATS", "NODE_SILENT_FLOOR",
-    "ROLLUP_KEEP", "ROLLUP_SETTLE", "SESSION_FORGET_AFTER", "SESSION_SEEN_EVERY",
-    "SKIP_LOCKED", "ApiKey", "AttemptEnd", "AttemptRecord", "CalendarChange", "CalendarRecord",
-    "Completion", "FaultMark", "InjectedRun", "Keep", "Lease", "LeaseReport", "LeaseStatus",
-    "Listener", "NodeRecord", "Page", "QueueStatus", "RescueResult", "RunAttempts", "RunFilter",
-    "RunMinute", "RunStats", "RunTotals", "Session", "SlotFate", "SlotSkip", "Store", "Submitted",
-    "TaskBacklog", "TaskLimits", "TaskStatus", "TenantLimits", "TenantStatus", "TriggerResult",
-    "bulk_limit", "page_limit",
+    "NODE_DEFAULT_BEAT", "NODE_FORGET_AFTER", "NODE_GONE_AFTER", "NODE_SILENT_BEATS",
+    "NODE_SILENT_FLOOR", "ROLLUP_KEEP", "ROLLUP_SETTLE", "SESSION_FORGET_AFTER",
+    "SESSION_SEEN_EVERY", "SKIP_LOCKED", "ApiKey", "AttemptEnd", "AttemptRecord", "CalendarChange",
+    "CalendarRecord", "Completion", "FaultMark", "InjectedRun", "Keep", "Lease", "LeaseReport",
+    "LeaseStatus", "Listener", "NodeRecord", "Page", "QueueStatus", "RescueResult", "RunAttempts",
+    "RunFilter", "RunMinute", "RunStats", "RunTotals", "Session", "SlotFate", "SlotSkip", "Store",
+    "Submitted", "TaskBacklog", "TaskLimits", "TaskStatus", "TenantLimits", "TenantStatus",
+    "TriggerResult", "bulk_limit", "page_limit",
 ]
 # fmt: on
 
@@ -244,11 +245,13 @@ class Store(abc.ABC):
         after: int | None = None,
         limit: int = DEFAULT_PAGE,
         search: str | None = None,
+        recurring: bool | None = None,
     ) -> Page[Job]:
         """Jobs, newest first (descending id), ``limit`` at most, ids below ``after``;
         ``state``: only jobs in that (derived) state, as :meth:`get_job` would say it;
         ``search``: only jobs whose name or task contains it (case-insensitive text, no
-        wildcards)."""
+        wildcards); ``recurring``: True for cron and interval jobs only, False for one-off
+        jobs only."""
 
     @abc.abstractmethod
     def cancel_job(
@@ -550,9 +553,11 @@ class Store(abc.ABC):
         queue: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        error: str | None = None,
     ) -> Page[Run]:
         """Runs, newest first (descending id), ``limit`` at most, ids below ``after``;
-        each filter given must match (``since <= scheduled_for < until``)."""
+        each filter given must match (``since <= scheduled_for < until``; ``error``: the
+        run's error contains this text, compared in lower case, ASCII letters at least)."""
 
     @abc.abstractmethod
     def retry_runs(
@@ -865,6 +870,14 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def deregister_node(self, node_id: str) -> None:
         """Remove the node row (a clean stop). Idempotent."""
+
+    @abc.abstractmethod
+    def forget_node(self, node_id: str, *, now: datetime | None = None) -> NodeRecord:
+        """Remove a gone node's row (an operator's ``tickwork cluster forget``) and return
+        it as it was. Gone: unseen for :meth:`NodeRecord.gone_after` by the store's clock
+        (``now``). NodeNotFound when there is no such row; NodeAlive, and nothing changes,
+        when it is not gone, including when it beats between the read and the delete
+        (the delete is conditional on the last beat it read)."""
 
     @abc.abstractmethod
     def list_nodes(

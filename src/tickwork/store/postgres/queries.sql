@@ -144,6 +144,8 @@ SELECT * FROM (
            OR strpos(lower(coalesce(j.name, '')), lower(%(search)s)) > 0
            OR strpos(lower(j.task), lower(%(search)s)) > 0)
       AND (%(after)s::bigint IS NULL OR j.id < %(after)s)
+      AND (%(recurring)s::boolean IS NULL
+           OR (j.schedule->>'kind' <> 'once') = %(recurring)s::boolean)
 ) AS j
 WHERE %(state)s::text IS NULL OR %(state)s::text = CASE
     WHEN j.state = 'active' AND j.schedule->>'kind' = 'once' THEN 'scheduled'
@@ -601,6 +603,7 @@ WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
   AND (%(since)s::timestamptz IS NULL OR scheduled_for >= %(since)s)
   AND (%(until)s::timestamptz IS NULL OR scheduled_for < %(until)s)
+  AND (%(error)s::text IS NULL OR strpos(lower(error), %(error)s) > 0)
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: bulk_retry
@@ -616,6 +619,7 @@ WHERE id IN (
       AND (%(queue)s::text IS NULL OR queue = %(queue)s)
       AND (%(since)s::timestamptz IS NULL OR scheduled_for >= %(since)s)
       AND (%(until)s::timestamptz IS NULL OR scheduled_for < %(until)s)
+      AND (%(error)s::text IS NULL OR strpos(lower(error), %(error)s) > 0)
     ORDER BY id LIMIT %(limit)s FOR UPDATE)
   AND state = 'dead'
 RETURNING id;
@@ -633,6 +637,7 @@ WHERE id IN (
       AND (%(queue)s::text IS NULL OR queue = %(queue)s)
       AND (%(since)s::timestamptz IS NULL OR scheduled_for >= %(since)s)
       AND (%(until)s::timestamptz IS NULL OR scheduled_for < %(until)s)
+      AND (%(error)s::text IS NULL OR strpos(lower(error), %(error)s) > 0)
     ORDER BY id LIMIT %(limit)s FOR UPDATE)
   AND state IN ('queued', 'failed')
 RETURNING id;
@@ -739,9 +744,14 @@ FROM (
 
 -- name: recent_lag
 -- The newest runs by id (no index on started_at: it would take an entry on every claim).
+-- Runs of a tenant or task that has a limit are left out, as in due_backlog: a limit may
+-- hold them back on purpose, and their wait is not lag.
 SELECT extract(epoch FROM started_at - scheduled_for) * 1000.0 AS lag_ms FROM tickwork_runs
 WHERE attempt = 1 AND started_at IS NOT NULL AND NOT manual
   AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+  AND tenant NOT IN (SELECT tenant FROM tickwork_tenants
+                     WHERE max_running IS NOT NULL OR rate IS NOT NULL)
+  AND task NOT IN (SELECT task FROM tickwork_task_limits)
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: register_node
@@ -759,6 +769,13 @@ DELETE FROM tickwork_nodes WHERE id = %(id)s;
 
 -- name: forget_nodes
 DELETE FROM tickwork_nodes WHERE last_seen_at < %(cutoff)s;
+
+-- name: get_node
+SELECT * FROM tickwork_nodes WHERE id = %(id)s;
+
+-- name: forget_node
+-- A dead node's row, only if it has not beaten since it was read (last_seen_at unchanged).
+DELETE FROM tickwork_nodes WHERE id = %(id)s AND last_seen_at = %(seen)s;
 
 -- name: list_nodes
 SELECT * FROM tickwork_nodes WHERE (%(since)s::timestamptz IS NULL OR last_seen_at >= %(since)s)

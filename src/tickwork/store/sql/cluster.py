@@ -6,7 +6,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from tickwork.errors import ApiKeyNotFound, LeadershipLost, StoreUnavailable
+from tickwork.errors import (
+    ApiKeyNotFound,
+    LeadershipLost,
+    NodeAlive,
+    NodeNotFound,
+    StoreUnavailable,
+)
 from tickwork.store import rows
 from tickwork.store.base import (
     NODE_FORGET_AFTER,
@@ -53,6 +59,22 @@ class ClusterTransitions(SqlCore):
     def deregister_node(self, node_id: str) -> None:
         with self.driver.read() as tx:
             tx.count(self.q["deregister_node"], {"id": node_id})
+
+    def forget_node(self, node_id: str, *, now: datetime | None = None) -> NodeRecord:
+        with self.driver.write() as tx:
+            t = tx.now(now)
+            row = tx.one(self.q["get_node"], {"id": node_id})
+            if row is None:
+                raise NodeNotFound(node_id)
+            node = rows.node(row, self.codec)
+            if not node.gone(t):
+                unseen = (t - node.last_seen_at).total_seconds()
+                raise NodeAlive(node_id, unseen, node.gone_after().total_seconds())
+            # Only the beat read above: a heartbeat since then makes it alive again.
+            params = {"id": node_id, "seen": row["last_seen_at"]}
+            if tx.count(self.q["forget_node"], params) != 1:
+                raise NodeAlive(node_id, 0.0, node.gone_after().total_seconds())
+        return node
 
     def list_nodes(
         self, *, seen_within: timedelta | None = None, now: datetime | None = None

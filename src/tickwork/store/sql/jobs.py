@@ -6,6 +6,7 @@ from __future__ import annotations
 import abc
 from datetime import datetime
 from operator import attrgetter
+from typing import Any
 
 from tickwork import schedule as schedules
 from tickwork.errors import InvalidTransition, JobNotFound, ValidationError
@@ -91,9 +92,17 @@ class JobTransitions(SqlCore):
         after: int | None = None,
         limit: int = DEFAULT_PAGE,
         search: str | None = None,
+        recurring: bool | None = None,
     ) -> Page[Job]:
         limit = page_limit(limit)
-        params = {"tenant": tenant, "state": state, "task": task, "after": after, "search": search}
+        params: dict[str, Any] = {
+            "tenant": tenant,
+            "state": state,
+            "task": task,
+            "after": after,
+            "search": search,
+            "recurring": recurring,
+        }
         params["limit"] = limit + 1  # one more: is there a next page?
         with self.driver.read() as tx:
             found = tx.all(self.q["list_jobs"], params)

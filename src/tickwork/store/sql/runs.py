@@ -227,12 +227,19 @@ class RunTransitions(SqlCore):
         queue: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        error: str | None = None,
     ) -> Page[Run]:
         limit = page_limit(limit)
         params = {"state": state, "after": after, "limit": limit + 1}  # +1: a next page?
         params.update(
             self._run_filter(
-                tenant=tenant, job_id=job_id, task=task, queue=queue, since=since, until=until
+                tenant=tenant,
+                job_id=job_id,
+                task=task,
+                queue=queue,
+                since=since,
+                until=until,
+                error=error,
             )
         )
         with self.driver.read() as tx:
@@ -248,6 +255,7 @@ class RunTransitions(SqlCore):
         queue: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        error: str | None = None,
     ) -> dict[str, Any]:
         time = self.codec.time
         return {
@@ -257,6 +265,7 @@ class RunTransitions(SqlCore):
             "queue": queue,
             "since": time(since) if since is not None else None,
             "until": time(until) if until is not None else None,
+            "error": error.lower() if error else None,
         }
 
     def retry_runs(

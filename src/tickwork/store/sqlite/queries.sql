@@ -65,6 +65,7 @@ SELECT * FROM (
       AND (:task IS NULL OR j.task = :task) AND (:after IS NULL OR j.id < :after)
       AND (:search IS NULL OR instr(lower(coalesce(j.name, '')), lower(:search)) > 0
            OR instr(lower(j.task), lower(:search)) > 0)
+      AND (:recurring IS NULL OR (json_extract(j.schedule, '$.kind') <> 'once') = :recurring)
 ) AS j
 WHERE :state IS NULL OR :state = CASE
     WHEN j.state = 'active' AND json_extract(j.schedule, '$.kind') = 'once' THEN 'scheduled'
@@ -284,6 +285,7 @@ WHERE (:tenant IS NULL OR tenant = :tenant) AND (:job_id IS NULL OR job_id = :jo
   AND (:task IS NULL OR task = :task) AND (:queue IS NULL OR queue = :queue)
   AND (:since IS NULL OR scheduled_for >= :since)
   AND (:until IS NULL OR scheduled_for < :until)
+  AND (:error IS NULL OR instr(lower(error), :error) > 0)
 ORDER BY id DESC LIMIT :limit;
 
 -- name: bulk_retry
@@ -298,6 +300,7 @@ WHERE id IN (
       AND (:task IS NULL OR task = :task) AND (:queue IS NULL OR queue = :queue)
       AND (:since IS NULL OR scheduled_for >= :since)
       AND (:until IS NULL OR scheduled_for < :until)
+      AND (:error IS NULL OR instr(lower(error), :error) > 0)
     ORDER BY id LIMIT :limit)
 RETURNING id;
 
@@ -312,6 +315,7 @@ WHERE id IN (
       AND (:task IS NULL OR task = :task) AND (:queue IS NULL OR queue = :queue)
       AND (:since IS NULL OR scheduled_for >= :since)
       AND (:until IS NULL OR scheduled_for < :until)
+      AND (:error IS NULL OR instr(lower(error), :error) > 0)
     ORDER BY id LIMIT :limit)
 RETURNING id;
 
@@ -410,6 +414,10 @@ FROM (
 SELECT (started_at - scheduled_for) / 1000.0 AS lag_ms FROM tickwork_runs INDEXED BY tickwork_runs_started
 WHERE attempt = 1 AND started_at IS NOT NULL AND NOT manual
   AND (:tenant IS NULL OR tenant = :tenant)
+  -- A limit may hold these back on purpose (as in due_backlog): their wait is not lag.
+  AND tenant NOT IN (SELECT tenant FROM tickwork_tenants
+                     WHERE max_running IS NOT NULL OR rate IS NOT NULL)
+  AND task NOT IN (SELECT task FROM tickwork_task_limits)
 ORDER BY started_at DESC LIMIT :limit;
 
 -- name: register_node
@@ -427,6 +435,13 @@ DELETE FROM tickwork_nodes WHERE id = :id;
 
 -- name: forget_nodes
 DELETE FROM tickwork_nodes WHERE last_seen_at < :cutoff;
+
+-- name: get_node
+SELECT * FROM tickwork_nodes WHERE id = :id;
+
+-- name: forget_node
+-- A dead node's row, only if it has not beaten since it was read (last_seen_at unchanged).
+DELETE FROM tickwork_nodes WHERE id = :id AND last_seen_at = :seen;
 
 -- name: list_nodes
 SELECT * FROM tickwork_nodes WHERE (:since IS NULL OR last_seen_at >= :since)

@@ -8,15 +8,22 @@ Pages
 -----
 
 ====================  =========================================================================
-``/``                 runs by state, due backlog, trigger lag p50/p99, the leader and its epoch
-``/jobs``             jobs, filtered by state and task, newest first, cursor pagination
-``/jobs/{id}``        a job: state and commands, runs (attempts, errors, output tails), the slot
-                      ledger, its schedule in words, next fire times, ``explain`` for a slot
-``/dead``             the dead-letter list, with a Retry button per run
+``/``                 runs by state, due backlog, trigger lag p50/p99 (runs held by limits
+                      left out), the leader and its epoch, the last hour of outcomes and lag
+                      as small charts linking to ``/activity``
+``/jobs``             jobs, filtered by state and task, recurring or one-off (tabs), newest
+                      first, cursor pagination
+``/jobs/{id}``        a job: state and commands, its definition (the schedule in words), next
+                      fire times, ``explain`` for a slot; then its runs (attempts, exception
+                      lines, output tails of ``shell`` and ``http`` runs) and the slot ledger
+``/dead``             the dead-letter list: each run's exception line, its traceback a click
+                      away, a Retry button per run; filtered by task, queue, tenant and error
+                      text, with "retry all matching" through the bulk confirmation
 ``/tenants``          each tenant's limits and its runs running, due and held now; an admin
                       sets a tenant's limits with a form (a tenant key: its own tenant only)
 ``/tenants/{name}``   a tenant: its limits and runs now, and (admins) the form prefilled
-``/runs``             runs across jobs, filtered by state, task, queue, tenant and slot time;
+``/runs``             runs across jobs, with started and duration columns, a tab per state
+                      with its count, filtered by task, queue, tenant, error text and slot time;
                       bulk retry (dead) and cancel (waiting) of what a filter matches, each
                       through a confirmation page (``/bulk/retry``, ``/bulk/cancel``)
 ``/runs/{id}``        a run: args, result, error with traceback, attempts, timings, worker,
@@ -26,7 +33,9 @@ Pages
                       per-minute rollup (:mod:`~tickwork.web.dashboard.charts`)
 ``/queues``           each queue's due backlog, running count, oldest due run and consumers;
                       a queue with due runs and no live worker consuming it is called out
-``/cluster``          the leader lease and every node (admin keys only: 403 page otherwise)
+``/cluster``          the leader lease and every node, each up, silent or gone (a gone node's
+                      running count is its last word, not live) with Forget for a gone one
+                      (admin keys only: 403 page otherwise)
 ``/login``            the sign-in form; ``/logout`` signs out
 ====================  =========================================================================
 
@@ -107,7 +116,9 @@ display does not rely on that, since older rows, args and errors may hold them.
 The modules: :mod:`~tickwork.web.dashboard.pages` (the pages and their commands),
 :mod:`~tickwork.web.dashboard.runs` (runs, a run, bulk commands),
 :mod:`~tickwork.web.dashboard.activity` (the charts and queues pages),
-:mod:`~tickwork.web.dashboard.session` (the viewer, sign-in, cross-site posts) and
+:mod:`~tickwork.web.dashboard.session` (the viewer, sign-in, cross-site posts),
+:mod:`~tickwork.web.dashboard.view` (serving a page, reading ids, cursors and filters from
+its path and query: what the page families share) and
 :mod:`~tickwork.web.dashboard.render` (templates, the error page, static files).
 """
 

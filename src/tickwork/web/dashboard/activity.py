@@ -14,8 +14,8 @@ from fastapi.responses import Response
 from tickwork.client import Client
 from tickwork.web.auth import Principal
 from tickwork.web.dashboard import charts
-from tickwork.web.dashboard.pages import _page
 from tickwork.web.dashboard.session import router
+from tickwork.web.dashboard.view import serve_page
 from tickwork.web.params import NameText, check, check_choice
 
 
@@ -46,14 +46,14 @@ def _activity_context(
 
 @router.get("/activity", response_model=None)
 def activity(request: Request, window: str | None = None, queue: str | None = None) -> Response:
-    return _page(request, "activity.html", _activity_context, window, queue)
+    return serve_page(request, "activity.html", _activity_context, window, queue)
 
 
 @router.get("/fragments/activity", response_model=None)
 def activity_fragment(
     request: Request, window: str | None = None, queue: str | None = None
 ) -> Response:
-    return _page(request, "_activity.html", _activity_context, window, queue)
+    return serve_page(request, "_activity.html", _activity_context, window, queue)
 
 
 def _queues_context(client: Client, viewer: Principal) -> dict[str, Any]:
@@ -62,9 +62,9 @@ def _queues_context(client: Client, viewer: Principal) -> dict[str, Any]:
 
 @router.get("/queues", response_model=None)
 def queues(request: Request) -> Response:
-    return _page(request, "queues.html", _queues_context)
+    return serve_page(request, "queues.html", _queues_context)
 
 
 @router.get("/fragments/queues", response_model=None)
 def queues_fragment(request: Request) -> Response:
-    return _page(request, "_queues.html", _queues_context)
+    return serve_page(request, "_queues.html", _queues_context)

@@ -6,7 +6,7 @@ the jobs and a job, the dead-letter list, the tenants and a tenant, and the clus
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any, TypeVar
 from urllib.parse import urlencode
 
@@ -19,6 +19,7 @@ from tickwork.inputs import job_state, parse_rate
 from tickwork.job import (
     Job,
     JobState,
+    RunState,
     check_label,
 )
 from tickwork.records import SlotFate
@@ -27,6 +28,7 @@ from tickwork.stats import percentile
 from tickwork.web.auth import (
     Principal,
 )
+from tickwork.web.dashboard import charts
 from tickwork.web.dashboard.render import (
     capitalize_first,
     error_page,
@@ -45,8 +47,16 @@ from tickwork.web.dashboard.session import (
     sign_in_first,
     viewer_of,
 )
+from tickwork.web.dashboard.view import (
+    Missing,
+    after_id,
+    after_query,
+    parse_id,
+    query_text,
+    serve_page,
+)
 from tickwork.web.errors import status_of
-from tickwork.web.params import Cursor, NameText, SlotText, check
+from tickwork.web.params import SlotText, check, check_choice
 
 log = logging.getLogger("tickwork.web")
 
@@ -58,6 +68,8 @@ LEDGER_ROWS = 50
 FIRE_TIMES = 5
 LATEST_RUNS = 10
 """Runs the overview lists, newest first."""
+OVERVIEW_WINDOW = "1h"
+"""The overview's small charts: the last hour of outcomes and lag (``/activity`` has more)."""
 FATE_HELP = {
     SlotFate.MISFIRE: "missed by more than the misfire grace; the misfire policy skipped it",
     SlotFate.COALESCED: "missed, and folded into one run by misfire policy 'once'",
@@ -66,23 +78,6 @@ FATE_HELP = {
     SlotFate.PAUSED: "fell while the job was paused",
     SlotFate.CANCELLED: "fell after the job was cancelled",
 }
-
-
-def _parse_id(text: str) -> int | None:
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= 19 else None
-
-
-def _after_id(text: str | None) -> int | None:
-    """A page's ``after`` cursor, checked as the API's (``web.params``): None when absent
-    or empty, a ValidationError when it is no cursor."""
-    after: int | None = check("after", text or None, Cursor)
-    return after
-
-
-def _text(query: Mapping[str, str], name: str, kind: Any = NameText) -> str | None:
-    """Query text checked as the API's (``web.params``), then trimmed; None when empty."""
-    value: str | None = check(name, query.get(name), kind)
-    return (value or "").strip() or None
 
 
 # -- overview ------------------------------------------------------------------------------
@@ -99,7 +94,13 @@ def _overview_context(client: Client, viewer: Principal) -> dict[str, Any]:
     # Queues whose due runs no live worker claims: said on the backlog card, not only on
     # the queues page, since the backlog alone looks the same as workers that are slow.
     stranded = [q for q in client.queues(tenant=viewer.tenant) if q.due and not q.workers]
+    # The last hour beside the counts, from the same per-minute rollup as /activity.
+    span, _ = charts.WINDOWS[OVERVIEW_WINDOW]
+    now, minutes = client.run_minutes(span, tenant=viewer.tenant)
+    hour = charts.buckets(now, minutes, OVERVIEW_WINDOW)
     return {
+        "outcomes_chart": charts.outcomes_chart(hour),
+        "lag_chart": charts.lag_chart(hour),
         "stats": stats,
         "stranded": stranded,
         "lag": lag,
@@ -112,63 +113,58 @@ def _overview_context(client: Client, viewer: Principal) -> dict[str, Any]:
 
 @router.get("/", response_model=None)
 def overview(request: Request) -> Response:
-    return _page(request, "overview.html", _overview_context)
+    return serve_page(request, "overview.html", _overview_context)
 
 
 @router.get("/fragments/overview", response_model=None)
 def overview_fragment(request: Request) -> Response:
-    return _page(request, "_overview.html", _overview_context)
-
-
-def _page(
-    request: Request,
-    template: str,
-    context: Callable[..., dict[str, Any]],
-    *args: Any,
-    admin: bool = False,
-) -> Response:
-    """Render ``template`` with ``context(client, viewer, *args)`` for a signed-in viewer:
-    the sign-in form for nobody, a 403 page for a tenant key on an ``admin`` page, and the
-    error page for a failed client call."""
-    viewer = viewer_of(request)
-    if viewer is None:
-        return sign_in_first(request)
-    if admin and not viewer.admin:
-        return error_page(request, viewer, 403, "This page needs an admin key.")
-    try:
-        values = context(client_of(request), viewer, *args)
-        return render(request, template, viewer, **values)
-    except TickworkError as exc:
-        return failure(request, viewer, exc)
-    except Exception:
-        # A bug: the page still answers as a page, not with the JSON API's envelope; the
-        # traceback goes to the log.
-        log.exception("%s %s: unexpected error", request.method, request.url.path)
-        return error_page(request, viewer, 500, "Internal error; see the server log.")
+    return serve_page(request, "_overview.html", _overview_context)
 
 
 # -- jobs ----------------------------------------------------------------------------------
 
 
+JOB_KINDS = {"recurring": True, "one-off": False}
+"""The jobs page's ``kind`` tabs: recurring (cron, interval) or one-off jobs only, so the
+few schedules are not buried under many one-off jobs."""
+
+
 def _jobs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -> dict[str, Any]:
     state = query.get("state") or None
-    task = _text(query, "task")
-    search = _text(query, "q")
-    after = _after_id(query.get("after"))
+    task = query_text(query, "task")
+    search = query_text(query, "q")
+    kind = check_choice("kind", query.get("kind") or None, tuple(JOB_KINDS))
+    # A tenant key sees its own tenant only, whatever the query says.
+    tenant = query_text(query, "tenant") if viewer.tenant is None else None
+    after = after_id(query.get("after"))
     page = client.list_jobs(
-        tenant=viewer.tenant,
+        tenant=viewer.tenant if viewer.tenant is not None else tenant,
         state=job_state(state),
         task=task,
         after=after,
         limit=JOBS_PER_PAGE,
         search=search,
+        recurring=JOB_KINDS[kind] if kind is not None else None,
     )
-    kept = {k: v for k, v in (("state", state), ("task", task), ("q", search)) if v}
+    chosen = (("state", state), ("task", task), ("q", search), ("kind", kind), ("tenant", tenant))
+    kept = {k: v for k, v in chosen if v}
+    others = {k: v for k, v in kept.items() if k != "kind"}
     return {
         "page": page,
-        "filters": {"state": state, "task": task, "q": search, "after": after},
+        "filters": {
+            "state": state,
+            "task": task,
+            "q": search,
+            "kind": kind,
+            "tenant": tenant,
+            "after": after,
+        },
+        "kinds": [
+            (label, value, "/jobs?" + urlencode({**others, **({"kind": value} if value else {})}))
+            for label, value in (("All", None), ("Recurring", "recurring"), ("One-off", "one-off"))
+        ],
         "job_states": [s.value for s in JobState],
-        "fragment_url": "/fragments/jobs?" + urlencode({**kept, **_after(after)}),
+        "fragment_url": "/fragments/jobs?" + urlencode({**kept, **after_query(after)}),
         "first_url": "/jobs?" + urlencode(kept),
         "next_url": (
             "/jobs?" + urlencode({**kept, "after": page.next_cursor})
@@ -178,29 +174,25 @@ def _jobs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -
     }
 
 
-def _after(after: int | None) -> dict[str, int]:
-    return {"after": after} if after is not None else {}
-
-
 @router.get("/jobs", response_model=None)
 def jobs(request: Request) -> Response:
-    return _page(request, "jobs.html", _jobs_context, request.query_params)
+    return serve_page(request, "jobs.html", _jobs_context, request.query_params)
 
 
 @router.get("/fragments/jobs", response_model=None)
 def jobs_fragment(request: Request) -> Response:
-    return _page(request, "_jobs.html", _jobs_context, request.query_params)
-
-
-class _Missing(NotFound):
-    """A path that names no row (``/jobs/abc``): the same 404 as an unknown id."""
+    return serve_page(request, "_jobs.html", _jobs_context, request.query_params)
 
 
 def _job_id(text: str) -> int:
-    ident = _parse_id(text)
+    ident = parse_id(text)
     if ident is None:
-        raise _Missing(f"job {text} not found")
+        raise Missing(f"job {text} not found")
     return ident
+
+
+def _job_head_context(client: Client, viewer: Principal, job_id: str) -> dict[str, Any]:
+    return {"job": client.get_job(_job_id(job_id), tenant=viewer.tenant)}
 
 
 def _job_live_context(client: Client, viewer: Principal, job_id: str) -> dict[str, Any]:
@@ -240,12 +232,20 @@ def _job_context(client: Client, viewer: Principal, job_id: str, at: str | None)
 def job_page(request: Request, job_id: str, at: str | None = None) -> Response:
     # `at` goes to explain whole: its parser refuses what is no time (a NUL, a control
     # character, text past the offset) rather than have it trimmed here first.
-    return _page(request, "job.html", _job_context, job_id, at if at and at.strip(" ") else None)
+    at = at if at and at.strip(" ") else None
+    return serve_page(request, "job.html", _job_context, job_id, at)
 
 
 @router.get("/fragments/jobs/{job_id}", response_model=None)
 def job_fragment(request: Request, job_id: str) -> Response:
-    return _page(request, "_job_live.html", _job_live_context, job_id)
+    """The live part of a job's page below what it is: its runs and slot ledger."""
+    return serve_page(request, "_job_live.html", _job_live_context, job_id)
+
+
+@router.get("/fragments/jobs/{job_id}/head", response_model=None)
+def job_head_fragment(request: Request, job_id: str) -> Response:
+    """The live part of a job's page at its top: its state and commands."""
+    return serve_page(request, "_job_head.html", _job_head_context, job_id)
 
 
 FINISHED_JOB_REFUSALS = {
@@ -279,7 +279,7 @@ def job_action(request: Request, job_id: str, action: str) -> Response:
     command = commands.get(action)
     try:
         if command is None:
-            raise _Missing(f"there is no job action {action!r}")
+            raise Missing(f"there is no job action {action!r}")
         ident = _job_id(job_id)
         if action in FINISHED_JOB_REFUSALS:
             job = client.get_job(ident, tenant=viewer.tenant)
@@ -296,26 +296,51 @@ def job_action(request: Request, job_id: str, action: str) -> Response:
 # -- dead letter ---------------------------------------------------------------------------
 
 
-def _dead_context(client: Client, viewer: Principal, after_text: str | None) -> dict[str, Any]:
-    after = _after_id(after_text)
-    page = client.dead_runs(tenant=viewer.tenant, after=after, limit=DEAD_PER_PAGE)
+DEAD_FILTERS = ("task", "queue", "tenant", "error")
+"""The dead letter's filters: each checked as the API's query text (``web.params``); a
+tenant key's ``tenant`` is its own, whatever the query says."""
+
+
+def _dead_context(client: Client, viewer: Principal, query: Mapping[str, str]) -> dict[str, Any]:
+    kept = {name: text for name in DEAD_FILTERS if (text := query_text(query, name))}
+    if viewer.tenant is not None:
+        kept.pop("tenant", None)
+    after = after_id(query.get("after"))
+    page = client.list_runs(
+        state=RunState.DEAD,
+        after=after,
+        limit=DEAD_PER_PAGE,
+        tenant=viewer.tenant if viewer.tenant is not None else kept.get("tenant"),
+        task=kept.get("task"),
+        queue=kept.get("queue"),
+        error=kept.get("error"),
+    )
     return {
         "page": page,
         "names": client.job_names((r.job_id for r in page.items), tenant=viewer.tenant),
         "after": after,
+        "filters": kept,
         "notice": None,
-        "fragment_url": "/fragments/dead?" + urlencode(_after(after)),
+        "fragment_url": "/fragments/dead?" + urlencode({**kept, **after_query(after)}),
+        "first_url": "/dead?" + urlencode(kept),
+        "next_url": (
+            "/dead?" + urlencode({**kept, "after": page.next_cursor})
+            if page.next_cursor is not None
+            else None
+        ),
+        "retry_url": "/bulk/retry?" + urlencode(kept),
+        "back": "/dead?" + urlencode(kept) if kept else "/dead",
     }
 
 
 @router.get("/dead", response_model=None)
-def dead(request: Request, after: str | None = None) -> Response:
-    return _page(request, "dead.html", _dead_context, after)
+def dead(request: Request) -> Response:
+    return serve_page(request, "dead.html", _dead_context, request.query_params)
 
 
 @router.get("/fragments/dead", response_model=None)
-def dead_fragment(request: Request, after: str | None = None) -> Response:
-    return _page(request, "_dead.html", _dead_context, after)
+def dead_fragment(request: Request) -> Response:
+    return serve_page(request, "_dead.html", _dead_context, request.query_params)
 
 
 @router.post("/runs/{run_id}/retry", response_model=None)
@@ -334,10 +359,10 @@ def retry_run(request: Request, run_id: str, next: Annotated[str, Form()] = "/de
         return cross_site(request, viewer)
     back = return_page(next, "/dead")
     client = client_of(request)
-    ident = _parse_id(run_id)
+    ident = parse_id(run_id)
     try:
         if ident is None:
-            raise _Missing(f"run {run_id} not found")
+            raise Missing(f"run {run_id} not found")
         run = client.retry_run(ident, tenant=viewer.tenant)
     except TickworkError as exc:
         if not is_htmx(request) or ident is None or status_of(exc) >= 500:
@@ -359,10 +384,10 @@ def cancel_run(request: Request, run_id: str, next: Annotated[str, Form()] = "/"
     if not same_origin(request):
         return cross_site(request, viewer)
     back = local_path(next, "/")
-    ident = _parse_id(run_id)
+    ident = parse_id(run_id)
     try:
         if ident is None:
-            raise _Missing(f"run {run_id} not found")
+            raise Missing(f"run {run_id} not found")
         run = client_of(request).cancel_run(ident, tenant=viewer.tenant)
     except TickworkError as exc:
         return failure(request, viewer, exc, back)
@@ -393,12 +418,31 @@ def _cluster_context(client: Client, viewer: Principal) -> dict[str, Any]:
 
 @router.get("/cluster", response_model=None)
 def cluster(request: Request) -> Response:
-    return _page(request, "cluster.html", _cluster_context, admin=True)
+    return serve_page(request, "cluster.html", _cluster_context, admin=True)
 
 
 @router.get("/fragments/cluster", response_model=None)
 def cluster_fragment(request: Request) -> Response:
-    return _page(request, "_cluster.html", _cluster_context, admin=True)
+    return serve_page(request, "_cluster.html", _cluster_context, admin=True)
+
+
+@router.post("/cluster/forget", response_model=None)
+def forget_node(request: Request, node: Annotated[str, Form()] = "") -> Response:
+    """Forget a gone node (admin keys only), then show the cluster again: a node that is
+    alive or only lately silent is refused (409) and stays, as ``tickwork cluster forget``."""
+    viewer = viewer_of(request)
+    if viewer is None:
+        return sign_in_first(request)
+    if not same_origin(request):
+        return cross_site(request, viewer)
+    if not viewer.admin:
+        return error_page(request, viewer, 403, "Forgetting a node needs an admin key.")
+    try:
+        gone = client_of(request).forget_node(node)
+    except TickworkError as exc:
+        return failure(request, viewer, exc, "/cluster")
+    log.info("dashboard: forgot node %r (key %s)", gone.id, viewer.key or "open")
+    return RedirectResponse("/cluster", status_code=303)
 
 
 # -- tenants -------------------------------------------------------------------------------
@@ -419,22 +463,22 @@ def _tenant_context(client: Client, viewer: Principal, tenant: str) -> dict[str,
 
 @router.get("/tenants", response_model=None)
 def tenants(request: Request) -> Response:
-    return _page(request, "tenants.html", _tenants_context)
+    return serve_page(request, "tenants.html", _tenants_context)
 
 
 @router.get("/fragments/tenants", response_model=None)
 def tenants_fragment(request: Request) -> Response:
-    return _page(request, "_tenants.html", _tenants_context)
+    return serve_page(request, "_tenants.html", _tenants_context)
 
 
 @router.get("/tenants/{tenant:path}", response_model=None)
 def tenant_page(request: Request, tenant: str) -> Response:
-    return _page(request, "tenant.html", _tenant_context, tenant)
+    return serve_page(request, "tenant.html", _tenant_context, tenant)
 
 
 @router.get("/fragments/tenants/{tenant:path}", response_model=None)
 def tenant_fragment(request: Request, tenant: str) -> Response:
-    return _page(request, "_tenant.html", _tenant_context, tenant)
+    return serve_page(request, "_tenant.html", _tenant_context, tenant)
 
 
 @router.post("/tenants", response_model=None)

@@ -29,7 +29,7 @@ from tickwork.job import (
     shown_json,
     shown_object,
 )
-from tickwork.records import format_rate
+from tickwork.records import error_head, format_rate
 from tickwork.timetext import format_seconds
 from tickwork.web.auth import Principal
 from tickwork.web.errors import status_of, unavailable
@@ -41,6 +41,9 @@ REFRESH_SECONDS = 5
 TAIL_LINES = 30
 TAIL_CHARS = 4000
 """An output tail shows at most this many of the last lines and characters of a value."""
+OUTPUT_TASKS = frozenset({"shell", "http"})
+"""The built-in tasks whose result is output to read (stdout and stderr, a response body):
+a job page shows tails of these only; any other task's result is on its run's page."""
 ERROR_LINES = 6
 """The dead-letter list shows this many last lines of each error."""
 SECURITY_HEADERS = {
@@ -153,8 +156,9 @@ def _tail(text: str) -> str:
 
 def _tails(run: Run) -> list[tuple[str, str]]:
     """What a run's result says, for reading: each text field's tail (a shell command's
-    stdout and stderr, an http request's body), the other fields as one JSON line."""
-    if not run.result:
+    stdout and stderr, an http request's body), the other fields as one JSON line; nothing
+    for a task that is no :data:`OUTPUT_TASKS` (its result is data, not output)."""
+    if not run.result or run.task not in OUTPUT_TASKS:
         return []
     result = shown_object(run.result)
     texts = [(k, v) for k, v in result.items() if isinstance(v, str) and v.strip()]
@@ -203,6 +207,7 @@ def _environment() -> Environment:
         seconds=_seconds,
         in_zone=_in_zone,
         last_lines=_last_lines,
+        error_head=error_head,
         tails=_tails,
         capitalize_first=capitalize_first,
         tojson_pretty=_pretty_json,

@@ -28,7 +28,6 @@ from tickwork.inputs import run_state
 from tickwork.job import RunState
 from tickwork.records import DEFAULT_BULK, MAX_PAGE, AttemptEnd
 from tickwork.web.auth import Principal
-from tickwork.web.dashboard.pages import _after, _after_id, _Missing, _page, _parse_id
 from tickwork.web.dashboard.render import failure
 from tickwork.web.dashboard.session import (
     client_of,
@@ -38,18 +37,20 @@ from tickwork.web.dashboard.session import (
     sign_in_first,
     viewer_of,
 )
+from tickwork.web.dashboard.view import Missing, after_id, after_query, parse_id, serve_page
 from tickwork.web.params import Cursor, NameText, TimeText, check, check_choice
 
 log = logging.getLogger("tickwork.web")
 
 RUNS_PER_PAGE = 50
-FILTERS = ("state", "task", "queue", "tenant", "since", "until", "range")
+FILTERS = ("state", "task", "queue", "tenant", "error", "since", "until", "range")
 """The runs page's query parameters that select runs (``after`` pages through them)."""
 FILTER_CHECKS: dict[str, Any] = {
     "state": NameText,
     "task": NameText,
     "queue": NameText,
     "tenant": NameText,
+    "error": NameText,
     "since": TimeText,
     "until": TimeText,
     "range": NameText,
@@ -110,6 +111,7 @@ def _selection(client: Client, viewer: Principal, kept: Mapping[str, str]) -> di
         "tenant": viewer.tenant if viewer.tenant is not None else kept.get("tenant"),
         "task": kept.get("task"),
         "queue": kept.get("queue"),
+        "error": kept.get("error"),
         "since": since,
         "until": kept.get("until"),
     }
@@ -117,7 +119,7 @@ def _selection(client: Client, viewer: Principal, kept: Mapping[str, str]) -> di
 
 def _runs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -> dict[str, Any]:
     kept = _filters(viewer, query)
-    after = _after_id(query.get("after"))
+    after = after_id(query.get("after"))
     page = client.list_runs(
         state=run_state(kept.get("state")),
         after=after,
@@ -125,6 +127,26 @@ def _runs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -
         **_selection(client, viewer, kept),
     )
     bulk_filters = {k: v for k, v in kept.items() if k != "state"}
+    # The tabs' counts are the store's by-state totals of the viewer's runs (or the
+    # tenant filtered to): with any narrower filter they would not be the tab's count,
+    # so the tabs then show none.
+    counted = set(bulk_filters) <= {"tenant"}
+    by_state = (
+        client.run_stats(tenant=_selection(client, viewer, kept)["tenant"]).by_state
+        if counted
+        else {}
+    )
+    tabs = [
+        (
+            label,
+            value,
+            "/runs?" + urlencode({**bulk_filters, **({"state": value} if value else {})}),
+            (sum(by_state.values()) if value is None else by_state.get(value, 0))
+            if counted
+            else None,
+        )
+        for label, value in [("all", None), *((s.value, s.value) for s in RunState)]
+    ]
     done = check_choice("done", query.get("done") or None, tuple(BULK))
     count: int | None = check("count", query.get("count") or None, Cursor)
     return {
@@ -136,8 +158,10 @@ def _runs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -
         "filters": kept,
         "after": after,
         "run_states": [s.value for s in RunState],
+        "tabs": tabs,
+        "now": client.now(),
         "ranges": list(RANGES),
-        "fragment_url": "/fragments/runs?" + urlencode({**kept, **_after(after)}),
+        "fragment_url": "/fragments/runs?" + urlencode({**kept, **after_query(after)}),
         "first_url": "/runs?" + urlencode(kept),
         "next_url": (
             "/runs?" + urlencode({**kept, "after": page.next_cursor})
@@ -151,21 +175,21 @@ def _runs_context(client: Client, viewer: Principal, query: Mapping[str, str]) -
 
 @router.get("/runs", response_model=None)
 def runs(request: Request) -> Response:
-    return _page(request, "runs.html", _runs_context, request.query_params)
+    return serve_page(request, "runs.html", _runs_context, request.query_params)
 
 
 @router.get("/fragments/runs", response_model=None)
 def runs_fragment(request: Request) -> Response:
-    return _page(request, "_runs.html", _runs_context, request.query_params)
+    return serve_page(request, "_runs.html", _runs_context, request.query_params)
 
 
 # -- one run ---------------------------------------------------------------------------------
 
 
 def _run_context(client: Client, viewer: Principal, run_id: str) -> dict[str, Any]:
-    ident = _parse_id(run_id)
+    ident = parse_id(run_id)
     if ident is None:
-        raise _Missing(f"run {run_id} not found")
+        raise Missing(f"run {run_id} not found")
     history = client.run_attempts(ident, tenant=viewer.tenant)
     run = history.run
     job = client.get_job(run.job_id, tenant=viewer.tenant)
@@ -190,7 +214,7 @@ def _run_context(client: Client, viewer: Principal, run_id: str) -> dict[str, An
 
 @router.get("/runs/{run_id}", response_model=None)
 def run_page(request: Request, run_id: str) -> Response:
-    return _page(request, "run.html", _run_context, run_id)
+    return serve_page(request, "run.html", _run_context, run_id)
 
 
 # -- bulk ------------------------------------------------------------------------------------
@@ -200,7 +224,7 @@ def _bulk_context(
     client: Client, viewer: Principal, action: str, query: Mapping[str, str]
 ) -> dict[str, Any]:
     if action not in BULK:
-        raise _Missing(f"there is no bulk action {action!r}")
+        raise Missing(f"there is no bulk action {action!r}")
     kept = _filters(viewer, query)
     kept.pop("state", None)
     states = [RunState.DEAD] if action == "retry" else [RunState.QUEUED, RunState.FAILED]
@@ -231,7 +255,7 @@ def _bulk_context(
 
 @router.get("/bulk/{action}", response_model=None)
 def bulk_confirm(request: Request, action: str) -> Response:
-    return _page(request, "bulk.html", _bulk_context, action, request.query_params)
+    return serve_page(request, "bulk.html", _bulk_context, action, request.query_params)
 
 
 @router.post("/bulk/{action}", response_model=None)
@@ -242,6 +266,7 @@ def bulk(
     task: Annotated[str, Form()] = "",
     queue: Annotated[str, Form()] = "",
     tenant: Annotated[str, Form()] = "",
+    error: Annotated[str, Form()] = "",
     since: Annotated[str, Form()] = "",
     until: Annotated[str, Form()] = "",
 ) -> Response:
@@ -253,12 +278,19 @@ def bulk(
     if not same_origin(request):
         return cross_site(request, viewer)
     client = client_of(request)
-    query = {"task": task, "queue": queue, "tenant": tenant, "since": since, "until": until}
+    query = {
+        "task": task,
+        "queue": queue,
+        "tenant": tenant,
+        "error": error,
+        "since": since,
+        "until": until,
+    }
     kept = {k: v.strip() for k, v in query.items() if v.strip()}
     back = "/runs?" + urlencode(kept)
     try:
         if action not in BULK:
-            raise _Missing(f"there is no bulk action {action!r}")
+            raise Missing(f"there is no bulk action {action!r}")
         selection = _selection(client, viewer, _filters(viewer, kept))
         command = client.retry_runs if action == "retry" else client.cancel_runs
         ids = command(max_count=DEFAULT_BULK, **selection)
