@@ -236,35 +236,21 @@ SELECT (SELECT CASE WHEN schedule->>'kind' = 'once' THEN next_run_at - %(lead)s:
 -- "-- only-queues" is dropped for a worker that takes every queue (see for_queues).
 -- With any tenant or task limited, or runs of more than one tenant claimable (fair share),
 -- it claims nothing (the limited path claims, in a transaction: hold_limits, claim_limited)
--- and "limited" says so. Both read one materialized check (two empty tables and the two
--- ends of tickwork_runs_fair); the gate is pseudo-constant, a one-time filter that leaves
--- the planner's estimate, and so its plan (the claim index read in order, stopping at the
--- limit), as it was without it.
+-- and "limited" says so. Both read one materialized check, the gate (tickwork_claim_gate,
+-- migration 0018: two empty tables and the two ends of tickwork_runs_fair); the gate is
+-- pseudo-constant, a one-time filter that leaves the planner's estimate, and so its plan
+-- (the claim index read in order, stopping at the limit), as it was without it. A
+-- function, not a CTE: this statement is planned on every call, and the gate's recursive
+-- walk was a third of its planning; the function's plan is kept for the session.
 -- Tasks: only runs of tasks (NULL: the claimer has every task; "-- only-tasks" lines
--- are dropped then, as "-- only-queues" ones for every queue). The check also walks the
+-- are dropped then, as "-- only-queues" ones for every queue). The gate also walks the
 -- waiting runs' tasks in name order, one probe of tickwork_runs_task each, up to the
 -- first not in tasks ("others": while every waiting run is of one task, two probes).
 -- While none waits, the claim index is read as above. While some do, a backlog of theirs
 -- could lie ahead in that index: it claims nothing and "others" says so, and
 -- complete_then_claim_own claims instead (reading each of the claimer's tasks apart).
-WITH RECURSIVE seen (task) AS (
-    SELECT min(task) FROM tickwork_runs
-    WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
-    UNION ALL
-    SELECT (SELECT min(r.task) FROM tickwork_runs r
-            WHERE r.state IN ('queued', 'failed') AND r.task > s.task)
-    FROM seen s WHERE s.task = ANY(%(tasks)s::text[])
-), limits AS MATERIALIZED (
-    SELECT EXISTS (SELECT 1 FROM tickwork_tenants
-                   WHERE max_running IS NOT NULL OR rate IS NOT NULL
-                   UNION ALL SELECT 1 FROM tickwork_task_limits)
-        OR ends.first <> ends.last AS set,
-        ends.first AS tenant,
-        EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[])) AS others
-    FROM (SELECT (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-                 AS first,
-             (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-                 AS last) ends
+WITH limits AS MATERIALIZED (
+    SELECT g.limited AS set, g.tenant, g.others FROM tickwork_claim_gate(%(tasks)s::text[]) g
 ), done AS (
     UPDATE tickwork_runs r
     SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()), lease_expires_at = NULL,
@@ -312,24 +298,8 @@ ORDER BY c.priority DESC, c.run_at, c.id;
 -- complete_then_claim: that one is planned on every call, and this branch doubled its
 -- planning time. Comes back as complete_then_claim, with "others" (false: the next call
 -- may take complete_then_claim again).
-WITH RECURSIVE seen (task) AS (
-    SELECT min(task) FROM tickwork_runs
-    WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
-    UNION ALL
-    SELECT (SELECT min(r.task) FROM tickwork_runs r
-            WHERE r.state IN ('queued', 'failed') AND r.task > s.task)
-    FROM seen s WHERE s.task = ANY(%(tasks)s::text[])
-), limits AS MATERIALIZED (
-    SELECT EXISTS (SELECT 1 FROM tickwork_tenants
-                   WHERE max_running IS NOT NULL OR rate IS NOT NULL
-                   UNION ALL SELECT 1 FROM tickwork_task_limits)
-        OR ends.first <> ends.last AS set,
-        ends.first AS tenant,
-        EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[])) AS others
-    FROM (SELECT (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-                 AS first,
-             (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-                 AS last) ends
+WITH limits AS MATERIALIZED (
+    SELECT g.limited AS set, g.tenant, g.others FROM tickwork_claim_gate(%(tasks)s::text[]) g
 ), active AS MATERIALIZED (
     SELECT k.task FROM unnest(%(tasks)s::text[]) AS k (task)
     WHERE NOT (SELECT set FROM limits)
@@ -382,24 +352,8 @@ ORDER BY c.priority DESC, c.run_at, c.id;
 -- row comes back: with no run claimed, one row of NULLs carrying "limited" (so an idle
 -- worker's poll is one statement, not two). A line ending "-- only-queues" is dropped for
 -- a worker that takes every queue, "-- only-tasks" for one that has every task.
-WITH RECURSIVE seen (task) AS (
-    SELECT min(task) FROM tickwork_runs
-    WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
-    UNION ALL
-    SELECT (SELECT min(r.task) FROM tickwork_runs r
-            WHERE r.state IN ('queued', 'failed') AND r.task > s.task)
-    FROM seen s WHERE s.task = ANY(%(tasks)s::text[])
-), limits AS MATERIALIZED (
-    SELECT EXISTS (SELECT 1 FROM tickwork_tenants
-                   WHERE max_running IS NOT NULL OR rate IS NOT NULL
-                   UNION ALL SELECT 1 FROM tickwork_task_limits)
-        OR ends.first <> ends.last AS set,
-        ends.first AS tenant,
-        EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[])) AS others
-    FROM (SELECT (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-                 AS first,
-             (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-                 AS last) ends
+WITH limits AS MATERIALIZED (
+    SELECT g.limited AS set, g.tenant, g.others FROM tickwork_claim_gate(%(tasks)s::text[]) g
 ), picked AS (
     SELECT id FROM (
         SELECT id FROM tickwork_runs
@@ -881,15 +835,8 @@ ORDER BY 1;
 -- tickwork_runs_task serves them, so the planner (which cannot know, for a task from a
 -- list, how few of its runs there are) never reads tickwork_runs_fair with a filter on the
 -- task instead, through the other task's backlog.
-WITH RECURSIVE seen (task) AS (
-    SELECT min(task) FROM tickwork_runs
-    WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
-    UNION ALL
-    SELECT (SELECT min(r.task) FROM tickwork_runs r
-            WHERE r.state IN ('queued', 'failed') AND r.task > s.task)
-    FROM seen s WHERE s.task = ANY(%(tasks)s::text[])
-), gate AS MATERIALIZED (
-    SELECT EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[])) AS others
+WITH RECURSIVE gate AS MATERIALIZED (
+    SELECT others FROM tickwork_claim_gate(%(tasks)s::text[])
 ), active AS MATERIALIZED (
     -- One probe per task, as min(task) from it (an EXISTS ... task = k.task could be
     -- planned as a scan that reads the other tasks' runs on the way).
