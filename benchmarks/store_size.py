@@ -30,7 +30,8 @@ from bulk_load import load_runs
 from harness import PG_SERVER, fmt, fresh_database, machine, percentile, table
 
 from tickwork.store.base import Completion
-from tickwork.store.postgres import PostgresStore, Q, for_queues
+from tickwork.store.postgres import PostgresStore, Q
+from tickwork.store.queries import for_queues
 
 CLAIM_LIMIT = 100
 WARMUP_BATCHES = 3

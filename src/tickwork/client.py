@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any, Unpack
 
 from tickwork import auth
-from tickwork.calendar import Calendar, check_name, make_calendar, parse_date, parse_weekend
+from tickwork.calendar import check_name, make_calendar, parse_date, parse_weekend
 from tickwork.clock import SYSTEM_CLOCK, Clock
 from tickwork.config import resolve_db_url
 from tickwork.cron import Fire
@@ -576,19 +576,14 @@ class Client:
         (each undoes the other for its dates). The jobs that use it are re-planned in the
         same transaction. CalendarNotFound when there is none; InvalidCalendar (from
         :class:`Calendar` itself) for a date both added and removed."""
-        current = self.store.get_calendar(check_name(name)).calendar
-        added = {parse_date(d, field="add") for d in add or ()}
-        removed = {parse_date(d, field="remove") for d in remove or ()}
-        new_country = country if country is not None else current.country
-        calendar = Calendar(
-            name,
-            new_country,
-            subdiv if subdiv is not None else (current.subdiv if country is None else None),
-            parse_weekend(weekend) if weekend is not None else current.weekend,
-            tuple((set(current.added) - removed) | added),
-            tuple((set(current.removed) - added) | removed),
+        return self.store.update_calendar(
+            check_name(name),
+            country=country if country is not None else KEEP,
+            subdiv=subdiv if subdiv is not None else KEEP,
+            weekend=parse_weekend(weekend) if weekend is not None else KEEP,
+            add={parse_date(d, field="add") for d in add or ()},
+            remove={parse_date(d, field="remove") for d in remove or ()},
         )
-        return self.store.update_calendar(calendar)
 
     def get_calendar(self, name: str) -> CalendarRecord:
         return self.store.get_calendar(check_name(name))

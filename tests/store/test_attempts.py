@@ -23,10 +23,10 @@ from tickwork.records import (
 )
 from tickwork.retry import RetryPolicy
 from tickwork.store import Store, open_store
-from tickwork.store import postgres as postgres_store
-from tickwork.store import sqlite as sqlite_store
 from tickwork.store.base import FaultMark
+from tickwork.store.postgres import schema as postgres_store
 from tickwork.store.sql import SqlStore
+from tickwork.store.sqlite import schema as sqlite_store
 
 S = timedelta(seconds=1)
 TRACE = (

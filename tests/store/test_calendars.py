@@ -3,15 +3,25 @@ delete refused while in use) and jobs that name one, on every store."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import threading
+from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, cast
 
 import pytest
 
 from tickwork.calendar import make_calendar
-from tickwork.errors import CalendarInUse, CalendarNotFound, UnknownCalendar, ValidationError
+from tickwork.client import Client
+from tickwork.errors import (
+    CalendarInUse,
+    CalendarNotFound,
+    InvalidCalendar,
+    UnknownCalendar,
+    ValidationError,
+)
 from tickwork.job import JobSpec, JobState
 from tickwork.schedule import Cron
-from tickwork.store import Store
+from tickwork.store import Store, open_store
 
 T0 = datetime(2026, 12, 22, 12, tzinfo=UTC)  # a Tuesday, before Christmas
 BERLIN_NINE_ON_24TH = datetime(2026, 12, 24, 8, tzinfo=UTC)
@@ -55,7 +65,7 @@ def test_unknown_calendars_are_not_found(store: Store) -> None:
     with pytest.raises(CalendarNotFound):
         store.get_calendar("nope")
     with pytest.raises(CalendarNotFound):
-        store.update_calendar(make_calendar("nope"), now=T0)
+        store.update_calendar("nope", add=[date(2026, 12, 24)], now=T0)
     with pytest.raises(CalendarNotFound):
         store.delete_calendar("nope")
 
@@ -89,8 +99,7 @@ def test_editing_a_calendar_replans_its_jobs_in_the_same_call(store: Store) -> N
     store.pause_job(other.id, now=T0)
 
     change = store.update_calendar(
-        make_calendar("de-by", country="DE", subdiv="BY", add=["2026-12-24"]),
-        now=T0 + timedelta(days=1, hours=12),
+        "de-by", add=[date(2026, 12, 24)], now=T0 + timedelta(days=1, hours=12)
     )
 
     assert sorted(change.replanned) == sorted([job.id, other.id])
@@ -102,10 +111,39 @@ def test_editing_a_calendar_replans_its_jobs_in_the_same_call(store: Store) -> N
 
 
 @pytest.mark.usefixtures("de_by")
-def test_the_trigger_runs_the_moved_slot_and_none_on_the_holiday(store: Store) -> None:
-    store.update_calendar(
-        make_calendar("de-by", country="DE", subdiv="BY", add=["2026-12-24"]), now=T0
+def test_an_edit_changes_what_it_names_and_keeps_the_rest(store: Store) -> None:
+    store.update_calendar("de-by", add=[date(2026, 12, 24), date(2026, 12, 31)], now=T0)
+    change = store.update_calendar(
+        "de-by", remove=[date(2026, 12, 31), date(2026, 12, 26)], now=T0 + timedelta(hours=1)
     )
+    calendar = change.record.calendar
+    assert calendar.added == (date(2026, 12, 24),)  # a removed date is no longer added
+    assert calendar.removed == (date(2026, 12, 26), date(2026, 12, 31))
+    assert (calendar.country, calendar.subdiv, calendar.weekend) == ("DE", "BY", {5, 6})
+    assert change.record.updated_at == T0 + timedelta(hours=1)
+
+    moved = store.update_calendar("de-by", country="AT", now=T0).record.calendar
+    assert (moved.country, moved.subdiv) == ("AT", None)  # BY was Germany's
+    assert moved.added == (date(2026, 12, 24),)
+    cleared = store.update_calendar("de-by", country=None, subdiv=None, now=T0).record.calendar
+    assert (cleared.country, cleared.subdiv) == (None, None)
+
+
+@pytest.mark.usefixtures("de_by")
+def test_an_edit_that_leaves_no_calendar_is_refused_and_writes_nothing(store: Store) -> None:
+    before = store.get_calendar("de-by")
+    with pytest.raises(InvalidCalendar, match="both added and removed"):
+        store.update_calendar(
+            "de-by", add=[date(2026, 12, 24)], remove=[date(2026, 12, 24)], now=T0
+        )
+    with pytest.raises(InvalidCalendar):
+        store.update_calendar("de-by", subdiv="XX", now=T0)
+    assert store.get_calendar("de-by") == before
+
+
+@pytest.mark.usefixtures("de_by")
+def test_the_trigger_runs_the_moved_slot_and_none_on_the_holiday(store: Store) -> None:
+    store.update_calendar("de-by", add=[date(2026, 12, 24)], now=T0)
     job = store.put_schedule(daily(), now=T0 + timedelta(days=1, hours=12)).job
     assert job.next_run_at == BERLIN_NINE_ON_28TH
     epoch = lead(store, T0)
@@ -130,3 +168,67 @@ def test_a_calendar_in_use_is_not_deleted_and_the_error_names_the_jobs(store: St
     with pytest.raises(CalendarNotFound):
         store.get_calendar("de-by")
     assert store.calendar_jobs("de-by") == []
+
+
+class Together:
+    """``store``, except that once armed each thread's first call waits until ``barrier``'s
+    other threads have made theirs: concurrent edits overlap as much as they can (the real
+    store underneath)."""
+
+    def __init__(self, store: Store, barrier: threading.Barrier) -> None:
+        self._store = store
+        self._barrier = barrier
+        self._started = threading.local()
+        self.armed = False
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._store, name)
+        if not callable(found):
+            return found
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.armed and not getattr(self._started, "done", False):
+                self._started.done = True
+                self._barrier.wait()
+            return found(*args, **kwargs)
+
+        return call
+
+
+def concurrently(*edits: Callable[[], object]) -> None:
+    errors: list[BaseException] = []
+
+    def run(edit: Callable[[], object]) -> None:
+        try:
+            edit()
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(edit,)) for edit in edits]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not errors, errors
+
+
+@pytest.mark.usefixtures("de_by")
+def test_two_concurrent_edits_of_a_calendar_are_both_kept(store_url: str) -> None:
+    stores = [open_store(store_url) for _ in range(2)]
+    try:
+        barrier = threading.Barrier(2, timeout=5)
+        together = [Together(s, barrier) for s in stores]
+        first, second = (Client(cast(Store, s)) for s in together)
+        for s in together:
+            s.armed = True
+        concurrently(
+            lambda: first.update_calendar("de-by", add=["2026-12-23"]),
+            lambda: second.update_calendar("de-by", add=["2026-12-30"], weekend="FRI,SAT"),
+        )
+        calendar = stores[0].get_calendar("de-by").calendar
+    finally:
+        for s in stores:
+            s.close()
+    assert calendar.added == (date(2026, 12, 23), date(2026, 12, 30))
+    assert calendar.weekend == frozenset({4, 5})
+    assert (calendar.country, calendar.subdiv) == ("DE", "BY")

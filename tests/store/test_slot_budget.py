@@ -69,7 +69,7 @@ def test_a_calendar_edit_that_strands_a_job_is_refused_and_changes_nothing(store
     paused = store.get_job(paused.id)
 
     with pytest.raises(CalendarStrandsJobs) as caught:
-        store.update_calendar(make_calendar("x", weekend="SAT,SUN"), now=T0)
+        store.update_calendar("x", weekend=frozenset({5, 6}), now=T0)
 
     assert caught.value.job_ids == [saturday.id, paused.id]
     assert f"job {saturday.id} (cron '0 9 * * 6' with calendar 'x' (business days only)" in str(
@@ -81,7 +81,7 @@ def test_a_calendar_edit_that_strands_a_job_is_refused_and_changes_nothing(store
     # Once the jobs that would never fire are cancelled, the edit goes through.
     store.cancel_job(saturday.id, now=T0)
     store.cancel_job(paused.id, now=T0)
-    change = store.update_calendar(make_calendar("x", weekend="SAT,SUN"), now=T0)
+    change = store.update_calendar("x", weekend=frozenset({5, 6}), now=T0)
     assert change.replanned == [daily.id]
 
 

@@ -52,9 +52,9 @@ The run state machine is drawn in ``docs/job-lifecycle.md``.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Unpack
 
 from tickwork.calendar import Calendar
@@ -645,11 +645,32 @@ class Store(abc.ABC):
         is written then."""
 
     @abc.abstractmethod
-    def update_calendar(self, calendar: Calendar, *, now: datetime | None = None) -> CalendarChange:
-        """Replace the calendar named ``calendar.name`` and, in the same transaction,
-        re-plan every active or paused job whose schedule uses it: the job's copy of the
-        calendar is replaced and its ``next_run_at`` becomes the new schedule's first slot
-        after now (a slot already due stays due). CalendarNotFound when there is none;
+    def update_calendar(
+        self,
+        name: str,
+        *,
+        country: str | Keep | None = KEEP,
+        subdiv: str | Keep | None = KEEP,
+        weekend: frozenset[int] | Keep = KEEP,
+        add: Collection[date] = (),
+        remove: Collection[date] = (),
+        now: datetime | None = None,
+    ) -> CalendarChange:
+        """Change the calendar ``name`` and, in the same transaction, re-plan every active
+        or paused job whose schedule uses it.
+
+        The change: a ``country``, ``subdiv`` or ``weekend`` given replaces the stored one
+        (None clears it), one not given (:data:`KEEP`) stays, except that a new ``country``
+        clears the stored ``subdiv`` unless one is given too (a region is its country's);
+        dates in ``add`` become days off and dates in ``remove`` business days, each undoing
+        the other for its dates. The calendar's row is read, changed and written in one
+        transaction that holds it, so two concurrent edits are both kept.
+
+        The re-plan: each job's copy of the calendar is replaced and its ``next_run_at``
+        becomes the new schedule's first slot after now (a slot already due stays due).
+
+        CalendarNotFound when there is none; InvalidCalendar when the change leaves no
+        calendar (a date both added and removed, a region its country lacks);
         CalendarStrandsJobs, naming them, when the new calendar would leave any of those
         jobs with no slot to come (or none its search finds within its budget,
         :mod:`tickwork.search`): nothing is written then."""

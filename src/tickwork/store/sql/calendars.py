@@ -4,8 +4,8 @@ schedule to the calendar it names, which every job write does."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Collection
+from datetime import date, datetime
 from typing import Any
 
 from tickwork import schedule as schedules
@@ -19,7 +19,7 @@ from tickwork.errors import (
 )
 from tickwork.job import JobSpec
 from tickwork.store import rows
-from tickwork.store.base import CHANNEL_JOBS, CalendarChange, CalendarRecord
+from tickwork.store.base import CHANNEL_JOBS, KEEP, CalendarChange, CalendarRecord, Keep
 from tickwork.store.sql.core import SqlCore
 
 
@@ -35,6 +35,30 @@ def bind_calendar(spec: JobSpec, lookup: Callable[[str], Any]) -> JobSpec:
         raise UnknownCalendar(found.calendar)
     calendar = calendar_from_definition(row["name"], row["definition"])
     return JobSpec(**{**_spec_fields(spec), "schedule": found.bind(calendar)})
+
+
+def _edited(
+    calendar: Calendar,
+    *,
+    country: str | Keep | None = KEEP,
+    subdiv: str | Keep | None = KEEP,
+    weekend: frozenset[int] | Keep = KEEP,
+    add: Collection[date] = (),
+    remove: Collection[date] = (),
+) -> Calendar:
+    """``calendar`` changed as :meth:`~tickwork.store.base.Store.update_calendar` says;
+    InvalidCalendar (from :class:`Calendar`) when the result is not one."""
+    added, removed = set(add), set(remove)
+    if subdiv is KEEP and country is not KEEP:
+        subdiv = None  # a new country: the old region was the old country's
+    return Calendar(
+        calendar.name,
+        calendar.country if country is KEEP else country,
+        calendar.subdiv if subdiv is KEEP else subdiv,
+        calendar.weekend if weekend is KEEP else weekend,
+        tuple((set(calendar.added) - removed) | added),
+        tuple((set(calendar.removed) - added) | removed),
+    )
 
 
 def _spec_fields(spec: JobSpec) -> dict[str, Any]:
@@ -55,14 +79,37 @@ class CalendarTransitions(SqlCore):
             )
         return self._record(row)
 
-    def update_calendar(self, calendar: Calendar, *, now: datetime | None = None) -> CalendarChange:
+    def update_calendar(
+        self,
+        name: str,
+        *,
+        country: str | Keep | None = KEEP,
+        subdiv: str | Keep | None = KEEP,
+        weekend: frozenset[int] | Keep = KEEP,
+        add: Collection[date] = (),
+        remove: Collection[date] = (),
+        now: datetime | None = None,
+    ) -> CalendarChange:
         time = self.codec.time
         with self.driver.write() as tx:
             t = tx.now(now)
-            params = {"name": calendar.name, "definition": calendar.definition(), "now": time(t)}
+            # Hazard: the row is held from here to the commit (FOR UPDATE; SQLite's write
+            # lock), so a concurrent edit merges into this one's result, never into the
+            # calendar as both read it.
+            stored = tx.one(self.q["calendar_for_update"], {"name": name})
+            if stored is None:
+                raise CalendarNotFound(name)
+            calendar = _edited(
+                calendar_from_definition(name, stored["definition"]),
+                country=country,
+                subdiv=subdiv,
+                weekend=weekend,
+                add=add,
+                remove=remove,
+            )
+            params = {"name": name, "definition": calendar.definition(), "now": time(t)}
             row = tx.one(self.q["update_calendar"], params)
-            if row is None:
-                raise CalendarNotFound(calendar.name)
+            assert row is not None  # the row is held
             replanned = []
             stranded: list[tuple[int, str]] = []
             for job_row in tx.all(self.q["live_jobs_of_calendar"], {"name": calendar.name}):
