@@ -948,10 +948,13 @@ SELECT set_config('jit', 'off', true),
 --    store/limits.py's refill; the conformance tests hold both to the same figures); a
 --    held task, its max_running less its running runs; a limited tenant or task not held,
 --    none. A held task with a rate: no more than the whole tokens in its bucket too.
--- 2. Fair share: of each tenant of the walk with room, lock its first runs in claim order
---    (twice its weighted share of the batch, once when %(limit)s tenants have room, at most
---    its room: limits.share); keep those within their task's room, in order of rank /
---    weight, then walk position; claim %(limit)s of them.
+-- 2. Fair share (store/limits.py, claim_fairly: the oracle it is tested against): of
+--    each tenant of the walk with room, lock its first k runs in claim order (k: twice its
+--    weighted share of the batch, once when %(limit)s tenants have room, at most its room:
+--    limits.share), of unlimited tasks and of each limited task with room, no more than
+--    that room of each; keep those within their task's room, in order of rank / weight,
+--    then walk position; claim %(limit)s of them. A tenant's k at most its room, so the
+--    task's room is the one that can bind there.
 -- 3. Spend a token of each claimed run's rate-limited tenant, and of its rate-limited task.
 -- Tasks: only runs of tasks (NULL: every task). While runs of another task wait
 -- (tickwork.others, from hold_limits), each tenant's runs of each task of tasks with
@@ -1037,7 +1040,8 @@ WITH clock AS (
     -- Of each tenant: its first runs of unlimited tasks, and of each limited task with room
     -- its first runs up to that room; so a task held by its limit (a rate refills all the
     -- time: its room is rarely 0) never fills a tenant's share with runs it cannot take,
-    -- and its backlog does not hold back the tenant's other tasks (as SQLite's refetch).
+    -- and its backlog does not hold back the tenant's other tasks; then the first k of
+    -- them all (m), so that a tenant's runs of several tasks never pass its room.
     -- With runs of another task waiting, each of this claimer's unlimited tasks is read
     -- apart (o), up to the share each: a tenant with several such tasks locks more rows
     -- than it claims (those it does not claim are free again at commit). A task's runs of
@@ -1049,7 +1053,7 @@ WITH clock AS (
         (row_number() OVER (PARTITION BY c.tenant ORDER BY c.priority DESC, c.run_at, c.id)
          - 1) / s.weight AS vtime
     FROM shares s CROSS JOIN LATERAL (
-        SELECT * FROM (
+        SELECT * FROM (SELECT * FROM (
             SELECT id, tenant, task, priority, run_at FROM tickwork_runs r
             WHERE r.tenant = s.tenant AND r.state IN ('queued', 'failed')
               AND r.run_at <= (SELECT now FROM clock)
@@ -1086,6 +1090,9 @@ WITH clock AS (
         ) l
         WHERE t.room > 0
           AND t.task = ANY(%(tasks)s::text[])  -- only-tasks
+        ) m
+        ORDER BY priority DESC, run_at, id
+        LIMIT s.k
     ) c
 ), chosen AS (
     SELECT p.id, p.n FROM (
