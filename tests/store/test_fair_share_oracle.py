@@ -220,3 +220,20 @@ def test_each_claim_takes_what_the_oracle_takes_in_its_order(
                 assert [r.id for r in got] == want, n
     finally:
         store.close()
+
+
+def test_a_tenants_runs_of_a_limited_and_an_unlimited_task_stay_within_its_max_running(
+    store_url: str,
+) -> None:
+    # Found by the property above: each task's runs were read up to the tenant's share
+    # apart, and the tenant got one of each, two runs for a max_running of 1.
+    store = open_store(store_url)
+    try:
+        t0 = store.now().replace(microsecond=0)
+        store.set_tenant_limits("a", max_running=1, now=t0)
+        store.register_task_limits({"t2": TaskLimits(max_running=5)}, now=t0)
+        for task in ("t1", "t2"):
+            store.submit_many([JobSpec(task=task, schedule=Once(at=t0), tenant="a")], now=t0)
+        assert len(store.claim("w", limit=2, lease=LEASE, now=t0)) == 1
+    finally:
+        store.close()
