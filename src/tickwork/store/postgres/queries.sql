@@ -227,6 +227,17 @@ SELECT (SELECT CASE WHEN schedule->>'kind' = 'once' THEN next_run_at - %(lead)s:
         ORDER BY next_run_at, schedule->>'kind' = 'once' DESC LIMIT 1) AS at,
     coalesce(%(now)s::timestamptz, clock_timestamp()) AS now;
 
+-- name: claimable
+-- The claim's eligibility predicate, written once: a run (tickwork_runs as r) a claim may
+-- take waits (queued, or failed and waiting for its retry), is due by the claim's clock,
+-- is in a queue the claimer takes and of a task it has. claim, complete_then_claim and
+-- claim_limited include it (a line "-- include: claimable", store/queries.py); the
+-- "-- only-queues" and "-- only-tasks" lines are dropped as in any query. A claim's other
+-- conditions (limits, fair share, the gate) are its own.
+AND r.state IN ('queued', 'failed') AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+AND r.task = ANY(%(tasks)s::text[])  -- only-tasks
+
 -- name: complete_then_claim
 -- A busy worker's one statement per batch: complete what it finished (as complete_ids),
 -- then claim (as claim); one round trip, one commit. The two updates cannot meet: one takes
@@ -261,12 +272,10 @@ WITH limits AS MATERIALIZED (
     RETURNING r.id
 ), picked AS (
     SELECT id FROM (
-        SELECT id FROM tickwork_runs
-        WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
-          AND queue = ANY(%(queues)s::text[])  -- only-queues
-          AND task = ANY(%(tasks)s::text[])  -- only-tasks
-          AND NOT (SELECT set OR others FROM limits)
-        ORDER BY priority DESC, run_at, id
+        SELECT r.id FROM tickwork_runs r
+        WHERE NOT (SELECT set OR others FROM limits)
+          -- include: claimable
+        ORDER BY r.priority DESC, r.run_at, r.id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
     ) every
@@ -356,12 +365,10 @@ WITH limits AS MATERIALIZED (
     SELECT g.limited AS set, g.tenant, g.others FROM tickwork_claim_gate(%(tasks)s::text[]) g
 ), picked AS (
     SELECT id FROM (
-        SELECT id FROM tickwork_runs
-        WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
-          AND queue = ANY(%(queues)s::text[])  -- only-queues
-          AND task = ANY(%(tasks)s::text[])  -- only-tasks
-          AND NOT (SELECT set OR others FROM limits)
-        ORDER BY priority DESC, run_at, id
+        SELECT r.id FROM tickwork_runs r
+        WHERE NOT (SELECT set OR others FROM limits)
+          -- include: claimable
+        ORDER BY r.priority DESC, r.run_at, r.id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
     ) every
@@ -1055,10 +1062,8 @@ WITH clock AS (
     FROM shares s CROSS JOIN LATERAL (
         SELECT * FROM (SELECT * FROM (
             SELECT id, tenant, task, priority, run_at FROM tickwork_runs r
-            WHERE r.tenant = s.tenant AND r.state IN ('queued', 'failed')
-              AND r.run_at <= (SELECT now FROM clock)
-              AND r.queue = ANY(%(queues)s::text[])  -- only-queues
-              AND r.task = ANY(%(tasks)s::text[])  -- only-tasks
+            WHERE r.tenant = s.tenant
+              -- include: claimable
               AND r.task NOT IN (SELECT task FROM task_room)
               AND NOT (SELECT waiting FROM others)
             ORDER BY r.priority DESC, r.run_at, r.id
