@@ -9,7 +9,7 @@
 -- the claimer has every task, and none does). The waiting runs' tasks are walked in name
 -- order, one probe each, up to the first not in tasks: two probes while every waiting run
 -- is of one task the claimer has.
-CREATE FUNCTION tickwork_claim_gate(tasks text[])
+CREATE OR REPLACE FUNCTION tickwork_claim_gate(tasks text[])
 RETURNS TABLE (limited boolean, tenant text, others boolean)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET plan_cache_mode = force_generic_plan
