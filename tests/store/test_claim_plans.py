@@ -137,3 +137,32 @@ def test_with_a_tenants_limit_the_claim_reads_past_no_backlog_either(
     fill(pg_store, 1)
     read = explained(pg_database, ["hold_limits", "claim_limited"], PARAMS)
     assert max(read.values()) < READ_AT_MOST, read
+
+
+def gate_buffers(url: str, tasks: list[str] | None) -> int:
+    """Buffers the claim's gate (tickwork_claim_gate, a PL/pgSQL function: EXPLAIN shows
+    none of its plan, but counts the buffers its query touches) reads, run twice so that
+    its second call runs the session's cached plan."""
+    with psycopg.connect(url) as conn:
+        conn.execute("ANALYZE tickwork_runs")
+        query = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM tickwork_claim_gate(%s)"
+        for _ in range(2):
+            (found,) = conn.execute(query, [tasks]).fetchone()
+        plan = found[0]["Plan"]
+        conn.rollback()
+    return int(plan["Shared Hit Blocks"] + plan["Shared Read Blocks"])
+
+
+@pytest.mark.parametrize("tasks", [MINE, None])
+def test_the_claims_gate_reads_a_probe_or_two_beside_a_backlog(
+    pg_store: Store, pg_database: str, tasks: list[str] | None
+) -> None:
+    # The backlog's index entries alone fill dozens of pages: a gate that read them would
+    # touch that many; its probes touch a few each (root, inner page, leaf, heap).
+    fill(pg_store, 1, others=BACKLOG)
+    with psycopg.connect(pg_database) as conn:
+        (pages,) = conn.execute(
+            "SELECT pg_relation_size('tickwork_runs_task') / current_setting('block_size')::int"
+        ).fetchone()
+    assert pages > 40
+    assert gate_buffers(pg_database, tasks) < 25

@@ -116,6 +116,7 @@ def test_both_dialects_filter_queues_in_the_same_queries() -> None:
         return {n for n, q in queries.items() if ONLY_QUEUES in q}
 
     assert filtered(SQLITE) == {
+        "claimable",  # the claim's predicate, included by the claims below
         "claim",
         "claim_candidates",
         "claim_candidates_of_task",
@@ -129,8 +130,9 @@ def test_both_dialects_filter_tasks_in_the_same_queries() -> None:
     def filtered(queries: dict[str, str]) -> set[str]:
         return {n for n, q in queries.items() if ONLY_TASKS in q}
 
-    assert filtered(SQLITE) == {"claim", "claim_candidates", "next_claimable_at"}
+    assert filtered(SQLITE) == {"claimable", "claim", "claim_candidates", "next_claimable_at"}
     assert filtered(POSTGRES) == {
+        "claimable",
         "claim",
         "complete_then_claim",
         "hold_limits",
@@ -165,3 +167,14 @@ def test_for_queues_drops_the_filter_lines_only_for_every_queue() -> None:
     query = "SELECT 1\nWHERE queue = ANY(%(queues)s)  -- only-queues\nLIMIT 1"
     assert for_queues(query, ["a"]) == query
     assert for_queues(query, None) == "SELECT 1\nLIMIT 1"
+
+
+def test_the_claims_include_their_eligibility_predicate_written_once() -> None:
+    for queries, names in (
+        (POSTGRES, ["claim", "complete_then_claim", "claim_limited"]),
+        (SQLITE, ["claim", "claim_candidates"]),
+    ):
+        predicate = [ln for ln in queries["claimable"].splitlines() if not ln.startswith("--")]
+        for name in names:
+            assert "include:" not in queries[name], name
+            assert all(ln.strip() in queries[name] for ln in predicate), name

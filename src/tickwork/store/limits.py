@@ -1,14 +1,13 @@
 """Which candidate runs a claim may take under tenants' and tasks' limits, and in which
-order tenants share a claim: the rules, in Python.
+order tenants share a claim: the rules, in Python, written once (:func:`claim_fairly`).
 
 SQLite's limited claim runs them as they are: under the write lock it counts the limited
-tenants' and tasks' running runs, and hands :func:`pick_within_limits` a way to fetch
-candidates in claim order. A tenant or task that fills up is added to ``full`` and the
-store fetches again without it, so a throttled tenant never holds back another's runs:
-the batch fills from those with room. PostgreSQL's runs the same rules as one statement
+tenants' and tasks' running runs, walks the tenants and hands :func:`claim_fairly` a way
+to read each one's runs in claim order. PostgreSQL's runs the same rules as one statement
 (``claim_limited`` in its queries.sql, which names the function each step follows), so a
-claim is one round trip; the conformance tests (tests/store/test_tenants.py) hold both to
-the same figures. The tenants' statuses (``TenantStatus.starts``) use :func:`refill_all`.
+claim is one round trip. tests/store/test_fair_share_oracle.py holds both to
+:func:`claim_fairly` as the oracle, on random tenants, weights, limits, rates and runs;
+the tenants' statuses (``TenantStatus.starts``) use :func:`refill_all`.
 
 A tenant's ``rate`` is a token bucket kept in its row (tokens, refilled_at by the store's
 clock), and a task's the same way: the claim refills it (:func:`refill`), gives the tenant
@@ -16,7 +15,7 @@ clock), and a task's the same way: the claim refills it (:func:`refill`), gives 
 all while it holds the row, so every worker on every host draws on one bucket and the rate
 is never exceeded.
 
-Fair share (:func:`fair_order`): when runs of more than one tenant are claimable, a claim
+Fair share (:func:`claim_fairly`): when runs of more than one tenant are claimable, a claim
 walks the tenants in name order from where this claimer's last claim stopped (a cursor,
 round-robin) and reads each one's first runs in claim order; it then interleaves them by
 weighted rank, ``rank / weight`` (start-time fair queuing with a per-claim virtual clock):
@@ -27,8 +26,9 @@ per tenant visited, at most a batch's worth, however many tenants have runs.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 from tickwork.records import bucket_size
 
@@ -36,36 +36,6 @@ TENANT = "tenant"
 TASK = "task"
 Key = tuple[str, str]
 """What a limit is on: ``(TENANT, name)`` or ``(TASK, name)``."""
-Candidates = Callable[[list[int], list[Key], int], Sequence[tuple[int, str, str]]]
-"""``(taken, full, want) -> [(run_id, tenant, task), ...]``: up to ``want`` claimable
-runs in claim order, none in ``taken`` and none of a tenant or task in ``full``."""
-
-
-def pick_within_limits(candidates: Candidates, room: dict[Key, int], limit: int) -> list[int]:
-    """The ids of up to ``limit`` runs to claim, in claim order. ``room`` maps each limited
-    tenant and task to how many more of its runs may run now (its ``max_running`` less its
-    running runs); one not in it is unlimited. A run is taken only if both its tenant and
-    its task have room. Fetches at most once more than there are limits that fill up."""
-    taken: list[int] = []
-    left = dict(room)
-    full = sorted(k for k, n in left.items() if n <= 0)
-    while len(taken) < limit:
-        want = limit - len(taken)
-        rows = candidates(list(taken), list(full), want)
-        refused = False
-        for run_id, tenant, task in rows:
-            keys = [k for k in ((TENANT, tenant), (TASK, task)) if k in left]
-            if any(left[k] <= 0 for k in keys):
-                refused = True
-                continue
-            taken.append(run_id)
-            for k in keys:
-                left[k] -= 1
-                if left[k] == 0:
-                    full.append(k)
-        if len(rows) < want or not refused:
-            break
-    return taken
 
 
 def names(keys: Sequence[Key], kind: str) -> list[str]:
@@ -128,10 +98,6 @@ def whole(tokens: float) -> int:
     return max(0, math.floor(tokens + 1e-9))
 
 
-FairRow = tuple[int, str, str, int, int, float]
-"""``(run_id, tenant, task, walk position, rank in its tenant (0 first), weight)``."""
-
-
 def share(limit: int, weight: float, weights: float, *, walk_full: bool) -> int:
     """How many of its runs a claim reads for a tenant of ``weight`` among visited tenants
     whose weights sum to ``weights``: twice its share of the batch (so a tenant with few
@@ -143,8 +109,89 @@ def share(limit: int, weight: float, weights: float, *, walk_full: bool) -> int:
     return max(1, min(limit, math.ceil(factor * limit * weight / weights)))
 
 
-def fair_order(rows: Sequence[FairRow], limit: int) -> list[tuple[int, str, str]]:
-    """Up to ``limit`` of ``rows`` interleaved by weighted rank, ``rank / weight``, then by
-    the tenant's position in the walk."""
-    ordered = sorted(rows, key=lambda r: (r[4] / r[5], r[3], r[4]))
-    return [(r[0], r[1], r[2]) for r in ordered[:limit]]
+Run = tuple[int, str, str, tuple[int, Any, int]]
+"""A claimable run as fair share sees it: ``(run_id, tenant, task, order)``, ``order`` its
+place in claim order, ``(-priority, run_at, id)``."""
+Read = Callable[[str, int, "str | None"], Sequence[Run]]
+"""``(tenant, k, task) -> runs``: up to ``k`` of ``tenant``'s claimable runs in claim order,
+of ``task``, or (None) of every task without a limit."""
+
+
+def walk(tenants: Iterable[str], after: str, n: int) -> list[str]:
+    """Fair share's walk: up to ``n`` of ``tenants`` (those with claimable runs) in name
+    order from just past ``after`` round to it again."""
+    ordered = sorted(set(tenants))
+    return ([t for t in ordered if t > after] + [t for t in ordered if t <= after])[:n]
+
+
+def claim_fairly(
+    walked: Sequence[tuple[str, float]],
+    room: dict[Key, int],
+    read: Read,
+    *,
+    limit: int,
+    limited_tasks: Iterable[str],
+) -> list[tuple[int, str, int]]:
+    """The limited claim's picks, as both stores make them: up to ``limit`` runs as
+    ``(run_id, tenant, walk position)``, in the order fair share takes them.
+
+    ``walked``: the walk's tenants and weights, in walk order (:func:`walk`, a batch's worth
+    of tenants). ``room``: how many more runs each limited tenant and task may start now
+    (its ``max_running`` less its running runs, no more than its whole tokens); a tenant
+    not in it is unlimited, and so is a task not in ``limited_tasks`` (one in it but not in
+    ``room`` has none: another claimer holds it).
+
+    1. Each walked tenant with room reads ``k`` runs, its :func:`share` of the batch (no
+       more than its room): its first in claim order, of tasks without a limit and of each
+       limited task with room, no more than that room of each (``read``, a store's index
+       probes, or the oracle's list).
+    2. They are interleaved by weighted rank, ``rank / weight``, then walk position.
+    3. In that order a run is taken while its tenant and its task have room, up to
+       ``limit``.
+
+    One pass, no read again: PostgreSQL's ``claim_limited`` is this as one statement,
+    SQLite's claim calls this with its reads. tests/store/test_fair_share_oracle.py holds
+    both to it, ``read`` over a list, on random tenants, limits and runs."""
+    limited = sorted(set(limited_tasks))
+    open_ = [
+        (n, tenant, weight)
+        for n, (tenant, weight) in enumerate(walked, 1)
+        if room.get((TENANT, tenant), limit) > 0
+    ]
+    weights = sum(weight for _, _, weight in open_)
+    rows: list[tuple[float, int, int, str, str]] = []
+    for n, tenant, weight in open_:
+        k = min(
+            room.get((TENANT, tenant), limit),
+            share(limit, weight, weights, walk_full=len(open_) >= limit),
+        )
+        runs = list(read(tenant, k, None))
+        for task in limited:
+            if room.get((TASK, task), 0) > 0:
+                runs += read(tenant, min(k, room[TASK, task]), task)
+        runs.sort(key=lambda r: r[3])
+        rows += [(rank / weight, n, r[0], tenant, r[2]) for rank, r in enumerate(runs[:k])]
+    rows.sort(key=lambda r: (r[0], r[1]))
+    left = dict(room)
+    for task in limited:
+        left.setdefault((TASK, task), 0)
+    taken: list[tuple[int, str, int]] = []
+    for _, n, run_id, tenant, task in rows:
+        if len(taken) == limit:
+            break
+        keys = [key for key in ((TENANT, tenant), (TASK, task)) if key in left]
+        if any(left[key] <= 0 for key in keys):
+            continue
+        for key in keys:
+            left[key] -= 1
+        taken.append((run_id, tenant, n))
+    return taken
+
+
+def cursor(walked: Sequence[str], taken: Sequence[tuple[int, str, int]], after: str) -> str:
+    """Where the next claim walks on from (round-robin): the tenant of the run taken last in
+    the walk, or with none taken, past every tenant walked (all full); with none walked,
+    where it was."""
+    if taken:
+        return max(taken, key=lambda t: t[2])[1]
+    return walked[-1] if walked else after

@@ -23,7 +23,23 @@ def load_queries(path: Path) -> dict[str, str]:
         if mark.group(1) in queries:
             raise ValueError(f"{path}: query {mark.group(1)!r} defined twice")
         queries[mark.group(1)] = body
-    return queries
+    return {name: _including(body, queries) for name, body in queries.items()}
+
+
+_INCLUDE = re.compile(r"^(\s*)--\s*include:\s*(\w+)\s*$", re.MULTILINE)
+
+
+def _including(query: str, queries: dict[str, str]) -> str:
+    """``query`` with each line ``-- include: <name>`` replaced by the SQL of the query
+    ``name`` (a predicate written once, such as the claim's ``claimable``), indented as the
+    line was, without its comment lines. Done once, as the file is read: a query's text is
+    still never formatted with values."""
+
+    def body(mark: re.Match[str]) -> str:
+        lines = [ln for ln in queries[mark.group(2)].splitlines() if not ln.startswith("--")]
+        return "\n".join(mark.group(1) + ln for ln in lines)
+
+    return _INCLUDE.sub(body, query)
 
 
 def migration_files(directory: Path) -> list[tuple[int, Path]]:

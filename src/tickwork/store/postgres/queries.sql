@@ -229,6 +229,17 @@ SELECT (SELECT CASE WHEN schedule->>'kind' = 'once' THEN next_run_at - %(lead)s:
         ORDER BY next_run_at, schedule->>'kind' = 'once' DESC LIMIT 1) AS at,
     coalesce(%(now)s::timestamptz, clock_timestamp()) AS now;
 
+-- name: claimable
+-- The claim's eligibility predicate, written once: a run (tickwork_runs as r) a claim may
+-- take waits (queued, or failed and waiting for its retry), is due by the claim's clock,
+-- is in a queue the claimer takes and of a task it has. claim, complete_then_claim and
+-- claim_limited include it (a line "-- include: claimable", store/queries.py); the
+-- "-- only-queues" and "-- only-tasks" lines are dropped as in any query. A claim's other
+-- conditions (limits, fair share, the gate) are its own.
+AND r.state IN ('queued', 'failed') AND r.run_at <= coalesce(%(now)s::timestamptz, now())
+AND r.queue = ANY(%(queues)s::text[])  -- only-queues
+AND r.task = ANY(%(tasks)s::text[])  -- only-tasks
+
 -- name: complete_then_claim
 -- A busy worker's one statement per batch: complete what it finished (as complete_ids),
 -- then claim (as claim); one round trip, one commit. The two updates cannot meet: one takes
@@ -238,35 +249,21 @@ SELECT (SELECT CASE WHEN schedule->>'kind' = 'once' THEN next_run_at - %(lead)s:
 -- "-- only-queues" is dropped for a worker that takes every queue (see for_queues).
 -- With any tenant or task limited, or runs of more than one tenant claimable (fair share),
 -- it claims nothing (the limited path claims, in a transaction: hold_limits, claim_limited)
--- and "limited" says so. Both read one materialized check (two empty tables and the two
--- ends of tickwork_runs_fair); the gate is pseudo-constant, a one-time filter that leaves
--- the planner's estimate, and so its plan (the claim index read in order, stopping at the
--- limit), as it was without it.
+-- and "limited" says so. Both read one materialized check, the gate (tickwork_claim_gate,
+-- migration 0018: two empty tables and the two ends of tickwork_runs_fair); the gate is
+-- pseudo-constant, a one-time filter that leaves the planner's estimate, and so its plan
+-- (the claim index read in order, stopping at the limit), as it was without it. A
+-- function, not a CTE: this statement is planned on every call, and the gate's recursive
+-- walk was a third of its planning; the function's plan is kept for the session.
 -- Tasks: only runs of tasks (NULL: the claimer has every task; "-- only-tasks" lines
--- are dropped then, as "-- only-queues" ones for every queue). The check also walks the
+-- are dropped then, as "-- only-queues" ones for every queue). The gate also walks the
 -- waiting runs' tasks in name order, one probe of tickwork_runs_task each, up to the
 -- first not in tasks ("others": while every waiting run is of one task, two probes).
 -- While none waits, the claim index is read as above. While some do, a backlog of theirs
 -- could lie ahead in that index: it claims nothing and "others" says so, and
 -- complete_then_claim_own claims instead (reading each of the claimer's tasks apart).
-WITH RECURSIVE seen (task) AS (
-    SELECT min(task) FROM tickwork_runs
-    WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
-    UNION ALL
-    SELECT (SELECT min(r.task) FROM tickwork_runs r
-            WHERE r.state IN ('queued', 'failed') AND r.task > s.task)
-    FROM seen s WHERE s.task = ANY(%(tasks)s::text[])
-), limits AS MATERIALIZED (
-    SELECT EXISTS (SELECT 1 FROM tickwork_tenants
-                   WHERE max_running IS NOT NULL OR rate IS NOT NULL
-                   UNION ALL SELECT 1 FROM tickwork_task_limits)
-        OR ends.first <> ends.last AS set,
-        ends.first AS tenant,
-        EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[])) AS others
-    FROM (SELECT (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-                 AS first,
-             (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-                 AS last) ends
+WITH limits AS MATERIALIZED (
+    SELECT g.limited AS set, g.tenant, g.others FROM tickwork_claim_gate(%(tasks)s::text[]) g
 ), done AS (
     UPDATE tickwork_runs r
     SET state = 'succeeded', finished_at = coalesce(%(now)s::timestamptz, now()), lease_expires_at = NULL,
@@ -277,12 +274,10 @@ WITH RECURSIVE seen (task) AS (
     RETURNING r.id
 ), picked AS (
     SELECT id FROM (
-        SELECT id FROM tickwork_runs
-        WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
-          AND queue = ANY(%(queues)s::text[])  -- only-queues
-          AND task = ANY(%(tasks)s::text[])  -- only-tasks
-          AND NOT (SELECT set OR others FROM limits)
-        ORDER BY priority DESC, run_at, id
+        SELECT r.id FROM tickwork_runs r
+        WHERE NOT (SELECT set OR others FROM limits)
+          -- include: claimable
+        ORDER BY r.priority DESC, r.run_at, r.id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
     ) every
@@ -314,24 +309,8 @@ ORDER BY c.priority DESC, c.run_at, c.id;
 -- complete_then_claim: that one is planned on every call, and this branch doubled its
 -- planning time. Comes back as complete_then_claim, with "others" (false: the next call
 -- may take complete_then_claim again).
-WITH RECURSIVE seen (task) AS (
-    SELECT min(task) FROM tickwork_runs
-    WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
-    UNION ALL
-    SELECT (SELECT min(r.task) FROM tickwork_runs r
-            WHERE r.state IN ('queued', 'failed') AND r.task > s.task)
-    FROM seen s WHERE s.task = ANY(%(tasks)s::text[])
-), limits AS MATERIALIZED (
-    SELECT EXISTS (SELECT 1 FROM tickwork_tenants
-                   WHERE max_running IS NOT NULL OR rate IS NOT NULL
-                   UNION ALL SELECT 1 FROM tickwork_task_limits)
-        OR ends.first <> ends.last AS set,
-        ends.first AS tenant,
-        EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[])) AS others
-    FROM (SELECT (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-                 AS first,
-             (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-                 AS last) ends
+WITH limits AS MATERIALIZED (
+    SELECT g.limited AS set, g.tenant, g.others FROM tickwork_claim_gate(%(tasks)s::text[]) g
 ), active AS MATERIALIZED (
     SELECT k.task FROM unnest(%(tasks)s::text[]) AS k (task)
     WHERE NOT (SELECT set FROM limits)
@@ -384,32 +363,14 @@ ORDER BY c.priority DESC, c.run_at, c.id;
 -- row comes back: with no run claimed, one row of NULLs carrying "limited" (so an idle
 -- worker's poll is one statement, not two). A line ending "-- only-queues" is dropped for
 -- a worker that takes every queue, "-- only-tasks" for one that has every task.
-WITH RECURSIVE seen (task) AS (
-    SELECT min(task) FROM tickwork_runs
-    WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
-    UNION ALL
-    SELECT (SELECT min(r.task) FROM tickwork_runs r
-            WHERE r.state IN ('queued', 'failed') AND r.task > s.task)
-    FROM seen s WHERE s.task = ANY(%(tasks)s::text[])
-), limits AS MATERIALIZED (
-    SELECT EXISTS (SELECT 1 FROM tickwork_tenants
-                   WHERE max_running IS NOT NULL OR rate IS NOT NULL
-                   UNION ALL SELECT 1 FROM tickwork_task_limits)
-        OR ends.first <> ends.last AS set,
-        ends.first AS tenant,
-        EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[])) AS others
-    FROM (SELECT (SELECT min(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-                 AS first,
-             (SELECT max(tenant) FROM tickwork_runs WHERE state IN ('queued', 'failed'))
-                 AS last) ends
+WITH limits AS MATERIALIZED (
+    SELECT g.limited AS set, g.tenant, g.others FROM tickwork_claim_gate(%(tasks)s::text[]) g
 ), picked AS (
     SELECT id FROM (
-        SELECT id FROM tickwork_runs
-        WHERE state IN ('queued', 'failed') AND run_at <= coalesce(%(now)s::timestamptz, now())
-          AND queue = ANY(%(queues)s::text[])  -- only-queues
-          AND task = ANY(%(tasks)s::text[])  -- only-tasks
-          AND NOT (SELECT set OR others FROM limits)
-        ORDER BY priority DESC, run_at, id
+        SELECT r.id FROM tickwork_runs r
+        WHERE NOT (SELECT set OR others FROM limits)
+          -- include: claimable
+        ORDER BY r.priority DESC, r.run_at, r.id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
     ) every
@@ -898,15 +859,8 @@ ORDER BY 1;
 -- tickwork_runs_task serves them, so the planner (which cannot know, for a task from a
 -- list, how few of its runs there are) never reads tickwork_runs_fair with a filter on the
 -- task instead, through the other task's backlog.
-WITH RECURSIVE seen (task) AS (
-    SELECT min(task) FROM tickwork_runs
-    WHERE state IN ('queued', 'failed') AND %(tasks)s::text[] IS NOT NULL
-    UNION ALL
-    SELECT (SELECT min(r.task) FROM tickwork_runs r
-            WHERE r.state IN ('queued', 'failed') AND r.task > s.task)
-    FROM seen s WHERE s.task = ANY(%(tasks)s::text[])
-), gate AS MATERIALIZED (
-    SELECT EXISTS (SELECT 1 FROM seen WHERE task <> ALL(%(tasks)s::text[])) AS others
+WITH RECURSIVE gate AS MATERIALIZED (
+    SELECT others FROM tickwork_claim_gate(%(tasks)s::text[])
 ), active AS MATERIALIZED (
     -- One probe per task, as min(task) from it (an EXISTS ... task = k.task could be
     -- planned as a scan that reads the other tasks' runs on the way).
@@ -1018,10 +972,13 @@ SELECT set_config('jit', 'off', true),
 --    store/limits.py's refill; the conformance tests hold both to the same figures); a
 --    held task, its max_running less its running runs; a limited tenant or task not held,
 --    none. A held task with a rate: no more than the whole tokens in its bucket too.
--- 2. Fair share: of each tenant of the walk with room, lock its first runs in claim order
---    (twice its weighted share of the batch, once when %(limit)s tenants have room, at most
---    its room: limits.share); keep those within their task's room, in order of rank /
---    weight, then walk position; claim %(limit)s of them.
+-- 2. Fair share (store/limits.py, claim_fairly: the oracle it is tested against): of
+--    each tenant of the walk with room, lock its first k runs in claim order (k: twice its
+--    weighted share of the batch, once when %(limit)s tenants have room, at most its room:
+--    limits.share), of unlimited tasks and of each limited task with room, no more than
+--    that room of each; keep those within their task's room, in order of rank / weight,
+--    then walk position; claim %(limit)s of them. A tenant's k at most its room, so the
+--    task's room is the one that can bind there.
 -- 3. Spend a token of each claimed run's rate-limited tenant, and of its rate-limited task.
 -- Tasks: only runs of tasks (NULL: every task). While runs of another task wait
 -- (tickwork.others, from hold_limits), each tenant's runs of each task of tasks with
@@ -1107,7 +1064,8 @@ WITH clock AS (
     -- Of each tenant: its first runs of unlimited tasks, and of each limited task with room
     -- its first runs up to that room; so a task held by its limit (a rate refills all the
     -- time: its room is rarely 0) never fills a tenant's share with runs it cannot take,
-    -- and its backlog does not hold back the tenant's other tasks (as SQLite's refetch).
+    -- and its backlog does not hold back the tenant's other tasks; then the first k of
+    -- them all (m), so that a tenant's runs of several tasks never pass its room.
     -- With runs of another task waiting, each of this claimer's unlimited tasks is read
     -- apart (o), up to the share each: a tenant with several such tasks locks more rows
     -- than it claims (those it does not claim are free again at commit). A task's runs of
@@ -1119,12 +1077,10 @@ WITH clock AS (
         (row_number() OVER (PARTITION BY c.tenant ORDER BY c.priority DESC, c.run_at, c.id)
          - 1) / s.weight AS vtime
     FROM shares s CROSS JOIN LATERAL (
-        SELECT * FROM (
+        SELECT * FROM (SELECT * FROM (
             SELECT id, tenant, task, priority, run_at FROM tickwork_runs r
-            WHERE r.tenant = s.tenant AND r.state IN ('queued', 'failed')
-              AND r.run_at <= (SELECT now FROM clock)
-              AND r.queue = ANY(%(queues)s::text[])  -- only-queues
-              AND r.task = ANY(%(tasks)s::text[])  -- only-tasks
+            WHERE r.tenant = s.tenant
+              -- include: claimable
               AND r.task NOT IN (SELECT task FROM task_room)
               AND NOT (SELECT waiting FROM others)
             ORDER BY r.priority DESC, r.run_at, r.id
@@ -1156,6 +1112,9 @@ WITH clock AS (
         ) l
         WHERE t.room > 0
           AND t.task = ANY(%(tasks)s::text[])  -- only-tasks
+        ) m
+        ORDER BY priority DESC, run_at, id
+        LIMIT s.k
     ) c
 ), chosen AS (
     SELECT p.id, p.n FROM (

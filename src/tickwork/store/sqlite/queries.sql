@@ -129,6 +129,16 @@ SELECT (SELECT CASE WHEN json_extract(schedule, '$.kind') = 'once' THEN next_run
         ORDER BY next_run_at, json_extract(schedule, '$.kind') = 'once' DESC LIMIT 1) AS at,
     :now AS now;
 
+-- name: claimable
+-- The claim's eligibility predicate, written once: a run a claim may take waits (queued,
+-- or failed and waiting for its retry), is due by the claim's clock, is in a queue the
+-- claimer takes and of a task it has. claim and claim_candidates include it (a line
+-- "-- include: claimable", store/queries.py); the "-- only-queues" and "-- only-tasks"
+-- lines are dropped as in any query.
+AND state IN ('queued', 'failed') AND run_at <= :now
+AND queue IN (SELECT value FROM json_each(:queues))  -- only-queues
+AND task IN (SELECT value FROM json_each(:tasks))  -- only-tasks
+
 -- name: claim
 -- A line ending "-- only-queues" is dropped for a worker that takes every queue, one ending
 -- "-- only-tasks" for one that has every task; :queues and :tasks are JSON arrays. Only
@@ -139,9 +149,8 @@ SET state = 'running', worker = :worker, fencing_token = fencing_token + 1,
     lease_expires_at = :now + :lease, started_at = :now
 WHERE id IN (
     SELECT id FROM tickwork_runs INDEXED BY tickwork_runs_claim
-    WHERE state IN ('queued', 'failed') AND run_at <= :now
-      AND queue IN (SELECT value FROM json_each(:queues))  -- only-queues
-      AND task IN (SELECT value FROM json_each(:tasks))  -- only-tasks
+    WHERE true
+      -- include: claimable
     ORDER BY priority DESC, run_at, id LIMIT :limit)
 RETURNING *;
 
@@ -659,13 +668,13 @@ GROUP BY task;
 
 -- name: claim_candidates
 -- The limited path's candidates of one tenant (walk_tenants gave it), in claim order: its
--- first :limit due runs of tasks with room (not in :full_tasks) of :tasks; :queues, :tasks,
--- :taken and :full_tasks are JSON arrays. Only while no run of a task outside :tasks
+-- first :limit due runs of :tasks without a limit (not in :full_tasks: a limited task's
+-- runs are read apart, claim_candidates_of_task, up to its room); :queues, :tasks, :taken
+-- and :full_tasks are JSON arrays. Only while no run of a task outside :tasks
 -- waits (else claim_candidates_of_task, for each task of the claimer's apart).
 SELECT id, tenant, task, priority, run_at FROM tickwork_runs INDEXED BY tickwork_runs_fair
-WHERE tenant = :tenant AND state IN ('queued', 'failed') AND run_at <= :now
-  AND queue IN (SELECT value FROM json_each(:queues))  -- only-queues
-  AND task IN (SELECT value FROM json_each(:tasks))  -- only-tasks
+WHERE tenant = :tenant
+  -- include: claimable
   AND id NOT IN (SELECT value FROM json_each(:taken))
   AND task NOT IN (SELECT value FROM json_each(:full_tasks))
 ORDER BY priority DESC, run_at, id LIMIT :limit;

@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from operator import itemgetter
 from typing import Any
 
 from tickwork.clock import from_micros, to_micros
@@ -20,16 +21,14 @@ from tickwork.store.limits import (
     TASK,
     TENANT,
     Bucket,
-    FairRow,
     Key,
-    fair_order,
-    names,
-    pick_within_limits,
+    claim_fairly,
+    cursor,
     refill_all,
-    share,
     spend,
     whole,
 )
+from tickwork.store.limits import Run as LimitRun
 from tickwork.store.queries import for_claimer, for_queues
 from tickwork.store.sqlite.core import SqliteCore
 from tickwork.store.sqlite.driver import SQLITE_CODEC as C
@@ -148,7 +147,7 @@ class SqliteRuns(SqliteCore):
                 rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
                 ids = C.array([r["id"] for r in rows[: params["limit"]]])
                 return conn.execute(Q["claim_ids"], {**claim, "ids": ids}).fetchall()
-        room: dict[Key, int] = {}
+        room: dict[Key, int] = {(TASK, r["task"]): params["limit"] for r in limited_tasks}
         if tenants:
             found = conn.execute(Q["running_of_tenants"], {"tenants": C.array(list(tenants))})
             running = {r["tenant"]: r["n"] for r in found}
@@ -176,66 +175,63 @@ class SqliteRuns(SqliteCore):
         buckets = bucket_room(TENANT, limited)
         task_buckets = bucket_room(TASK, limited_tasks)
         query = for_claimer(Q["claim_candidates"], queues, claimable)
-        walked: dict[str, int] = {}
+        limited_names = [r["task"] for r in limited_tasks]
 
-        def tenants_runs(tenant: str, taken: list[int], full: list[Key], k: int) -> list[Any]:
-            """``tenant``'s first ``k`` claimable runs in claim order, none of a full task."""
+        def read(tenant: str, k: int, task: str | None) -> list[LimitRun]:
+            """``tenant``'s first ``k`` claimable runs in claim order: of ``task``, or (None)
+            of every task without a limit (while runs of another task wait, each of the
+            claimer's tasks read apart)."""
             found = {
                 "tenant": tenant,
                 "now": params["now"],
                 "queues": params["queues"],
-                "taken": C.array(taken),
+                "taken": "[]",
                 "limit": k,
             }
-            if not others:
-                full_tasks = C.array(names(full, TASK))
-                return conn.execute(
-                    query, {**found, "tasks": params["tasks"], "full_tasks": full_tasks}
+            if task is not None:
+                if claimable is not None and task not in claimable:
+                    return []
+                rows = conn.execute(of_task, {**found, "task": task}).fetchall()
+            elif not others:
+                rows = conn.execute(
+                    query,
+                    {**found, "tasks": params["tasks"], "full_tasks": C.array(limited_names)},
                 ).fetchall()
-            skip = set(names(full, TASK))
-            rows = [
-                r
-                for task in active
-                if task not in skip
-                for r in conn.execute(of_task, {**found, "task": task})
-            ]
-            rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
-            return rows[:k]
-
-        def candidates(taken: list[int], full: list[Key], want: int) -> list[tuple[int, str, str]]:
-            skip = set(names(full, TENANT))
-            walk = conn.execute(
-                for_queues(Q["walk_tenants"], queues),
-                {
-                    "after": self._after,
-                    "tenants": want + len(skip),
-                    "now": params["now"],
-                    "queues": params["queues"],
-                    "others": others,
-                    "active": C.array(active),
-                },
-            ).fetchall()
-            walked.update((r["tenant"], r["n"]) for r in walk)
-            walk = [r for r in walk if r["tenant"] not in skip]
-            weights = sum(r["weight"] for r in walk)
-            walk_full = len(walk) >= want
-            rows: list[FairRow] = []
-            for w in walk:
-                k = share(want, w["weight"], weights, walk_full=walk_full)
-                rows += [
-                    (r["id"], r["tenant"], r["task"], w["n"], rank, w["weight"])
-                    for rank, r in enumerate(tenants_runs(w["tenant"], taken, full, k))
+            else:
+                rows = [
+                    r
+                    for t in active
+                    if t not in limited_names
+                    for r in conn.execute(of_task, {**found, "task": t})
                 ]
-            return fair_order(rows, want)
+            found_runs = [
+                (r["id"], r["tenant"], r["task"], (-r["priority"], r["run_at"], r["id"]))
+                for r in rows
+            ]
+            return sorted(found_runs, key=itemgetter(3))[:k]
 
-        ids = pick_within_limits(candidates, room, params["limit"])
-        if not ids:
-            if walked:  # the next claim walks on past the tenants this one found full
-                self._after = max(walked, key=walked.__getitem__)
+        walk = conn.execute(
+            for_queues(Q["walk_tenants"], queues),
+            {
+                "after": self._after,
+                "tenants": params["limit"],
+                "now": params["now"],
+                "queues": params["queues"],
+                "others": others,
+                "active": C.array(active),
+            },
+        ).fetchall()
+        walked = [(r["tenant"], r["weight"]) for r in walk]
+        picked = claim_fairly(
+            walked, room, read, limit=params["limit"], limited_tasks=limited_names
+        )
+        # Round-robin: the next claim walks on from the last tenant this one took a run of,
+        # or past the tenants it walked and found full.
+        self._after = cursor([t for t, _ in walked], picked, self._after)
+        if not picked:
             return []
+        ids = [run_id for run_id, _, _ in picked]
         claimed = conn.execute(Q["claim_ids"], {**claim, "ids": C.array(ids)}).fetchall()
-        # Round-robin: the next claim walks on from the last tenant this one reached.
-        self._after = max({r["tenant"] for r in claimed}, key=walked.__getitem__)
         taken = spend(buckets, [r["tenant"] for r in claimed])
         conn.executemany(
             Q["take_tokens"],
