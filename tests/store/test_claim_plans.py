@@ -146,8 +146,11 @@ def gate_buffers(url: str, tasks: list[str] | None) -> int:
     with psycopg.connect(url) as conn:
         conn.execute("ANALYZE tickwork_runs")
         query = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM tickwork_claim_gate(%s)"
+        found: Any = None
         for _ in range(2):
-            (found,) = conn.execute(query, [tasks]).fetchone()
+            row = conn.execute(query, [tasks]).fetchone()
+            assert row is not None
+            found = row[0]
         plan = found[0]["Plan"]
         conn.rollback()
     return int(plan["Shared Hit Blocks"] + plan["Shared Read Blocks"])
@@ -161,8 +164,9 @@ def test_the_claims_gate_reads_a_probe_or_two_beside_a_backlog(
     # touch that many; its probes touch a few each (root, inner page, leaf, heap).
     fill(pg_store, 1, others=BACKLOG)
     with psycopg.connect(pg_database) as conn:
-        (pages,) = conn.execute(
+        row = conn.execute(
             "SELECT pg_relation_size('tickwork_runs_task') / current_setting('block_size')::int"
         ).fetchone()
-    assert pages > 40
+    assert row is not None
+    assert row[0] > 40
     assert gate_buffers(pg_database, tasks) < 25

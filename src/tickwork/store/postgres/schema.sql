@@ -1,4 +1,4 @@
--- The schema the migrations make (PostgreSQL), version 17: read it here, change it
+-- The schema the migrations make (PostgreSQL), version 18: read it here, change it
 -- in migrations/. Written by scripts/schema.py; tests/store/test_schema_file.py keeps it
 -- true.
 
@@ -251,3 +251,33 @@ CREATE TABLE tickwork_tenants (
     CONSTRAINT tickwork_tenants_weight_range CHECK (((weight >= (0.001)::double precision) AND (weight <= (1000)::double precision)))
 );
 CREATE INDEX tickwork_tenants_limited ON tickwork_tenants USING btree (tenant) WHERE ((max_running IS NOT NULL) OR (rate IS NOT NULL));
+
+CREATE OR REPLACE FUNCTION tickwork_claim_gate(tasks text[])
+ RETURNS TABLE(limited boolean, tenant text, others boolean)
+ LANGUAGE plpgsql
+ STABLE PARALLEL SAFE
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH RECURSIVE seen (task) AS (
+        SELECT min(r.task) FROM tickwork_runs r
+        WHERE r.state IN ('queued', 'failed') AND tasks IS NOT NULL
+        UNION ALL
+        SELECT (SELECT min(r.task) FROM tickwork_runs r
+                WHERE r.state IN ('queued', 'failed') AND r.task > s.task)
+        FROM seen s WHERE s.task = ANY(tasks)
+    )
+    SELECT EXISTS (SELECT 1 FROM tickwork_tenants t
+                   WHERE t.max_running IS NOT NULL OR t.rate IS NOT NULL
+                   UNION ALL SELECT 1 FROM tickwork_task_limits)
+            OR ends.first <> ends.last,
+        ends.first,
+        EXISTS (SELECT 1 FROM seen WHERE seen.task <> ALL(tasks))
+    FROM (SELECT (SELECT min(r.tenant) FROM tickwork_runs r
+                  WHERE r.state IN ('queued', 'failed')) AS first,
+                 (SELECT max(r.tenant) FROM tickwork_runs r
+                  WHERE r.state IN ('queued', 'failed')) AS last) ends;
+END
+$function$;

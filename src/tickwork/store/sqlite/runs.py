@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 from operator import itemgetter
 from typing import Any
 
-from tickwork.clock import from_micros, to_micros
 from tickwork.config import RUN_LEASE
 from tickwork.errors import LeaseLost
 from tickwork.job import ClaimedRun, Run, RunState
@@ -86,7 +85,7 @@ class SqliteRuns(SqliteCore):
             "worker": worker,
             "now": t,
             "limit": limit,
-            "lease": _td_us(lease),
+            "lease": C.duration(lease),
             "queues": C.array(queues),
             "tasks": C.array(tasks),
         }
@@ -156,14 +155,14 @@ class SqliteRuns(SqliteCore):
             found = conn.execute(Q["running_of_tasks"], {"tasks": C.array(list(tasks))})
             running = {r["task"]: r["n"] for r in found}
             room.update({(TASK, t): cap - running.get(t, 0) for t, cap in tasks.items()})
-        now = from_micros(params["now"])
+        now = C.from_time(params["now"])
 
         def bucket_room(kind: str, rows: list[sqlite3.Row]) -> dict[str, Bucket]:
             """The token buckets of ``rows`` (tenants' or tasks'), refilled to now; each
             one's room no more than its whole tokens."""
             buckets = refill_all(
                 [
-                    (r[kind], r["rate"], r["burst"], r["tokens"], _dt(r["refilled_at"]))
+                    (r[kind], r["rate"], r["burst"], r["tokens"], C.from_time(r["refilled_at"]))
                     for r in rows
                 ],
                 now,
@@ -235,12 +234,12 @@ class SqliteRuns(SqliteCore):
         taken = spend(buckets, [r["tenant"] for r in claimed])
         conn.executemany(
             Q["take_tokens"],
-            [{"tenant": t, "tokens": n, "at": to_micros(at)} for t, (n, at) in taken.items()],
+            [{"tenant": t, "tokens": n, "at": C.time(at)} for t, (n, at) in taken.items()],
         )
         taken = spend(task_buckets, [r["task"] for r in claimed])
         conn.executemany(
             Q["take_task_tokens"],
-            [{"task": t, "tokens": n, "at": to_micros(at)} for t, (n, at) in taken.items()],
+            [{"task": t, "tokens": n, "at": C.time(at)} for t, (n, at) in taken.items()],
         )
         return claimed
 
@@ -348,11 +347,3 @@ class SqliteRuns(SqliteCore):
             done = [Completion(run_id, fencing_token, result)]
             if self._complete_in(conn, done, self._now(now)):
                 raise LeaseLost(run_id, fencing_token)  # rolls the whole block back
-
-
-def _dt(us: int | None) -> datetime | None:
-    return from_micros(us) if us is not None else None
-
-
-def _td_us(td: timedelta) -> int:
-    return td // timedelta(microseconds=1)
