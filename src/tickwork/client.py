@@ -33,7 +33,7 @@ from tickwork.errors import (
     NotFound,
     ValidationError,
 )
-from tickwork.explain import Explanation, explain, latest_slot, parse_slot
+from tickwork.explain import LATE_AFTER, Explanation, explain, latest_slot, parse_slot
 from tickwork.inputs import (
     Instant,
     check_id,
@@ -62,6 +62,7 @@ from tickwork.records import (
     ROLLUP_KEEP,
     Cluster,
     Keep,
+    LeaderTerm,
     Lease,
     NodeRecord,
     Page,
@@ -469,17 +470,42 @@ class Client(Administration):
         if waiting and runs[0].run_at <= now:
             live = LiveWorkers.of(self.store.list_nodes(now=now), now)
             unserved = live.unserved(runs[0].task, runs[0].queue)
+        leader = self.store.leader()
         return explain(
             job,
             slot,
             runs,
             skips,
             now=now,
-            leader=self.store.leader(),
+            leader=leader,
             tenant=status,
             task=task,
             unserved=unserved,
+            terms=self._terms_around(
+                job, slot=slot, runs=runs, skips=skips, leader=leader, now=now
+            ),
         )
+
+    def _terms_around(
+        self,
+        job: Job,
+        *,
+        slot: datetime,
+        runs: list[Run],
+        skips: list[SlotSkip],
+        leader: Lease | None,
+        now: datetime,
+    ) -> list[LeaderTerm]:
+        """The leadership terms explain names a failover from, read only when the slot
+        was acted on late (its run triggered, or it skipped, over LATE_AFTER after it), or
+        is due with no leader: a slot on time costs no read."""
+        acted = runs[0].created_at if runs else skips[0].recorded_at if skips else None
+        if acted is not None:
+            late = acted - slot > LATE_AFTER
+        else:
+            due = job.next_run_at is not None and job.next_run_at <= slot <= now
+            late, acted = leader is None and due, now
+        return self.store.leader_terms(since=slot, until=acted, now=now) if late else []
 
     @staticmethod
     def slot_at(job: Job, at: str | datetime | None, *, now: datetime) -> datetime:
