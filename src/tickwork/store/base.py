@@ -1046,7 +1046,8 @@ class Store(abc.ABC):
         started at or before ``since`` and every one that started after it, up to
         ``until``. A term's ``ended_at`` is the expiry of the lease it held (its last
         renewal plus the TTL, or when it was resigned); None for the latest while its lease
-        is unexpired at ``now``. Between one term's end and the next one's start no node
+        is unexpired at ``now``, and for one whose next epoch left no term (taken by a node
+        of a version before terms). Between one term's end and the next one's start no node
         led. Terms older than the retention are pruned (:meth:`prune`)."""
 
     # -- notifications ---------------------------------------------------------------------

@@ -661,7 +661,7 @@ ON CONFLICT (epoch) DO NOTHING;
 -- name: end_leader_term
 UPDATE tickwork_leader_terms
 SET ended_at = (SELECT previous_expires_at FROM tickwork_leases WHERE name = 'scheduler')
-WHERE epoch < %(epoch)s AND ended_at IS NULL;
+WHERE epoch = %(epoch)s - 1 AND ended_at IS NULL;
 
 -- name: leader_terms
 SELECT t.epoch, t.holder, t.started_at,
