@@ -208,7 +208,7 @@ def test_a_bad_at_exits_2_and_writes_nothing(store: Store, at: str, message: str
     assert snapshot(store) == before
 
 
-def test_a_slot_that_fell_between_two_leaders_says_when_none_led(
+def test_explain_of_a_slot_between_two_leaders_says_when_none_led(
     store: Store, hour: datetime
 ) -> None:
     job_id = job(store, hour, tz="Europe/Berlin")
