@@ -33,7 +33,7 @@ from tickwork.errors import (
     NotFound,
     ValidationError,
 )
-from tickwork.explain import LATE_AFTER, Explanation, explain, latest_slot, parse_slot
+from tickwork.explain import Explanation, explain, latest_slot, parse_slot, terms_until
 from tickwork.inputs import (
     Instant,
     check_id,
@@ -62,7 +62,6 @@ from tickwork.records import (
     ROLLUP_KEEP,
     Cluster,
     Keep,
-    LeaderTerm,
     Lease,
     NodeRecord,
     Page,
@@ -471,6 +470,8 @@ class Client(Administration):
             live = LiveWorkers.of(self.store.list_nodes(now=now), now)
             unserved = live.unserved(runs[0].task, runs[0].queue)
         leader = self.store.leader()
+        until = terms_until(job, slot, runs, skips, leader=leader, now=now)
+        terms = self.store.leader_terms(since=slot, until=until, now=now) if until else []
         return explain(
             job,
             slot,
@@ -481,31 +482,8 @@ class Client(Administration):
             tenant=status,
             task=task,
             unserved=unserved,
-            terms=self._terms_around(
-                job, slot=slot, runs=runs, skips=skips, leader=leader, now=now
-            ),
+            terms=terms,
         )
-
-    def _terms_around(
-        self,
-        job: Job,
-        *,
-        slot: datetime,
-        runs: list[Run],
-        skips: list[SlotSkip],
-        leader: Lease | None,
-        now: datetime,
-    ) -> list[LeaderTerm]:
-        """The leadership terms explain names a failover from, read only when the slot
-        was acted on late (its run triggered, or it skipped, over LATE_AFTER after it), or
-        is due with no leader: a slot on time costs no read."""
-        acted = runs[0].created_at if runs else skips[0].recorded_at if skips else None
-        if acted is not None:
-            late = acted - slot > LATE_AFTER
-        else:
-            due = job.next_run_at is not None and job.next_run_at <= slot <= now
-            late, acted = leader is None and due, now
-        return self.store.leader_terms(since=slot, until=acted, now=now) if late else []
 
     @staticmethod
     def slot_at(job: Job, at: str | datetime | None, *, now: datetime) -> datetime:

@@ -275,6 +275,25 @@ def explain_slot(
     )
 
 
+def terms_until(
+    job: Job,
+    slot: datetime,
+    runs: list[Run],
+    skips: list[SlotSkip],
+    *,
+    leader: Lease | None,
+    now: datetime,
+) -> datetime | None:
+    """Up to when explain needs the leadership terms from ``slot`` on, or None when it
+    needs none: the slot was acted on late (its run triggered, or it skipped, over
+    LATE_AFTER after it), or it is due with no leader. A slot on time costs no read."""
+    acted = runs[0].created_at if runs else skips[0].recorded_at if skips else None
+    if acted is not None:
+        return acted if acted - slot > LATE_AFTER else None
+    due = job.next_run_at is not None and job.next_run_at <= slot <= now
+    return now if leader is None and due else None
+
+
 def leader_gaps(
     terms: Sequence[LeaderTerm], since: datetime, until: datetime
 ) -> list[tuple[LeaderTerm, LeaderTerm]]:
