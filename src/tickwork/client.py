@@ -33,7 +33,7 @@ from tickwork.errors import (
     NotFound,
     ValidationError,
 )
-from tickwork.explain import Explanation, explain, latest_slot, parse_slot
+from tickwork.explain import Explanation, explain, latest_slot, parse_slot, terms_until
 from tickwork.inputs import (
     Instant,
     check_id,
@@ -469,16 +469,20 @@ class Client(Administration):
         if waiting and runs[0].run_at <= now:
             live = LiveWorkers.of(self.store.list_nodes(now=now), now)
             unserved = live.unserved(runs[0].task, runs[0].queue)
+        leader = self.store.leader()
+        until = terms_until(job, slot, runs, skips, leader=leader, now=now)
+        terms = self.store.leader_terms(since=slot, until=until, now=now) if until else []
         return explain(
             job,
             slot,
             runs,
             skips,
             now=now,
-            leader=self.store.leader(),
+            leader=leader,
             tenant=status,
             task=task,
             unserved=unserved,
+            terms=terms,
         )
 
     @staticmethod

@@ -3,20 +3,25 @@
 The slot ledger is the runs table (a slot that got a run) plus ``tickwork_slot_skips``
 (a range of slots that did not, with the reason). :func:`explain_slot` reads both, with
 the job and the leader lease, and answers the most common support question in plain
-English. It is pure: the caller fetches the records (``Store.runs_for_slot``).
+English. It is pure: the caller fetches the records (``Store.runs_for_slot``, and for a
+slot triggered or skipped late, or due with no leader, ``Store.leader_terms``: a gap with no
+leader then is named, "no leader from 16:07:38 to 16:07:49; epoch 2 → 3").
 :func:`explain` returns the answer as a record (:class:`Explanation`: the slot, its run or
 its ledger entry, and the paragraph); :func:`explain_slot` only the paragraph.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import pairwise
 
 from tickwork import cron
 from tickwork.budget import Budget
 from tickwork.job import Job, JobState, Run, RunState
 from tickwork.records import (
+    LeaderTerm,
     Lease,
     SlotFate,
     SlotSkip,
@@ -28,6 +33,9 @@ from tickwork.schedule import Cron, Interval, Once
 from tickwork.timetext import check_instant, read_time
 
 ONE_US = timedelta(microseconds=1)
+LATE_AFTER = timedelta(seconds=1)
+"""A run triggered (or a slot skipped) more than this after its slot was late: explain
+reads the leadership terms then, to name a gap with no leader."""
 
 
 def parse_slot(text: str, job: Job) -> datetime:
@@ -142,11 +150,14 @@ def explain(
     tenant: TenantStatus | None = None,
     task: TaskStatus | None = None,
     unserved: str | None = None,
+    terms: Sequence[LeaderTerm] = (),
 ) -> Explanation:
     """The fate of ``job`` at ``slot`` as a record; its text is :func:`explain_slot`'s.
     ``tenant`` and ``task``: the run's tenant and task now, to say why a due run waits;
     ``unserved``: why no live worker would claim it, if none would
-    (:meth:`tickwork.presence.LiveWorkers.unserved`)."""
+    (:meth:`tickwork.presence.LiveWorkers.unserved`); ``terms``: the leadership terms
+    around the slot (:meth:`tickwork.store.base.Store.leader_terms`), to name a failover
+    that made it late."""
     text = explain_slot(
         job,
         slot,
@@ -158,6 +169,7 @@ def explain(
         tenant=tenant,
         task=task,
         unserved=unserved,
+        terms=terms,
     )
     run = runs[0] if runs else None
     skip = skips[0] if skips and run is None and is_slot(job, slot)[0] else None
@@ -176,6 +188,7 @@ def explain_slot(
     tenant: TenantStatus | None = None,
     task: TaskStatus | None = None,
     unserved: str | None = None,
+    terms: Sequence[LeaderTerm] = (),
 ) -> str:
     """One paragraph on the fate of ``job`` at ``slot`` (an aware instant)."""
     when = _fmt(slot, job)
@@ -184,10 +197,13 @@ def explain_slot(
     if runs:
         run = _describe_run(runs[0], now, tenant, task, unserved)
         text = f"{head} was triggered for {when}: {run}"
+        text += _failover("ran late", terms, slot, runs[0].created_at, job)
         return f"{text} Note: {note}." if note else text
     matches, before, after = is_slot(job, slot)
     if matches and skips:
-        return f"{head} did not run at {when}: {_describe_skip(skips[0], job)}"
+        skip = skips[0]
+        missed = _failover("was missed", terms, slot, skip.recorded_at, job)
+        return f"{head} did not run at {when}: {_describe_skip(skip, job)}{missed}"
     did_not = "will not run" if slot > now else "did not run"
     if not matches and note is not None:
         return f"{head} {did_not} at {when}: {note}."
@@ -237,7 +253,8 @@ def explain_slot(
         lead = (
             f"the leader is {leader.holder} (epoch {leader.epoch}), which may be behind"
             if leader
-            else "no scheduler holds the leader lease: start `tickwork scheduler` or `tickwork run`"
+            else f"no scheduler holds the leader lease{_leaderless_since(terms, now, job)}: "
+            "start `tickwork scheduler` or `tickwork run`"
         )
         grace = job.misfire_grace.total_seconds()
         late = (
@@ -255,6 +272,65 @@ def explain_slot(
     return (
         f"{head} has no record of the slot {when}: its run was pruned after it "
         f"finished{kept}, or the slot fell before the job's schedule last changed."
+    )
+
+
+def terms_until(
+    job: Job,
+    slot: datetime,
+    runs: list[Run],
+    skips: list[SlotSkip],
+    *,
+    leader: Lease | None,
+    now: datetime,
+) -> datetime | None:
+    """Up to when explain needs the leadership terms from ``slot`` on, or None when it
+    needs none: the slot was acted on late (its run triggered, or it skipped, over
+    LATE_AFTER after it), or it is due with no leader. A slot on time costs no read."""
+    acted = runs[0].created_at if runs else skips[0].recorded_at if skips else None
+    if acted is not None:
+        return acted if acted - slot > LATE_AFTER else None
+    due = job.next_run_at is not None and job.next_run_at <= slot <= now
+    return now if leader is None and due else None
+
+
+def leader_gaps(
+    terms: Sequence[LeaderTerm], since: datetime, until: datetime
+) -> list[tuple[LeaderTerm, LeaderTerm]]:
+    """The gaps with no leader between ``since`` and ``until``: each a term that ended and
+    the next one, which started later. ``terms`` by epoch (``Store.leader_terms``)."""
+    return [
+        (a, b)
+        for a, b in pairwise(terms)
+        if a.ended_at is not None and a.ended_at < b.started_at
+        and a.ended_at < until and b.started_at > since
+    ]  # fmt: skip
+
+
+def _failover(
+    what: str, terms: Sequence[LeaderTerm], slot: datetime, at: datetime | None, job: Job
+) -> str:
+    """ " It ran late: no leader from ... to ...; epoch 2 → 3 (a, then b)." when the slot,
+    acted on at ``at``, waited through a gap with no leader; else ""."""
+    if at is None or at - slot <= LATE_AFTER:
+        return ""
+    gaps = [
+        f"no leader from {_span(a.ended_at, b.started_at, job)}; epoch {a.epoch} → {b.epoch} "
+        f"({a.holder}, then {b.holder})"
+        for a, b in leader_gaps(terms, slot, at)
+        if a.ended_at is not None
+    ]
+    return f" It {what}: {'; then '.join(gaps)}." if gaps else ""
+
+
+def _leaderless_since(terms: Sequence[LeaderTerm], now: datetime, job: Job) -> str:
+    """ " (none since ..., when a's lease at epoch 2 ran out)" when the latest term ended."""
+    last = terms[-1] if terms else None
+    if last is None or last.ended_at is None or last.ended_at > now:
+        return ""
+    return (
+        f" (none since {_fmt(last.ended_at, job)}, when {last.holder}'s lease at epoch "
+        f"{last.epoch} ran out)"
     )
 
 
@@ -343,6 +419,17 @@ def _fmt(t: datetime, job: Job) -> str:
         local = t.astimezone(cron.zone(job.schedule.tz)).isoformat(timespec="seconds")
         return f"{local} ({job.schedule.tz})"
     return _iso(t)
+
+
+def _span(start: datetime, end: datetime, job: Job) -> str:
+    """ "start to end" as :func:`_fmt` writes them, the end by its time alone (and the zone
+    once) when both fall on one day there."""
+    zone = job.schedule.tz if isinstance(job.schedule, Cron) else "UTC"
+    a, b = (t.astimezone(cron.zone(zone)) for t in (start, end))
+    if a.date() != b.date():
+        return f"{_fmt(start, job)} to {_fmt(end, job)}"
+    tail = f" ({zone})" if zone != "UTC" else ""
+    return f"{a.isoformat(timespec='seconds')} to {b.time().isoformat(timespec='seconds')}{tail}"
 
 
 def _iso(t: datetime) -> str:

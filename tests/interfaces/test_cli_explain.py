@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from cli_support import assert_error, ok, snapshot, submit, tickwork, trigger_at
@@ -205,3 +206,30 @@ def test_a_bad_at_exits_2_and_writes_nothing(store: Store, at: str, message: str
     assert_error(tickwork("explain", str(job_id), "--at", at, "--db", store.url), 2, message)
 
     assert snapshot(store) == before
+
+
+def test_explain_of_a_slot_between_two_leaders_says_when_none_led(
+    store: Store, hour: datetime
+) -> None:
+    job_id = job(store, hour, tz="Europe/Berlin")
+    ttl = 10 * S
+    assert store.acquire_leadership("sched-a", ttl, now=hour) is not None
+    assert store.acquire_leadership("sched-b", 5 * MIN, now=hour + 5 * MIN) is not None
+    # sched-b's last renewal: its lease runs out at :10:05, 5 s after the slot at :10:00.
+    store.renew_leadership("sched-b", 2, ttl, now=hour + 9 * MIN + 55 * S)
+    takeover = hour + 10 * MIN + 20 * S
+    third = store.acquire_leadership("sched-c", ttl, now=takeover)
+    assert third is not None
+    assert third.epoch == 3
+    (run,) = store.trigger(third.epoch, now=takeover).runs
+
+    text = explain(store, job_id, hour + 10 * MIN)
+
+    berlin = ZoneInfo("Europe/Berlin")
+    gap_start = (hour + 10 * MIN + 5 * S).astimezone(berlin).isoformat()
+    gap_end = takeover.astimezone(berlin).time().isoformat()
+    assert f"run {run.id} is queued" in text
+    assert (
+        f"It ran late: no leader from {gap_start} to {gap_end} (Europe/Berlin); "
+        "epoch 2 → 3 (sched-b, then sched-c)."
+    ) in text

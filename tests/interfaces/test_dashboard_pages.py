@@ -18,7 +18,7 @@ from tickwork.auth import SESSION_LIFETIME
 from tickwork.client import Client
 from tickwork.job import JobSpec, JobState, RunState
 from tickwork.records import TenantLimits
-from tickwork.schedule import Once
+from tickwork.schedule import Cron, Once
 from tickwork.store import Store
 from tickwork.web.app import create_app
 from tickwork.web.auth import COOKIE_NAME
@@ -1034,3 +1034,26 @@ def test_a_cross_site_post_of_limits_is_refused_and_changes_nothing(
     )
     assert answer.status_code == 403
     assert client.tenant("acme").limits.max_running == 2
+
+
+def test_the_job_page_and_the_api_explain_a_slot_late_in_a_failover(
+    open_web: TestClient, store: Store
+) -> None:
+    s = timedelta(seconds=1)
+    hour = store.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=2)
+    spec = JobSpec(task="http", args={"url": "https://e.x/"}, schedule=Cron("*/10 * * * *"))
+    job = store.submit(spec, now=hour + s).job
+    assert store.acquire_leadership("sched-a", timedelta(minutes=10), now=hour) is not None
+    assert store.acquire_leadership("sched-b", timedelta(seconds=5), now=hour + 11 * 60 * s)
+    store.trigger(2, now=hour + 11 * 60 * s)
+    slot = (hour + 10 * 60 * s).isoformat()
+    said = (
+        f"It ran late: no leader from {(hour + 10 * 60 * s).isoformat()} to "
+        f"{(hour + 11 * 60 * s).time().isoformat()}; epoch 1 → 2 (sched-a, then sched-b)."
+    )
+
+    page = open_web.get(f"/jobs/{job.id}", params={"at": slot})
+    api = open_web.get(f"/api/v1/jobs/{job.id}/explain", params={"at": slot})
+
+    assert said in text_of(page.text)
+    assert said in api.json()["explanation"]

@@ -17,6 +17,7 @@ from tickwork.scheduler import Scheduler
 from tickwork.scheduler.election import Election
 from tickwork.scheduler.trigger import Trigger
 from tickwork.store import Store, open_store
+from tickwork.store.base import LeaderTerm
 from tickwork.testing import FakeClock, wait_until
 
 DEADLINE = 10.0
@@ -202,3 +203,30 @@ def test_a_registered_scheduler_shows_in_the_cluster_view_until_it_stops(store: 
     finally:
         node.stop()
     assert store.list_nodes() == []
+
+
+def test_a_failover_through_the_election_records_the_leader_terms(store: Store) -> None:
+    clock = FakeClock()
+    ttl = timedelta(seconds=2)
+    a = Election(store, fast(store, "a"), clock)
+    b = Election(store, fast(store, "b"), clock)
+    start = clock.now()
+    a.beat()
+    b.beat()  # a standby: its refused acquire writes no term
+    first = a.epoch()
+    assert first is not None
+    assert b.epoch() is None
+    clock.advance(1)
+    a.beat()  # a renewal: no term either
+    # "a" dies: its lease (renewed at start + 1 s) runs out at start + 3 s; "b" takes over.
+    clock.advance(4)
+    b.beat()
+    second = b.epoch()
+    assert second is not None
+
+    terms = store.leader_terms(since=start, until=clock.now(), now=clock.now())
+
+    assert terms == [
+        LeaderTerm(first, "a", start, start + timedelta(seconds=1) + ttl),
+        LeaderTerm(second, "b", clock.now(), None),
+    ]

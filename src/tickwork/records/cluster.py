@@ -33,6 +33,18 @@ class Lease:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaderTerm:
+    """One term of leadership: the node that held the lease at ``epoch``, from when it
+    took it (store clock) until its lease ran out or was given up. ``ended_at`` is None
+    while the term goes on (the lease is still held)."""
+
+    epoch: int
+    holder: str
+    started_at: datetime
+    ended_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
 class NodeRecord:
     """A scheduler, worker or API process that registered itself (``tickwork cluster``)."""
 

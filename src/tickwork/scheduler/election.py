@@ -33,7 +33,11 @@ The store keeps one lease row (named ``scheduler`` in ``tickwork_leases``): ``ho
    (``trigger``) carries the epoch; the store rejects a stale or expired one. So even a
    node paused past its lease (SIGSTOP, a long GC, a VM migration) that wakes up thinking
    it leads cannot trigger a slot twice: the unique (job, slot) key and the epoch stop it.
-6. **Resign on stop.** A node that stops cleanly gives the lease up, so a standby takes
+6. **Every new epoch is a term.** The acquire that raises the epoch also records a term
+   (``tickwork_leader_terms``: epoch, holder, start) and ends the one before at the expiry
+   of the lease it held, in its transaction; renewals write nothing more. ``explain`` reads
+   the terms to say why a slot ran late: "no leader from 16:07:38 to 16:07:49; epoch 2 → 3".
+7. **Resign on stop.** A node that stops cleanly gives the lease up, so a standby takes
    over at its next attempt (within ``leader_renew``) instead of waiting out the TTL.
 
 Worked numbers (defaults: lease 10 s, renew 2 s, margin 0.5 s): a leader that sent its

@@ -5,8 +5,9 @@ What it does, how often
 Every ``prune_interval`` (5 min by default), and once as soon as this node starts
 leading, it calls ``store.prune(retention)``: runs that finished (succeeded, dead,
 cancelled) more than ``retention`` ago (7 days by default) are deleted, with slot-ledger
-entries as old, in batches, again at once while a batch came back full. One ``prune``
-line is logged per pass that deleted anything.
+entries and leadership terms as old (the latest few terms kept), in batches, again at
+once while a batch came back full. One ``prune`` line is logged per pass that deleted
+anything.
 
 Pruning is idempotent and carries no epoch: a deposed leader that prunes once more
 deletes only what any leader would.

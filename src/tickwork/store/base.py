@@ -80,6 +80,7 @@ from tickwork.records import (
     FaultMark,
     InjectedRun,
     Keep,
+    LeaderTerm,
     Lease,
     LeaseReport,
     LeaseStatus,
@@ -110,21 +111,71 @@ from tickwork.store.health import StoreHealth
 # The records (tickwork.records) are re-exported: store code names them from here.
 # fmt: off
 __all__ = [
-    "CHANNEL_JOBS", "CHANNEL_RUNS", "DEFAULT_BULK", "DEFAULT_PAGE", "DEFAULT_PRUNE_BATCH",
-    "DEFAULT_RESCUE_BATCH", "KEEP", "LISTEN_NOTIFY", "MAX_BULK", "MAX_PAGE", "MULTI_HOST",
-    "NODE_DEFAULT_BEAT", "NODE_FORGET_AFTER", "NODE_GONE_AFTER", "NODE_SILENT_BEATS",
-    "NODE_SILENT_FLOOR", "ROLLUP_KEEP", "ROLLUP_SETTLE", "SESSION_FORGET_AFTER",
-    "SESSION_SEEN_EVERY", "SKIP_LOCKED", "ApiKey", "AttemptEnd", "AttemptRecord", "CalendarChange",
-    "CalendarRecord", "Completion", "FaultMark", "InjectedRun", "Keep", "Lease", "LeaseReport",
-    "LeaseStatus", "Listener", "NodeRecord", "Page", "QueueStatus", "RescueResult", "RunAttempts",
-    "RunFilter", "RunMinute", "RunStats", "RunTotals", "Session", "SlotFate", "SlotSkip", "Store",
-    "Submitted", "TaskBacklog", "TaskLimits", "TaskStatus", "TenantLimits", "TenantStatus",
-    "TriggerResult", "bulk_limit", "page_limit",
+    "CHANNEL_JOBS",
+    "CHANNEL_RUNS",
+    "DEFAULT_BULK",
+    "DEFAULT_PAGE",
+    "DEFAULT_PRUNE_BATCH",
+    "DEFAULT_RESCUE_BATCH",
+    "KEEP",
+    "KEEP_LEADER_TERMS",
+    "LISTEN_NOTIFY",
+    "MAX_BULK",
+    "MAX_PAGE",
+    "MULTI_HOST",
+    "NODE_DEFAULT_BEAT",
+    "NODE_FORGET_AFTER",
+    "NODE_GONE_AFTER",
+    "NODE_SILENT_BEATS",
+    "NODE_SILENT_FLOOR",
+    "ROLLUP_KEEP",
+    "ROLLUP_SETTLE",
+    "SESSION_FORGET_AFTER",
+    "SESSION_SEEN_EVERY",
+    "SKIP_LOCKED",
+    "ApiKey",
+    "AttemptEnd",
+    "AttemptRecord",
+    "CalendarChange",
+    "CalendarRecord",
+    "Completion",
+    "FaultMark",
+    "InjectedRun",
+    "Keep",
+    "LeaderTerm",
+    "Lease",
+    "LeaseReport",
+    "LeaseStatus",
+    "Listener",
+    "NodeRecord",
+    "Page",
+    "QueueStatus",
+    "RescueResult",
+    "RunAttempts",
+    "RunFilter",
+    "RunMinute",
+    "RunStats",
+    "RunTotals",
+    "Session",
+    "SlotFate",
+    "SlotSkip",
+    "Store",
+    "Submitted",
+    "TaskBacklog",
+    "TaskLimits",
+    "TaskStatus",
+    "TenantLimits",
+    "TenantStatus",
+    "TriggerResult",
+    "bulk_limit",
+    "page_limit",
 ]
 # fmt: on
 
 DEFAULT_RESCUE_BATCH = 1000
 DEFAULT_PRUNE_BATCH = 10_000
+KEEP_LEADER_TERMS = 10
+"""Leadership terms :meth:`Store.prune` keeps whatever their age: the latest this many."""
 NODE_FORGET_AFTER = timedelta(days=1)
 """A node row unseen for this long is deleted (a crashed node never deregisters)."""
 SESSION_SEEN_EVERY = timedelta(minutes=1)
@@ -606,7 +657,8 @@ class Store(abc.ABC):
     ) -> int:
         """Delete up to ``limit`` finished runs (succeeded, dead, cancelled) whose
         ``finished_at`` is older than now - ``retention``, with their attempts' records,
-        and ledger entries as old. Returns how many runs were deleted.
+        ledger entries as old, and leadership terms that ended before then (the latest
+        KEEP_LEADER_TERMS kept). Returns how many runs were deleted.
 
         Runs finished since the fold's mark (no fold has read them) are first added to
         the totals (:meth:`run_totals`) and the mark moved past them, in the same
@@ -966,6 +1018,9 @@ class Store(abc.ABC):
         back a lease that had expired (another node may have led in between). A holder that
         still holds an unexpired lease gets it renewed at the same epoch. Atomic under
         concurrency: of several nodes racing for a free lease, exactly one wins.
+
+        At a new epoch, in the same transaction, a term starts (:meth:`leader_terms`) and
+        the previous one ends at the expiry of the lease it held. Renewals write no term.
         """
 
     @abc.abstractmethod
@@ -982,6 +1037,18 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def leader(self, *, now: datetime | None = None) -> Lease | None:
         """The current unexpired lease, or None."""
+
+    @abc.abstractmethod
+    def leader_terms(
+        self, *, since: datetime, until: datetime, now: datetime | None = None
+    ) -> list[LeaderTerm]:
+        """The leadership terms around [``since``, ``until``], by epoch: the last one that
+        started at or before ``since`` and every one that started after it, up to
+        ``until``. A term's ``ended_at`` is the expiry of the lease it held (its last
+        renewal plus the TTL, or when it was resigned); None for the latest while its lease
+        is unexpired at ``now``, and for one whose next epoch left no term (taken by a node
+        of a version before terms). Between one term's end and the next one's start no node
+        led. Terms older than the retention are pruned (:meth:`prune`)."""
 
     # -- notifications ---------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from tickwork.store.base import (
     ApiKey,
     AttemptEnd,
     AttemptRecord,
+    LeaderTerm,
     Lease,
     NodeRecord,
     Session,
@@ -196,6 +197,16 @@ def session_key(r: Row, c: Codec) -> ApiKey:
 
 def lease(r: Row, c: Codec) -> Lease:
     return Lease(r["holder"], r["epoch"], c.from_time(r["expires_at"]))
+
+
+def leader_term(r: Row, c: Codec) -> LeaderTerm:
+    ended = r["ended_at"]
+    return LeaderTerm(
+        r["epoch"],
+        r["holder"],
+        c.from_time(r["started_at"]),
+        c.from_time(ended) if ended is not None else None,
+    )
 
 
 def node(r: Row, c: Codec) -> NodeRecord:

@@ -644,11 +644,40 @@ VALUES (%(job_id)s, %(first_slot)s, %(last_slot)s, %(count)s, %(fate)s, %(run_id
 UPDATE tickwork_leases
 SET epoch = CASE WHEN holder = %(node)s AND expires_at > coalesce(%(now)s::timestamptz, now())
                  THEN epoch ELSE epoch + 1 END,
+    previous_expires_at = CASE
+        WHEN holder = %(node)s AND expires_at > coalesce(%(now)s::timestamptz, now())
+        THEN previous_expires_at ELSE expires_at END,
     holder = %(node)s,
     expires_at = coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval
 WHERE name = 'scheduler'
   AND (expires_at <= coalesce(%(now)s::timestamptz, now()) OR holder = %(node)s)
 RETURNING holder, epoch, expires_at;
+
+-- name: begin_leader_term
+INSERT INTO tickwork_leader_terms (epoch, holder, started_at)
+VALUES (%(epoch)s, %(node)s, coalesce(%(now)s::timestamptz, now()))
+ON CONFLICT (epoch) DO NOTHING;
+
+-- name: end_leader_term
+UPDATE tickwork_leader_terms
+SET ended_at = (SELECT previous_expires_at FROM tickwork_leases WHERE name = 'scheduler')
+WHERE epoch = %(epoch)s - 1 AND ended_at IS NULL;
+
+-- name: leader_terms
+SELECT t.epoch, t.holder, t.started_at,
+    coalesce(t.ended_at, CASE WHEN l.epoch = t.epoch
+        AND l.expires_at <= coalesce(%(now)s::timestamptz, now()) THEN l.expires_at END)
+        AS ended_at
+FROM tickwork_leader_terms t JOIN tickwork_leases l ON l.name = 'scheduler'
+WHERE t.started_at <= %(until)s
+  AND t.epoch >= coalesce((SELECT max(epoch) FROM tickwork_leader_terms
+                           WHERE started_at <= %(since)s), 0)
+ORDER BY t.epoch;
+
+-- name: prune_leader_terms
+DELETE FROM tickwork_leader_terms
+WHERE ended_at < %(cutoff)s
+  AND epoch <= (SELECT max(epoch) FROM tickwork_leader_terms) - %(keep)s;
 
 -- name: renew_leadership
 UPDATE tickwork_leases

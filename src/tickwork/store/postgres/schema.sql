@@ -1,4 +1,4 @@
--- The schema the migrations make (PostgreSQL), version 18: read it here, change it
+-- The schema the migrations make (PostgreSQL), version 19: read it here, change it
 -- in migrations/. Written by scripts/schema.py; tests/store/test_schema_file.py keeps it
 -- true.
 
@@ -70,11 +70,20 @@ CREATE UNIQUE INDEX tickwork_jobs_idempotency ON tickwork_jobs USING btree (tena
 CREATE UNIQUE INDEX tickwork_jobs_name ON tickwork_jobs USING btree (tenant, name) WHERE (name IS NOT NULL);
 CREATE INDEX tickwork_jobs_tenant ON tickwork_jobs USING btree (tenant, id);
 
+CREATE TABLE tickwork_leader_terms (
+    epoch bigint NOT NULL,
+    holder text NOT NULL,
+    started_at timestamp with time zone NOT NULL,
+    ended_at timestamp with time zone,
+    CONSTRAINT tickwork_leader_terms_pkey PRIMARY KEY (epoch)
+);
+
 CREATE TABLE tickwork_leases (
     name text NOT NULL,
     holder text NOT NULL,
     epoch bigint NOT NULL,
     expires_at timestamp with time zone NOT NULL,
+    previous_expires_at timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
     CONSTRAINT tickwork_leases_pkey PRIMARY KEY (name)
 );
 

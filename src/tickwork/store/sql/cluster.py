@@ -1,5 +1,5 @@
 """The cluster's own rows, written once for every dialect: nodes, API keys, dashboard
-sessions and the scheduler's leader lease."""
+sessions and the scheduler's leader lease with its history of terms."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from tickwork.store.base import (
     SESSION_FORGET_AFTER,
     SESSION_SEEN_EVERY,
     ApiKey,
+    LeaderTerm,
     Lease,
     NodeRecord,
     Session,
@@ -190,6 +191,11 @@ class ClusterTransitions(SqlCore):
             with self.driver.write() as tx:
                 tx.give_up_on_held_locks()
                 row = tx.one(self.q["acquire_leadership"], params)
+                # A new epoch (only then does the insert write a row) starts a term and
+                # ends the one before: a standby's refused acquire and a renewal write none.
+                term = {**params, "epoch": row["epoch"]} if row is not None else None
+                if term is not None and tx.count(self.q["begin_leader_term"], term) == 1:
+                    tx.count(self.q["end_leader_term"], term)
         except StoreUnavailable as exc:
             if not self.driver.busy(exc):
                 raise
@@ -224,3 +230,12 @@ class ClusterTransitions(SqlCore):
         with self.driver.read() as tx:
             row = tx.one(self.q["leader"], {"now": self.driver.at(now)})
         return rows.lease(row, self.codec) if row is not None else None
+
+    def leader_terms(
+        self, *, since: datetime, until: datetime, now: datetime | None = None
+    ) -> list[LeaderTerm]:
+        time = self.codec.time
+        params = {"since": time(since), "until": time(until), "now": self.driver.at(now)}
+        with self.driver.read() as tx:
+            found = tx.all(self.q["leader_terms"], params)
+        return [rows.leader_term(r, self.codec) for r in found]

@@ -38,6 +38,7 @@ from tickwork.store.base import (
     DEFAULT_PAGE,
     DEFAULT_PRUNE_BATCH,
     DEFAULT_RESCUE_BATCH,
+    KEEP_LEADER_TERMS,
     MAX_BULK,
     Page,
     QueueStatus,
@@ -398,6 +399,8 @@ class RunTransitions(SqlCore):
             if deleted:
                 tx.count(self.q["prune_attempts"], {"ids": self.codec.array(deleted)})
             tx.count(self.q["prune_slot_skips"], {"cutoff": time(cutoff)})
+            terms = {"cutoff": time(cutoff), "keep": KEEP_LEADER_TERMS}
+            tx.count(self.q["prune_leader_terms"], terms)
         return len(deleted)
 
     def run_stats(

@@ -367,9 +367,34 @@ WHERE job_id IN (SELECT value FROM json_each(:ids)) AND state IN ('queued', 'run
 -- name: acquire_leadership
 UPDATE tickwork_leases
 SET epoch = CASE WHEN holder = :node AND expires_at > :now THEN epoch ELSE epoch + 1 END,
+    previous_expires_at = CASE WHEN holder = :node AND expires_at > :now
+                               THEN previous_expires_at ELSE expires_at END,
     holder = :node, expires_at = :now + :ttl
 WHERE name = 'scheduler' AND (expires_at <= :now OR holder = :node)
 RETURNING holder, epoch, expires_at;
+
+-- name: begin_leader_term
+INSERT INTO tickwork_leader_terms (epoch, holder, started_at) VALUES (:epoch, :node, :now)
+ON CONFLICT (epoch) DO NOTHING;
+
+-- name: end_leader_term
+UPDATE tickwork_leader_terms
+SET ended_at = (SELECT previous_expires_at FROM tickwork_leases WHERE name = 'scheduler')
+WHERE epoch = :epoch - 1 AND ended_at IS NULL;
+
+-- name: leader_terms
+SELECT t.epoch, t.holder, t.started_at,
+    coalesce(t.ended_at, CASE WHEN l.epoch = t.epoch AND l.expires_at <= :now
+                              THEN l.expires_at END) AS ended_at
+FROM tickwork_leader_terms t JOIN tickwork_leases l ON l.name = 'scheduler'
+WHERE t.started_at <= :until
+  AND t.epoch >= coalesce((SELECT max(epoch) FROM tickwork_leader_terms
+                           WHERE started_at <= :since), 0)
+ORDER BY t.epoch;
+
+-- name: prune_leader_terms
+DELETE FROM tickwork_leader_terms
+WHERE ended_at < :cutoff AND epoch <= (SELECT max(epoch) FROM tickwork_leader_terms) - :keep;
 
 -- name: renew_leadership
 UPDATE tickwork_leases SET expires_at = :now + :ttl

@@ -1,4 +1,4 @@
--- The schema the migrations make (SQLite), version 15: read it here, change it in
+-- The schema the migrations make (SQLite), version 16: read it here, change it in
 -- migrations/. Written by scripts/schema.py; tests/store/test_schema_file.py keeps it true.
 
 CREATE TABLE tickwork_api_keys (
@@ -65,12 +65,19 @@ CREATE UNIQUE INDEX tickwork_jobs_idempotency ON tickwork_jobs (tenant, idempote
 CREATE UNIQUE INDEX tickwork_jobs_name ON tickwork_jobs (tenant, name) WHERE name IS NOT NULL;
 CREATE INDEX tickwork_jobs_tenant ON tickwork_jobs (tenant, id);
 
+CREATE TABLE tickwork_leader_terms (
+    epoch      INTEGER PRIMARY KEY,
+    holder     TEXT    NOT NULL,
+    started_at INTEGER NOT NULL,
+    ended_at   INTEGER
+);
+
 CREATE TABLE tickwork_leases (
     name       TEXT    PRIMARY KEY,
     holder     TEXT    NOT NULL,
     epoch      INTEGER NOT NULL,
     expires_at INTEGER NOT NULL
-);
+, previous_expires_at INTEGER NOT NULL DEFAULT 0);
 
 CREATE TABLE tickwork_nodes (
     id           TEXT    PRIMARY KEY,
