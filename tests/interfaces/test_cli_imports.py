@@ -5,7 +5,8 @@ process as a user runs it (``python -X importtime -m tickwork ...``), and the mo
 imported are read from its import log. ``jobs`` and ``runs`` on an embedded SQLite store
 need no PostgreSQL driver, no HTTP server, no worker, no holiday tables; and none of them
 needs pydantic, which typer would import to coerce their options
-(:class:`tickwork.cli.app.PlainParam`).
+(:class:`tickwork.cli.app.PlainParam`), nor http.client and ssl, which only a run of the
+``http`` task needs (:mod:`tickwork.tasks.connections`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ NEVER_FOR_SQLITE = (
     "tickwork.store.postgres",
     "tickwork.web",
     "tickwork.node",
+    # Only a run of the http task needs these (tickwork.tasks.connections).
+    "http.client",
+    "ssl",
 )
 
 
@@ -86,10 +90,11 @@ def test_a_listing_on_sqlite_imports_no_postgres_http_server_worker_or_pydantic(
     assert forbidden(modules, NEVER_FOR_SQLITE) == []
 
 
-def test_next_imports_no_store_server_worker_or_pydantic() -> None:
+def test_next_imports_no_store_server_worker_pydantic_or_rich() -> None:
+    # It prints plain lines, which tickwork.cli.output writes without rich.
     modules = imported("next", "0 9 * * MON-FRI", "--tz", "Europe/Berlin", "-n", "3")
     assert "tickwork.cron" in modules
-    roots = (*NEVER_FOR_SQLITE, "tickwork.store.sqlite", "sqlite3")
+    roots = (*NEVER_FOR_SQLITE, "tickwork.store.sqlite", "sqlite3", "rich")
     assert forbidden(modules, roots) == []
 
 
