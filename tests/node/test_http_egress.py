@@ -27,7 +27,8 @@ from tickwork.errors import InvalidArgs
 from tickwork.job import Job, Run, RunState
 from tickwork.store import Store
 from tickwork.tasks.builtins import MAX_REDIRECTS
-from tickwork.tasks.egress import EgressPolicy, VettedHTTPSConnection
+from tickwork.tasks.connections import VettedHTTPSConnection
+from tickwork.tasks.egress import EgressPolicy
 from tickwork.testing import wait_until
 from tickwork.worker import Worker
 

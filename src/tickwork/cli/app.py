@@ -22,7 +22,8 @@ from typer import _click as click
 # typer >= 0.29 vendors click privately; this is the one click exception it does not
 # re-export that we must tell apart (it carries the help text, not an error message).
 from typer._click.exceptions import NoArgsIsHelpError
-from typer.core import TyperCommand, TyperGroup
+from typer._coercion import RuntimeParam, build_runtime_param
+from typer.core import TyperCommand, TyperGroup, _TyperParameter
 
 from tickwork.cli import help as helptext
 from tickwork.cli.output import (
@@ -99,15 +100,105 @@ ALIASES_NOTE = (
 )
 
 
+_NOT_PLAIN = object()
+_INT_DIGITS = 18  # fewer than any int's limit: int() of these never raises on length
+
+
+def _plain(annotation: Any, info: Any, value: Any) -> Any:
+    """``value`` as typer's pydantic adapter would return it, for the values whose answer
+    is plain (a ``str`` as it is, an ``int`` of ASCII digits within its bounds, a ``bool``);
+    :data:`_NOT_PLAIN` for anything else, which goes to typer's adapter and its error."""
+    kind = type(value)
+    if annotation is str and kind is str:
+        return value
+    if annotation is bool and kind is bool:
+        return value
+    if annotation is int:
+        if kind is int:
+            number = value
+        elif (
+            kind is str
+            and 0 < len(value.removeprefix("-")) <= _INT_DIGITS
+            and (value.removeprefix("-").isascii() and value.removeprefix("-").isdigit())
+        ):
+            number = int(value)
+        else:
+            return _NOT_PLAIN
+        if (info.min is not None and number < info.min) or (
+            info.max is not None and number > info.max
+        ):
+            return _NOT_PLAIN
+        return number
+    return _NOT_PLAIN
+
+
+@dataclass(frozen=True)
+class PlainParam(RuntimeParam):
+    """typer's coercion of one ``str``, ``int`` or ``bool`` parameter without pydantic.
+
+    typer >= 0.29 coerces every parameter of the command that runs through a pydantic
+    ``TypeAdapter``, and importing pydantic and building the adapters was about a third of
+    ``tickwork jobs`` (benchmarks/README.md, CLI start-up). Every tickwork option is a str,
+    an int or a bool, and their values from a command line are plain; anything else
+    (``-n abc``, ``-n 0``) falls back to typer's own adapter, so its errors stay word for
+    word. A test checks that ``tickwork next`` and ``jobs`` import no pydantic."""
+
+    def _coerce_value(self, value: Any, param: _TyperParameter, ctx: click.Context) -> Any:
+        plain = _plain(self.annotation, self.parameter_info, value)
+        if plain is not _NOT_PLAIN:
+            return plain
+        fallback = build_runtime_param(param.type_descriptor)
+        return fallback._coerce_value(value, param=param, ctx=ctx)
+
+
+def coerce_plainly(params: Sequence[click.Parameter]) -> None:
+    """Give each plain ``str``, ``int`` or ``bool`` parameter of ``params`` a
+    :class:`PlainParam`, before typer builds its adapter on first use."""
+    for param in params:
+        if not isinstance(param, _TyperParameter) or param._runtime_param is not None:
+            continue
+        described = param.type_descriptor
+        info = described.parameter_info
+        if (
+            described.annotation in (str, int, bool)
+            and described.file_annotation is None
+            and info.parser is None
+            and not info.clamp
+            and param.nargs == 1
+            and not param.multiple
+        ):
+            param._runtime_param = PlainParam(parameter_info=info, annotation=described.annotation)
+
+
 class Command(TyperCommand):
-    """A command whose ``--help`` is :mod:`tickwork.cli.help`'s plain text."""
+    """A command whose ``--help`` is :mod:`tickwork.cli.help`'s plain text, and whose plain
+    parameters are coerced without pydantic (:class:`PlainParam`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        coerce_plainly(self.params)
+
+    def get_help_option(self, ctx: click.Context) -> Any:
+        option = super().get_help_option(ctx)
+        coerce_plainly([option] if option is not None else [])
+        return option
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         formatter.write(helptext.render(self, ctx))
 
 
 class Group(TyperGroup):
-    """A group (``tickwork jobs``, ``tickwork db``) with the same plain ``--help``."""
+    """A group (``tickwork jobs``, ``tickwork db``) with the same plain ``--help``, and
+    its own options coerced as :class:`Command`'s."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        coerce_plainly(self.params)
+
+    def get_help_option(self, ctx: click.Context) -> Any:
+        option = super().get_help_option(ctx)
+        coerce_plainly([option] if option is not None else [])
+        return option
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [

@@ -14,10 +14,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, tzinfo
 from typing import Protocol, TypeVar
 
-from rich.console import Console
-from rich.table import Table
-
-from tickwork.cli.output import echo, stdout
+from tickwork.cli import output
+from tickwork.cli.output import echo
 from tickwork.cron import Fire
 from tickwork.job import show_controls
 from tickwork.records import MAX_PAGE, Page
@@ -55,6 +53,7 @@ def watch(draw: Callable[[], None], enabled: bool) -> None:
     if not enabled:
         draw()
         return
+    stdout = output.stdout  # a rich console, made (and rich imported) here, on first use
     terminal = stdout.is_terminal
     try:
         while True:
@@ -70,6 +69,9 @@ def watch(draw: Callable[[], None], enabled: bool) -> None:
 def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     """A borderless table: one that fits a terminal, every character into a pipe. Control
     and bidi characters in cells are written as their codes (:func:`echo`)."""
+    from rich.console import Console  # here, not at the top: `next` prints no table
+    from rich.table import Table
+
     rows = [[show_controls(cell) for cell in row] for row in rows]
     table = Table(box=None, header_style="bold", pad_edge=False)
     for column in header:
@@ -77,6 +79,7 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     for row in rows:
         table.add_row(*row)
     full = sum(max(len(cell) for cell in column) + 2 for column in zip(header, *rows, strict=True))
+    stdout = output.stdout
     console = stdout if stdout.is_terminal else Console(file=stdout.file, width=full)
     console.print(table)
 

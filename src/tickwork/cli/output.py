@@ -56,12 +56,24 @@ def echo(text: str) -> None:
     they cannot drive the terminal or reorder the line."""
     from tickwork.job import show_controls  # here, not at the top: job imports the schedules
 
-    _console(False).print(show_controls(text), markup=False)
+    shown = show_controls(text)
+    if "\t" in shown or "\r" in shown:
+        # rich writes a tab as spaces to the next tab stop and drops a carriage return
+        _console(False).print(shown, markup=False)
+    else:
+        _write_line(shown)
 
 
 def echo_json(value: Any) -> None:
     """``value`` as JSON on stdout, for scripts (``--json``)."""
-    _console(False).print(json.dumps(value, ensure_ascii=False), markup=False)
+    _write_line(json.dumps(value, ensure_ascii=False))  # JSON holds no tab, no CR
+
+
+def _write_line(line: str) -> None:
+    # What rich's console writes for a line with neither tab nor carriage return (and
+    # then it flushes), without importing rich: ``tickwork next`` prints nothing else.
+    sys.stdout.write(f"{line}\n")
+    sys.stdout.flush()
 
 
 def _line(kind: str, style: str, message: str) -> None:

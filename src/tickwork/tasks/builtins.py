@@ -64,32 +64,31 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import http.client
 import json
 import os
 import re
 import selectors
 import signal
-import socket
-import ssl
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, urljoin, urlsplit, urlunsplit
 
 from tickwork.errors import InvalidArgs
-from tickwork.tasks.egress import (
-    EgressPolicy,
-    EgressRefused,
-    VettedHTTPConnection,
-    VettedHTTPSConnection,
-)
+from tickwork.tasks.egress import EgressPolicy, EgressRefused
 from tickwork.tasks.task import Context, Discard, Retry, Task, TaskFailed
+
+if TYPE_CHECKING:
+    # Imported where a run needs them, not here: the CLI imports this module (through the
+    # task registry) and runs no task; http.client and ssl cost its start-up.
+    import http.client
+    import socket
+    import ssl
+    import subprocess
 
 SHELL = "shell"
 HTTP = "http"
@@ -159,6 +158,8 @@ def shell(
         "TICKWORK_ATTEMPT": str(ctx.attempt),
         "TICKWORK_SCHEDULED_FOR": ctx.scheduled_for.astimezone(UTC).isoformat(),
     }
+    import subprocess
+
     proc = subprocess.Popen(
         [sys.executable, "-I", "-S", SHIM, str(os.getpid()), *argv],
         stdin=subprocess.DEVNULL,
@@ -380,6 +381,8 @@ def _request(
     first: _Outgoing, *, policy: EgressPolicy, ctx: Context, allow_private: bool
 ) -> dict[str, Any]:
     """Send ``first``, follow its redirects, and say what the last answer means."""
+    import http.client
+
     deadline = time.monotonic() + (ctx.timeout.total_seconds() if ctx.timeout else HTTP_TIMEOUT)
     outgoing = first
     for hop in range(MAX_REDIRECTS + 1):
@@ -428,6 +431,8 @@ def _exchange(
     allow_private: bool,
 ) -> _Answer:
     """One request on a connection of its own, made where ``policy`` allows."""
+    from tickwork.tasks.connections import VettedHTTPConnection, VettedHTTPSConnection
+
     parts = urlsplit(outgoing.url)
     host, scheme = parts.hostname or "", parts.scheme
     port = parts.port or DEFAULT_PORTS[scheme]
@@ -505,6 +510,8 @@ def _time_left(deadline: float) -> float:
 def _tls_context() -> ssl.SSLContext:
     """One context for every https run (it is thread-safe, and loading the CA
     certificates per request would cost milliseconds each)."""
+    import ssl
+
     return ssl.create_default_context()
 
 

@@ -52,10 +52,8 @@ A refused destination raises :class:`EgressRefused`; the ``http`` task ends its 
 
 from __future__ import annotations
 
-import http.client
 import ipaddress
 import socket
-import ssl
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -273,49 +271,3 @@ def _ip(text: str) -> Address | None:
         return ipaddress.ip_address(text)
     except ValueError:
         return None
-
-
-class VettedHTTPConnection(http.client.HTTPConnection):
-    """An HTTP connection whose socket comes from :meth:`EgressPolicy.connect`."""
-
-    def __init__(
-        self, host: str, port: int, *, timeout: float, policy: EgressPolicy, allow_private: bool
-    ) -> None:
-        super().__init__(host, port, timeout=timeout)
-        self._policy = policy
-        self._allow_private = allow_private
-
-    def connect(self) -> None:
-        self.sock = self._policy.connect(
-            self.host, self.port, self.timeout, allow_private=self._allow_private
-        )
-
-
-class VettedHTTPSConnection(http.client.HTTPSConnection):
-    """An HTTPS connection whose socket comes from :meth:`EgressPolicy.connect`; TLS
-    checks the certificate against the URL's host name, which is also the SNI."""
-
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        *,
-        timeout: float,
-        policy: EgressPolicy,
-        allow_private: bool,
-        context: ssl.SSLContext,
-    ) -> None:
-        super().__init__(host, port, timeout=timeout, context=context)
-        self._policy = policy
-        self._allow_private = allow_private
-        self._tls = context
-
-    def connect(self) -> None:
-        sock = self._policy.connect(
-            self.host, self.port, self.timeout, allow_private=self._allow_private
-        )
-        try:
-            self.sock = self._tls.wrap_socket(sock, server_hostname=self.host)
-        except BaseException:
-            sock.close()
-            raise
