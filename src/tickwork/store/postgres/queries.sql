@@ -262,6 +262,11 @@ AND r.task = ANY(%(tasks)s::text[])  -- only-tasks
 -- While none waits, the claim index is read as above. While some do, a backlog of theirs
 -- could lie ahead in that index: it claims nothing and "others" says so, and
 -- complete_then_claim_own claims instead (reading each of the claimer's tasks apart).
+-- So the claimable predicate's "-- only-tasks" line is dropped here (and in claim): in
+-- this statement's snapshot every waiting run is of the claimer's tasks, or the gate
+-- claims nothing, and a run's task never changes. With it, a planner whose statistics lag
+-- a drain (estimating one waiting run) read tickwork_runs_task, which matches the line,
+-- and sorted every waiting run: half the drain (benchmarks/README.md).
 WITH limits AS MATERIALIZED (
     SELECT g.limited AS set, g.tenant, g.others FROM tickwork_claim_gate(%(tasks)s::text[]) g
 ), done AS (

@@ -44,7 +44,7 @@ class PgRuns(PgCore):
         lean: list[ClaimedRun] = []
         if not self._limited and not self._others:
             params = _claim_params(worker, limit, lease, queues=queues, tasks=tasks, now=now)
-            rows = self._all(for_claimer(Q["claim"], queues, tasks), params)
+            rows = self._all(for_claimer(Q["claim"], queues, None), params)
             self._limited, self._others = rows[0]["limited"], bool(rows[0]["others"])
             rows = [r for r in rows if r["id"] is not None]
             if len(rows) == limit or not (self._limited or self._others):
@@ -161,7 +161,7 @@ class PgRuns(PgCore):
             **_claim_params(worker, max(limit, 0), lease, queues=queues, tasks=tasks, now=now),
         }
         name = "complete_then_claim_own" if own else "complete_then_claim"
-        query = for_claimer(Q[name], queues, tasks)
+        query = for_claimer(Q[name], queues, tasks if own else None)
         with self._conn() as conn:
             cur = conn.cursor(row_factory=tuple_row)
             # Prepared from the first call, not the fifth: planning it costs more than
