@@ -8,6 +8,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from tickwork.inputs import make_spec
@@ -32,12 +33,16 @@ class Result:
         return self.out.strip().splitlines()[-1]
 
 
-def tickwork(*argv: str) -> Result:
-    """``python -m tickwork ARGV`` with no TICKWORK_DB inherited, so ``--db`` decides."""
+def tickwork(*argv: str, cwd: Path | None = None, stdin: int | None = None) -> Result:
+    """``python -m tickwork ARGV`` with no TICKWORK_DB inherited, so ``--db`` decides; run
+    from ``cwd`` (whose modules ``--app`` can name) and with ``stdin`` (DEVNULL: no
+    terminal, as a cron job or a CI step runs it) when given."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
     env["COLUMNS"] = "200"
     done = subprocess.run(
         [sys.executable, "-m", "tickwork", *argv],
+        cwd=cwd,
+        stdin=stdin,
         capture_output=True,
         text=True,
         timeout=CLI_TIMEOUT,

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_support import CLI_TIMEOUT, Result, assert_error, ok, submit
+from cli_support import CLI_TIMEOUT, Result, assert_error, ok, submit, tickwork
 
 from tickwork.job import RunState
 from tickwork.store import Store
@@ -19,17 +19,7 @@ from tickwork.store import Store
 
 def without_terminal(*argv: str) -> Result:
     """``tickwork ARGV`` with stdin on /dev/null: a cron job's or a CI step's view."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "tickwork", *argv],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-        env=env,
-        check=False,
-    )
-    return Result(done.returncode, done.stdout, done.stderr)
+    return tickwork(*argv, stdin=subprocess.DEVNULL)
 
 
 def test_submit_json_is_one_document_with_the_job(store: Store) -> None:

@@ -4,12 +4,9 @@ UTC."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from cli_support import CLI_TIMEOUT, Result, ok, tickwork
+from cli_support import Result, ok, tickwork
 
 from tickwork.client import Client
 from tickwork.store import Store
@@ -17,17 +14,7 @@ from tickwork.store import Store
 
 def in_project(cwd: Path, *argv: str) -> Result:
     """``tickwork ARGV`` run from ``cwd``, whose modules ``--app`` can name."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "tickwork", *argv],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-        env=env,
-        check=False,
-    )
-    return Result(done.returncode, done.stdout, done.stderr)
+    return tickwork(*argv, cwd=cwd)
 
 
 def test_db_over_the_apps_own_database_is_said_once(store: Store, tmp_path: Path) -> None:
